@@ -1,0 +1,30 @@
+import { defineConfig } from "vitest/config"
+
+// Two projects: fast unit tests (parallel, no Ray) and real-Ray tests, which own the host's Ray
+// (`ray stop --force` kills every Ray process) and therefore run one file at a time, one test at a time.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/ray/**", "node_modules/**"],
+          testTimeout: 20_000
+        }
+      },
+      {
+        test: {
+          name: "ray",
+          include: ["test/ray/**/*.test.ts"],
+          fileParallelism: false,
+          pool: "forks",
+          poolOptions: { forks: { singleFork: true } },
+          sequence: { concurrent: false },
+          testTimeout: 180_000,
+          hookTimeout: 120_000
+        }
+      }
+    ]
+  }
+})
