@@ -1,5 +1,8 @@
-import type { RayClusterInfeasible } from "./Errors.js"
-import type { ClusterSnapshot } from "./Snapshot.js"
+import { RayClusterInfeasible } from "./Errors.js"
+import { aliveNodes, type ClusterSnapshot, type ResourceMap, totalResources } from "./Snapshot.js"
+
+/** The custom resource that makes a serving lease a whole-machine mutex (SPEC §0). */
+export const SERVING_SLOT = "serving_slot"
 
 /** What a serving lease asks of the cluster. */
 export interface LeaseRequest {
@@ -14,5 +17,100 @@ export interface FeasibilityVerdict {
   readonly warnings: ReadonlyArray<string>
 }
 
-// Implemented below by checkFeasibility (SPEC §4): decided from totals, slot first, then GPUs.
-export declare const checkFeasibility: (snapshot: ClusterSnapshot, request: LeaseRequest) => FeasibilityVerdict
+/**
+ * Ray keeps resource quantities in 1e-4 fixed point: differences below about 1e-6 are floating-point
+ * rounding, not a resource. (A power of two, so that values at the boundary are exact.)
+ */
+export const RESOURCE_EPSILON = 2 ** -20
+
+/** Resources Ray declares by itself; everything else on a head was given with `--resources`. */
+const isBuiltinResource = (name: string): boolean =>
+  name === "CPU" ||
+  name === "GPU" ||
+  name === "memory" ||
+  name === "object_store_memory" ||
+  name.startsWith("node:") ||
+  name.startsWith("accelerator_type:")
+
+/** The port of a `host:port` (IPv6 in brackets), if there is one. */
+const portOf = (hostPort: string): string | undefined => /:(\d+)$/.exec(hostPort)?.[1]
+
+const shellQuote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
+
+/** `{"a": 1, "serving_slot": 1}`, in the shape the installer's command line uses. */
+const resourcesJson = (resources: ResourceMap): string =>
+  `{${Object.entries(resources)
+    .map(([k, v]) => `${JSON.stringify(k)}: ${v}`)
+    .join(", ")}}`
+
+/**
+ * The manual fix for a head without the slot: the installer's command, on the same port, keeping
+ * the declared GPUs and custom resources.
+ */
+export const manualSlotFix = (snapshot: ClusterSnapshot, totals: ResourceMap): string => {
+  const custom: Record<string, number> = {}
+  for (const [k, v] of Object.entries(totals)) {
+    if (!isBuiltinResource(k) && k !== SERVING_SLOT) custom[k] = v
+  }
+  custom[SERVING_SLOT] = 1
+  const gpus = totals["GPU"] ?? 0
+  const argv = [
+    "ray start --head",
+    `--port=${portOf(snapshot.gcsAddress) ?? "<port>"}`,
+    ...(gpus > 0 ? [`--num-gpus=${gpus}`] : []),
+    `--resources=${shellQuote(resourcesJson(custom))}`,
+    "--disable-usage-stats"
+  ]
+  return (
+    `restart it with: ray stop --force && ${argv.join(" ")} ` +
+    "(ray stop --force kills every Ray process on this host)"
+  )
+}
+
+const slotWarnings = (snapshot: ClusterSnapshot, totals: ResourceMap): ReadonlyArray<string> => {
+  const slots = totals[SERVING_SLOT]
+  if (slots === undefined) return []
+  const nodes = aliveNodes(snapshot).length
+  if (Math.abs(slots - nodes) < RESOURCE_EPSILON) return []
+  return [
+    `${SERVING_SLOT} total is ${slots} on ${nodes} node(s); it should be 1 per node, or two serving runs can overlap`
+  ]
+}
+
+const infeasible = (
+  reason: RayClusterInfeasible["reason"],
+  detail: string,
+  warnings: ReadonlyArray<string>
+): FeasibilityVerdict => ({
+  feasible: false,
+  infeasible: new RayClusterInfeasible({ reason, detail, refusals: [], restartFailure: undefined }),
+  warnings
+})
+
+/**
+ * Whether a serving lease can ever be granted by the cluster as it is (SPEC §4): decided from the
+ * resource totals, never from what is free now (contention waits, infeasibility fails). The slot
+ * is checked before the GPUs so that a hand-started head short of both still reaches the repair.
+ */
+export const checkFeasibility = (snapshot: ClusterSnapshot, request: LeaseRequest): FeasibilityVerdict => {
+  const totals = totalResources(snapshot)
+  const warnings = slotWarnings(snapshot, totals)
+  if (request.servingSlot && (totals[SERVING_SLOT] ?? 0) < 1 - RESOURCE_EPSILON) {
+    return infeasible(
+      "no_serving_slot",
+      `existing Ray head has no ${SERVING_SLOT} resource; ${manualSlotFix(snapshot, totals)}`,
+      warnings
+    )
+  }
+  const gpus = totals["GPU"] ?? 0
+  if (gpus < request.gpus - RESOURCE_EPSILON) {
+    return infeasible(
+      "insufficient_gpus",
+      `cluster has ${gpus} GPU(s), ${request.gpus} requested; ` +
+        `request at most ${gpus} with --gpus, or start the head with --num-gpus=${request.gpus} ` +
+        "on a host that has them (the GPU count is fixed when the head starts)",
+      warnings
+    )
+  }
+  return { feasible: true, infeasible: undefined, warnings }
+}

@@ -1,6 +1,7 @@
-import type { Either } from "effect"
+import { Either } from "effect"
 import type { RayAddress } from "./Address.js"
-import type { ClusterSnapshot, RayDaemon } from "./Snapshot.js"
+import { RESOURCE_EPSILON } from "./Feasibility.js"
+import type { ActorInfo, ClusterSnapshot, JobInfo, RayDaemon } from "./Snapshot.js"
 
 /** The repair guards' stable ids (SPEC §4), in report order. */
 export const GUARD_IDS = [
@@ -39,3 +40,209 @@ export interface GuardInput {
   /** Whether this process has already submitted a lease actor. */
   readonly leaseSubmitted: boolean
 }
+
+// ---------------------------------------------------------------------------------------------
+// Rendering. Reasons are joined with "; " into the infeasibility message, so none contains one.
+
+/** How many items a reason names before it says "and N more". */
+const MAX_LISTED = 5
+
+const ID_SHOWN = 12
+
+/** A hex id as an operator reads it: long ids (nodes, actors) shortened, short ones (jobs) whole. */
+const shortId = (id: string): string => (id.length > ID_SHOWN ? `${id.slice(0, ID_SHOWN)}…` : id)
+
+const sameHex = (a: string | undefined, b: string): boolean =>
+  a !== undefined && a.toLowerCase() === b.toLowerCase()
+
+const listed = (items: ReadonlyArray<string>): string => {
+  const shown = items.slice(0, MAX_LISTED).join(", ")
+  const rest = items.length - MAX_LISTED
+  return rest > 0 ? `${shown} and ${rest} more` : shown
+}
+
+/** The port of a `host:port` (IPv6 in brackets), if there is one; an unread address has none. */
+const portOf = (hostPort: string | undefined): number | undefined => {
+  const m = /:(\d+)$/.exec(String(hostPort))
+  return m === null ? undefined : Number(m[1])
+}
+
+const UNINSPECTABLE = "cannot tell: cluster not inspectable"
+
+const cannotTell = (what: string): string => `${UNINSPECTABLE} (needed to check ${what})`
+
+// ---------------------------------------------------------------------------------------------
+// The guards: each returns null when it holds, else the reason it fails.
+
+type Guard = (input: GuardInput) => string | null
+
+const addressNotExplicit: Guard = ({ address }) => {
+  switch (address._tag) {
+    case "Auto":
+      return null
+    case "Local":
+      return `RAY_ADDRESS=${address.raw} is an explicit address chosen by an operator (reconnecting after a restart would start a new cluster)`
+    case "HostPort":
+    case "RayClient":
+      return `RAY_ADDRESS=${address.raw} is an explicit address chosen by an operator`
+  }
+}
+
+const singleNodeRun: Guard = ({ nodes }) =>
+  nodes < 2
+    ? null
+    : `this is a multi-node run (${nodes} nodes requested by HYPERLOOM_NODES or --nodes): restarting the head would drop the other nodes`
+
+const describeNode = (n: { readonly nodeId: string; readonly state: string }) =>
+  `${shortId(n.nodeId)} ${n.state}`
+
+const oneLocalNode: Guard = ({ snapshot, daemons }) => {
+  if (Either.isLeft(snapshot) || Either.isLeft(daemons)) return cannotTell("the node records")
+  const nodes = snapshot.right.nodes
+  if (nodes.length !== 1) {
+    return `cluster has ${nodes.length} node records${nodes.length > 0 ? ` (${listed(nodes.map(describeNode))})` : ""}`
+  }
+  const node = nodes[0]!
+  if (node.state !== "ALIVE") return `the cluster's only node record (${describeNode(node)}) is not alive`
+  const raylets = daemons.right.filter((d) => d.kind === "raylet")
+  if (raylets.some((d) => sameHex(d.nodeId, node.nodeId))) return null
+  const seen = raylets.map((d) => `pid ${d.pid} node ${d.nodeId === undefined ? "?" : shortId(d.nodeId)}`)
+  return (
+    `no raylet on this host runs the cluster's node ${shortId(node.nodeId)}` +
+    (seen.length > 0 ? ` (raylets seen: ${listed(seen)})` : " (no raylet process seen)")
+  )
+}
+
+const onlyOurDaemons: Guard = ({ snapshot, daemons, gcsPort }) => {
+  if (Either.isLeft(snapshot) || Either.isLeft(daemons)) return cannotTell("the host's Ray daemons")
+  const nodeIds = snapshot.right.nodes.map((n) => n.nodeId)
+  const foreign: Array<string> = []
+  // One gcs_server can serve the connected port; a second one claiming it (another network
+  // namespace sharing this /proc) is not ours to stop.
+  let seenOurGcs = false
+  for (const d of daemons.right) {
+    if (d.kind === "gcs_server") {
+      if (d.port === gcsPort && !seenOurGcs) {
+        seenOurGcs = true
+      } else {
+        foreign.push(`gcs_server (pid ${d.pid}, port ${d.port ?? "?"})`)
+      }
+    } else {
+      const ours = nodeIds.some((id) => sameHex(d.nodeId, id)) && portOf(d.gcsAddress) === gcsPort
+      if (!ours) {
+        foreign.push(
+          `raylet (pid ${d.pid}, node ${d.nodeId === undefined ? "?" : shortId(d.nodeId)}, gcs-address ${d.gcsAddress ?? "?"})`
+        )
+      }
+    }
+  }
+  if (foreign.length === 0) return null
+  return foreign.length === 1
+    ? `another ${foreign[0]} runs on this host`
+    : `other Ray daemons run on this host: ${listed(foreign)}`
+}
+
+const noResourcesHeld: Guard = ({ snapshot }) => {
+  if (Either.isLeft(snapshot)) return cannotTell("the resources")
+  const { nodes, resources } = snapshot.right
+  const held: Array<string> = []
+  for (const r of resources) {
+    for (const [name, total] of Object.entries(r.total)) {
+      const taken = total - (r.available[name] ?? 0)
+      if (taken > RESOURCE_EPSILON) held.push(`${name} ${taken}/${total} on node ${shortId(r.nodeId)}`)
+    }
+  }
+  // A live node the resource table does not report on could hold anything.
+  const unreported = nodes
+    .filter((n) => n.state === "ALIVE" && !resources.some((r) => sameHex(r.nodeId, n.nodeId)))
+    .map((n) => shortId(n.nodeId))
+  const parts = [
+    ...(held.length > 0 ? [`resources are held: ${listed(held)}`] : []),
+    ...(unreported.length > 0 ? [`no resource report for alive node(s) ${listed(unreported)}`] : [])
+  ]
+  return parts.length === 0 ? null : parts.join(", ")
+}
+
+const describeActor = (a: ActorInfo): string => {
+  const facts = [
+    `class ${a.className}`,
+    `id ${shortId(a.actorId)}`,
+    `job ${a.jobId}`,
+    ...(a.pid > 0 ? [`pid ${a.pid}`] : []),
+    a.state,
+    ...(a.isDetached ? ["detached"] : [])
+  ]
+  return `${a.name === "" ? "(unnamed)" : a.name} (${facts.join(", ")})`
+}
+
+const noLiveActors: Guard = ({ snapshot }) => {
+  if (Either.isLeft(snapshot)) return cannotTell("the actors")
+  const live = snapshot.right.actors.filter((a) => a.state !== "DEAD")
+  if (live.length === 0) return null
+  return live.length === 1
+    ? `actor ${describeActor(live[0]!)} is alive`
+    : `${live.length} actors are alive: ${listed(live.map(describeActor))}`
+}
+
+const ENTRYPOINT_SHOWN = 80
+
+const describeJob = (j: JobInfo): string => {
+  const entry =
+    j.entrypoint.length > ENTRYPOINT_SHOWN ? `${j.entrypoint.slice(0, ENTRYPOINT_SHOWN)}…` : j.entrypoint
+  const facts = [
+    `job ${j.jobId}`,
+    `pid ${j.driverPid}`,
+    ...(j.driverIp === "" ? [] : [`ip ${j.driverIp}`]),
+    ...(entry === "" ? [] : [`entrypoint ${entry}`])
+  ]
+  return `(${facts.join(", ")})`
+}
+
+const noOtherDrivers: Guard = ({ snapshot, ownJobIds }) => {
+  if (Either.isLeft(snapshot)) return cannotTell("the drivers")
+  const others = snapshot.right.jobs.filter(
+    (j) => !j.isDead && !ownJobIds.some((own) => sameHex(own, j.jobId))
+  )
+  if (others.length === 0) return null
+  return others.length === 1
+    ? `a live driver ${describeJob(others[0]!)} is connected`
+    : `${others.length} live drivers are connected: ${listed(others.map(describeJob))}`
+}
+
+const noLeaseSubmitted: Guard = ({ leaseSubmitted }) =>
+  leaseSubmitted ? "this process already submitted a lease actor (actor creation is asynchronous)" : null
+
+const clusterInspectable: Guard = ({ snapshot, daemons }) => {
+  const why = [
+    ...(Either.isLeft(snapshot) ? [`GCS read failed: ${snapshot.left}`] : []),
+    ...(Either.isLeft(daemons) ? [`/proc read failed: ${daemons.left}`] : [])
+  ]
+  return why.length === 0 ? null : `cluster could not be fully inspected: ${why.join(", ")}`
+}
+
+const GUARDS: { readonly [K in GuardId]: Guard } = {
+  address_not_explicit: addressNotExplicit,
+  single_node_run: singleNodeRun,
+  one_local_node: oneLocalNode,
+  only_our_daemons: onlyOurDaemons,
+  no_resources_held: noResourcesHeld,
+  no_live_actors: noLiveActors,
+  no_other_drivers: noOtherDrivers,
+  no_lease_submitted: noLeaseSubmitted,
+  cluster_inspectable: clusterInspectable
+}
+
+/** Every guard (SPEC §4), always all of them, in `GUARD_IDS` order. */
+export const evaluateGuards = (input: GuardInput): ReadonlyArray<GuardResult> =>
+  GUARD_IDS.map((id) => {
+    const reason = GUARDS[id](input)
+    return { id, ok: reason === null, reason }
+  })
+
+/** The repair is allowed only when every one of the nine guards was evaluated and holds. */
+export const repairAllowed = (results: ReadonlyArray<GuardResult>): boolean =>
+  GUARD_IDS.every((id) => results.some((r) => r.id === id)) && results.every((r) => r.ok)
+
+/** The failed guards' reasons, in order: appended to the infeasibility error when the repair is refused. */
+export const refusalReasons = (results: ReadonlyArray<GuardResult>): Array<string> =>
+  results.filter((r) => !r.ok).map((r) => r.reason ?? `guard ${r.id} failed`)
