@@ -24,7 +24,7 @@ export interface FeasibilityVerdict {
 export const RESOURCE_EPSILON = 2 ** -20
 
 /** Resources Ray declares by itself; everything else on a head was given with `--resources`. */
-const isBuiltinResource = (name: string): boolean =>
+export const isBuiltinResource = (name: string): boolean =>
   name === "CPU" ||
   name === "GPU" ||
   name === "memory" ||

@@ -1,0 +1,42 @@
+import { isBuiltinResource, SERVING_SLOT } from "./Feasibility.js"
+import type { ClusterSnapshot, ResourceMap } from "./Snapshot.js"
+
+export { SERVING_SLOT as SLOT } from "./Feasibility.js"
+
+/** How to start the replacement head so nothing the old head offered is lost. */
+export interface RestartPlan {
+  readonly port: number
+  readonly numCpus: number | undefined
+  /** undefined: let Ray detect the GPUs (the old head declared none). */
+  readonly numGpus: number | undefined
+  /** The old head's custom resources plus `serving_slot: 1`. */
+  readonly resources: ResourceMap
+}
+
+/**
+ * The restart plan for a lone head that lacks the slot (SPEC §4): same port, the old head's CPU
+ * count, its declared GPUs (none declared: Ray detects them; `numGpusOverride` wins) and its
+ * custom resources, plus the slot.
+ */
+export const restartPlan = (
+  snapshot: ClusterSnapshot,
+  port: number,
+  numGpusOverride: number | undefined
+): RestartPlan => {
+  const head = snapshot.nodes.find((n) => n.isHead && n.state === "ALIVE") ?? snapshot.nodes[0]
+  const totals: ResourceMap =
+    snapshot.resources.find((r) => r.nodeId === head?.nodeId)?.total ?? head?.resourcesTotal ?? {}
+  const custom: Record<string, number> = {}
+  for (const [name, amount] of Object.entries(totals)) {
+    if (!isBuiltinResource(name) && name !== SERVING_SLOT) custom[name] = amount
+  }
+  custom[SERVING_SLOT] = 1
+  const cpus = totals.CPU
+  const gpus = totals.GPU
+  return {
+    port,
+    numCpus: cpus !== undefined ? Math.round(cpus) : undefined,
+    numGpus: numGpusOverride ?? (gpus !== undefined && gpus > 0 ? Math.round(gpus) : undefined),
+    resources: custom
+  }
+}

@@ -1,0 +1,41 @@
+import { assert, describe, it } from "@effect/vitest"
+import { restartPlan } from "../../src/domain/Restart.js"
+import { HEAD_IP, idleHeadSnapshot, node, nodeId, nodeResources } from "../support/snapshots.js"
+
+const head = (resources: Record<string, number>) =>
+  idleHeadSnapshot({ resources: { memory: 1e9, object_store_memory: 5e8, [`node:${HEAD_IP}`]: 1, "node:__internal_head__": 1, ...resources } })
+
+describe("restartPlan", () => {
+  it("keeps the port, the CPU count, the declared GPUs and the custom resources, and adds the slot", () => {
+    const plan = restartPlan(head({ CPU: 8, GPU: 2, foo: 3 }), 6390, undefined)
+    assert.deepStrictEqual(plan, { port: 6390, numCpus: 8, numGpus: 2, resources: { foo: 3, serving_slot: 1 } })
+  })
+
+  it("lets Ray detect GPUs when the old head declared none", () => {
+    assert.isUndefined(restartPlan(head({ CPU: 2 }), 6379, undefined).numGpus)
+    assert.isUndefined(restartPlan(head({ CPU: 2, GPU: 0 }), 6379, undefined).numGpus)
+  })
+
+  it("HYPERLOOM_RAY_NUM_GPUS overrides the old head's GPUs, also 0", () => {
+    assert.strictEqual(restartPlan(head({ CPU: 2, GPU: 2 }), 6379, 4).numGpus, 4)
+    assert.strictEqual(restartPlan(head({ CPU: 2, GPU: 2 }), 6379, 0).numGpus, 0)
+  })
+
+  it("never copies Ray's own resources (memory, node markers, accelerator types) and sets the slot to 1", () => {
+    const plan = restartPlan(head({ CPU: 2, "accelerator_type:A100": 1, serving_slot: 3 }), 6379, undefined)
+    assert.deepStrictEqual(plan.resources, { serving_slot: 1 })
+  })
+
+  it("reads the head node's totals, not a worker's", () => {
+    const snapshot = head({ CPU: 4, bar: 1 })
+    const worker = node({ nodeId: nodeId(7), isHead: false, resourcesTotal: { CPU: 16, baz: 2 } })
+    const two = {
+      ...snapshot,
+      nodes: [worker, ...snapshot.nodes],
+      resources: [nodeResources({ nodeId: nodeId(7), total: { CPU: 16, baz: 2 }, available: {} }), ...snapshot.resources]
+    }
+    const plan = restartPlan(two, 6379, undefined)
+    assert.strictEqual(plan.numCpus, 4)
+    assert.deepStrictEqual(plan.resources, { bar: 1, serving_slot: 1 })
+  })
+})
