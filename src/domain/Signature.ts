@@ -1,0 +1,113 @@
+/**
+ * Failure signatures (SPEC §6 rule 4): an error text with its volatile tokens folded into
+ * placeholders, so that "the same failure again" can be told from "a different failure".
+ *
+ * The fold is versioned: a stored signature is `v1:<folded text>`. Changing any pattern below
+ * changes what equal means, so it must come with a new version (and old signatures then never
+ * match new ones, which errs on the side of not stopping).
+ *
+ * Patterns run in order, specific before general, each over the output of the previous one:
+ *
+ *   1. UUIDs                                      → `<uuid>`
+ *   2. IPv6 (`[addr]:port`, full, `::`-compressed) → `<ip>` (before times: `0:10:44a0::1` is no time)
+ *   3. timestamps: ISO date(-time), time of day   → `<ts>`
+ *   4. IPv4 with an optional `:port`               → `<ip>`
+ *   5. `0x…` hex                                   → `<hex>`
+ *   6. ids: hex runs of ID_MIN_HEX_CHARS or more holding a letter a-f (Ray's 40/56-hex ids, job
+ *      ids, hashes), but not the mantissa of a number in scientific notation → `<id>`
+ *   7. durations: `12.5s`, `300ms`, `2m`, `1h30m`, `5 s`, `3 minutes` → `<dur>`
+ *   8. numbers (sign, decimals, exponent; also inside words: `gpu3` → `gpu<n>`) → `<n>`
+ *
+ * and whitespace is collapsed to single spaces (before, so `5  s` is a duration too, and after).
+ *
+ * Words that merely look like hex (`face`, `added`, `bad`, `cafe`, `deadbeef`) are shorter than the
+ * id threshold and survive. A run of digits only is a number, however long: folding it as `<n>` keeps
+ * "differs only in numbers" exact at the cost of an all-digit hex id (odds ~ (10/16)^40) folding to
+ * `<n>` rather than `<id>`.
+ *
+ * Idempotence: after one fold no digit is left (step 8 takes every digit), so steps 3, 4, 5, 7 and
+ * 8 find nothing on a second pass. Steps 1, 2 and 6 can match digit-free text; their boundaries treat a
+ * placeholder like a word character, so a hex word that ended in digits (`abcdefabcdef1x` →
+ * `abcdefabcdef<n>x`) is not turned into an id on the second pass. Hence
+ * `foldText(foldText(x)) === foldText(x)`.
+ */
+
+export const SIGNATURE_VERSION = "v1"
+export const SIGNATURE_PREFIX = `${SIGNATURE_VERSION}:`
+
+/** A hex run this long or longer (with a letter in it) is an id. */
+export const ID_MIN_HEX_CHARS = 12
+
+const PLACEHOLDER = "<(?:uuid|id|hex|ip|ts|dur|n)>"
+/** Not preceded / followed by a letter, digit or a placeholder. */
+const NOT_AFTER_WORD = `(?<![0-9a-z])(?<!${PLACEHOLDER})`
+const NOT_BEFORE_WORD = `(?![0-9a-z])(?!${PLACEHOLDER})`
+
+/** Not the mantissa of a number in scientific notation (`7.81671725916e-313`, `12345678901e+5`). */
+const NOT_A_MANTISSA = "(?!(?<=\\d\\.)\\d+e)(?!\\d+e[+-]\\d)"
+
+const H4 = "[0-9a-f]{1,4}"
+const V6_GROUPS = `${H4}(?::${H4}){0,6}`
+const V6_CORE = `(?:(?:${H4}:){7}${H4}|(?:${V6_GROUPS})?::${V6_GROUPS}|${V6_GROUPS}::)`
+
+/** Digits with optional decimals and exponent. */
+const NUMBER_BODY = "\\d+(?:\\.\\d+)?(?:e[+-]?\\d+)?"
+/** A `-` is a sign when it is not glued to a word or a closing bracket (`worker-3` keeps its hyphen). */
+const SIGN = "(?:(?<![\\w)\\]>.])-)?"
+
+const UNIT_GLUED = "(?:ns|us|µs|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?)(?![a-zµ])"
+/** After a space only unambiguous units: `5 s` yes, `5 m` (metres?) and `5 h` no. */
+const UNIT_SPACED = "(?:ns|us|µs|ms|seconds?|secs?|s|minutes?|mins?|hours?|hrs?|days?)(?![a-zµ])"
+
+const RULES: ReadonlyArray<readonly [RegExp, string]> = [
+  [
+    new RegExp(
+      `${NOT_AFTER_WORD}[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}${NOT_BEFORE_WORD}`,
+      "gi"
+    ),
+    "<uuid>"
+  ],
+  [new RegExp(`\\[${V6_CORE}(?:%[0-9a-z]+)?\\](?::\\d{1,5})?`, "gi"), "<ip>"],
+  [
+    new RegExp(`(?<![\\w:.])(?<!${PLACEHOLDER})${V6_CORE}(?:%[0-9a-z]+)?(?![\\w:.])(?!${PLACEHOLDER})`, "gi"),
+    "<ip>"
+  ],
+  [
+    /(?<![\w.])\d{4}-\d{2}-\d{2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?(?:z|[+-]\d{2}:?\d{2}(?!\d))?(?![\w])/gi,
+    "<ts>"
+  ],
+  [/(?<![0-9a-f:])\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?![0-9a-f:])/gi, "<ts>"],
+  [/(?<!\d)(?<!\d\.)(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?!\.?\d)/g, "<ip>"],
+  [/(?<![0-9a-z])0x[0-9a-f]+/gi, "<hex>"],
+  [
+    new RegExp(
+      `${NOT_AFTER_WORD}${NOT_A_MANTISSA}(?=[0-9a-f]*[a-f])[0-9a-f]{${ID_MIN_HEX_CHARS},}${NOT_BEFORE_WORD}`,
+      "gi"
+    ),
+    "<id>"
+  ],
+  [
+    new RegExp(
+      `(?<![\\w.])-?${NUMBER_BODY}(?:${UNIT_GLUED}|\\s${UNIT_SPACED})(?:\\d+(?:\\.\\d+)?${UNIT_GLUED})*`,
+      "gi"
+    ),
+    "<dur>"
+  ],
+  [new RegExp(SIGN + NUMBER_BODY, "gi"), "<n>"]
+]
+
+const collapse = (text: string): string => text.replace(/\s+/g, " ").trim()
+
+/** The folded body of a signature (no version prefix). */
+export const foldText = (text: string): string => {
+  let out = collapse(text)
+  for (const [pattern, placeholder] of RULES) out = out.replace(pattern, placeholder)
+  return collapse(out)
+}
+
+/** The stored signature of an error text: `v1:<folded>`. */
+export const foldSignature = (text: string): string => SIGNATURE_PREFIX + foldText(text)
+
+/** The folded body of a stored signature, or undefined when it is not of the current version. */
+export const signatureBody = (signature: string): string | undefined =>
+  signature.startsWith(SIGNATURE_PREFIX) ? signature.slice(SIGNATURE_PREFIX.length) : undefined

@@ -1,0 +1,274 @@
+import { FileSystem, Path } from "@effect/platform"
+import type { PlatformError } from "@effect/platform/Error"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
+import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
+
+/**
+ * Persists a baseline session's state in `<session>/state.json` (SPEC §6).
+ *
+ * - `load` never modifies the file: a missing file is `None`, an older version is migrated in
+ *   memory, a corrupt file or one that fails the schema is `StateCorrupt`, a newer version is
+ *   `StateFromFuture`.
+ * - `save` is atomic (temp file in the same directory, write, fsync, rename, fsync of the directory)
+ *   and refuses to replace a file that `load` would refuse, so an unreadable state is never overwritten.
+ * - `lock` holds `<session>/.lock` (the holder's pid) for the scope: one run per session. The lock file
+ *   is created complete, by hard-linking a temp file that already holds the pid, so a reader never sees
+ *   a half-written lock. A lock whose pid is no longer alive is stale and is taken over.
+ */
+
+export const STATE_FILE = "state.json"
+export const LOCK_FILE = ".lock"
+
+const oneLine = (s: string) => s.replace(/\s+/g, " ").trim()
+
+/** The state file exists but is not valid JSON or does not match the schema of its version. */
+export class StateCorrupt extends Data.TaggedError("StateCorrupt")<{
+  readonly path: string
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `state file ${this.path} is unreadable: ${oneLine(this.detail)}; it was left untouched (move it away to start a new session)`
+  }
+}
+
+/** The state file was written by a newer hyperloom. */
+export class StateFromFuture extends Data.TaggedError("StateFromFuture")<{
+  readonly path: string
+  readonly version: number
+  readonly supported: number
+}> {
+  override get message(): string {
+    return `state file ${this.path} has schema_version ${this.version}, newer than the ${this.supported} this hyperloom reads; it was left untouched (use a newer hyperloom)`
+  }
+}
+
+/** Another live process holds the session. */
+export class SessionLocked extends Data.TaggedError("SessionLocked")<{
+  readonly path: string
+  readonly pid: number
+}> {
+  override get message(): string {
+    return `session is in use by process ${this.pid} (lock ${this.path}); wait for that run to end, or remove the lock if no hyperloom run is active`
+  }
+}
+
+/** The file system refused an operation on the session directory (permissions, disk full, …). */
+export class StateIoFailed extends Data.TaggedError("StateIoFailed")<{
+  readonly path: string
+  readonly operation: string
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `cannot ${this.operation} ${this.path}: ${oneLine(this.detail)}`
+  }
+}
+
+export type StateLoadError = StateCorrupt | StateFromFuture | StateIoFailed
+
+export interface StateStoreShape {
+  /** The session's state; `None` when the session has none yet. Never modifies the file. */
+  readonly load: (sessionDir: string) => Effect.Effect<Option.Option<SessionState>, StateLoadError>
+  /** Writes the state atomically, creating the session directory if needed. */
+  readonly save: (sessionDir: string, state: SessionState) => Effect.Effect<void, StateLoadError>
+  /** Holds the session's lock until the scope closes. */
+  readonly lock: (sessionDir: string) => Effect.Effect<void, SessionLocked | StateIoFailed, Scope.Scope>
+}
+
+const fromProblem = (
+  path: string,
+  text: string
+): Either.Either<SessionState, StateCorrupt | StateFromFuture> =>
+  Either.mapLeft(parseState(text), (p) =>
+    p.kind === "future"
+      ? new StateFromFuture({ path, version: p.version, supported: CURRENT_SCHEMA_VERSION })
+      : new StateCorrupt({ path, detail: p.detail })
+  )
+
+const isNotFound = (e: PlatformError) => e._tag === "SystemError" && e.reason === "NotFound"
+const isAlreadyExists = (e: PlatformError) => e._tag === "SystemError" && e.reason === "AlreadyExists"
+
+/** Whether a process with this pid exists (EPERM: it exists but belongs to someone else). */
+export const pidAlive = (pid: number): boolean => {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+const parsePid = (text: string): number | undefined => {
+  const t = text.trim()
+  return /^\d+$/.test(t) ? Number(t) : undefined
+}
+
+let tempCounter = 0
+const tempName = (base: string) => `.${base}.${process.pid}.${Date.now()}.${++tempCounter}.tmp`
+
+/** The live store on a platform FileSystem (Node's in `StateStore.Live`). */
+export const makeFileStateStore = Effect.gen(function* () {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+
+  const io = (operation: string, target: string) => (e: PlatformError) =>
+    new StateIoFailed({ path: target, operation, detail: e.message })
+
+  const readIfExists = (file: string) =>
+    fs.readFileString(file).pipe(
+      Effect.map(Option.some),
+      Effect.catchIf(isNotFound, () => Effect.succeed(Option.none<string>())),
+      Effect.mapError(io("read", file))
+    )
+
+  const ensureDir = (dir: string) =>
+    fs.makeDirectory(dir, { recursive: true }).pipe(Effect.mapError(io("create", dir)))
+
+  /** Writes a new file (it must not exist) and fsyncs it. */
+  const writeNew = (file: string, text: string) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const handle = yield* fs.open(file, { flag: "wx", mode: 0o644 })
+        yield* handle.writeAll(new TextEncoder().encode(text))
+        yield* handle.sync
+      })
+    )
+
+  /** Best effort: makes a rename in the directory durable. */
+  const syncDir = (dir: string) =>
+    Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (d) => d.sync)).pipe(Effect.ignore)
+
+  const removeQuietly = (file: string) => fs.remove(file).pipe(Effect.ignore)
+
+  const load = Effect.fn("StateStore.load")(function* (sessionDir: string) {
+    const file = path.join(sessionDir, STATE_FILE)
+    const text = yield* readIfExists(file)
+    if (Option.isNone(text)) return Option.none<SessionState>()
+    return Option.some(yield* fromProblem(file, text.value))
+  })
+
+  const save = Effect.fn("StateStore.save")(function* (sessionDir: string, state: SessionState) {
+    const file = path.join(sessionDir, STATE_FILE)
+    const body = renderState(state)
+    yield* ensureDir(sessionDir)
+    // Never replace a state file that load would refuse (SPEC §6: never overwritten when unreadable).
+    const existing = yield* readIfExists(file)
+    if (Option.isSome(existing)) yield* fromProblem(file, existing.value)
+    const temp = path.join(sessionDir, tempName(STATE_FILE))
+    yield* writeNew(temp, body).pipe(
+      Effect.zipRight(fs.rename(temp, file)),
+      Effect.mapError(io("write", file)),
+      Effect.onExit((exit) => (exit._tag === "Failure" ? removeQuietly(temp) : Effect.void))
+    )
+    yield* syncDir(sessionDir)
+  })
+
+  const acquire = Effect.fn("StateStore.lock")(function* (sessionDir: string) {
+    yield* ensureDir(sessionDir)
+    const lockPath = path.join(sessionDir, LOCK_FILE)
+    const mine = `${process.pid}\n`
+    const temp = path.join(sessionDir, tempName(LOCK_FILE))
+    const attempt = Effect.gen(function* () {
+      yield* writeNew(temp, mine).pipe(Effect.mapError(io("create", temp)))
+      // A holder that vanished between our link and our read, or a stale lock we just removed:
+      // try again; three rounds are plenty for one contender, and a loser of a race sees a live pid.
+      for (let round = 0; round < 3; round++) {
+        const linked = yield* fs.link(temp, lockPath).pipe(
+          Effect.as(true),
+          Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
+          Effect.mapError(io("create", lockPath))
+        )
+        if (linked) return
+        const held = yield* readIfExists(lockPath)
+        if (Option.isNone(held)) continue
+        const pid = parsePid(held.value)
+        if (pid !== undefined && pidAlive(pid)) return yield* new SessionLocked({ path: lockPath, pid })
+        // Stale (dead pid or unreadable content): take it over, unless it changed meanwhile.
+        const again = yield* readIfExists(lockPath)
+        if (Option.isSome(again) && again.value === held.value) {
+          yield* fs.remove(lockPath).pipe(
+            Effect.catchIf(isNotFound, () => Effect.void),
+            Effect.mapError(io("remove", lockPath))
+          )
+        }
+      }
+      return yield* new StateIoFailed({
+        path: lockPath,
+        operation: "take the lock",
+        detail: "another process keeps replacing it"
+      })
+    })
+    yield* attempt.pipe(Effect.ensuring(removeQuietly(temp)))
+    return lockPath
+  })
+
+  /** Removes the lock only while it is still ours. */
+  const release = (lockPath: string) =>
+    readIfExists(lockPath).pipe(
+      Effect.flatMap((held) =>
+        Option.isSome(held) && parsePid(held.value) === process.pid ? fs.remove(lockPath) : Effect.void
+      ),
+      Effect.ignore
+    )
+
+  const lock = (sessionDir: string) => Effect.asVoid(Effect.acquireRelease(acquire(sessionDir), release))
+
+  return { load, save, lock } satisfies StateStoreShape as StateStoreShape
+})
+
+/**
+ * An in-memory store with the live store's semantics (parsing, migration, refusals, one lock per
+ * session). `files` seeds raw state-file texts by session directory.
+ */
+export const makeMemoryStateStore = (files: Readonly<Record<string, string>> = {}): StateStoreShape => {
+  const texts = new Map<string, string>(Object.entries(files).map(([k, v]) => [normalize(k), v]))
+  const locks = new Set<string>()
+  const fileOf = (dir: string) => `${normalize(dir)}/${STATE_FILE}`
+  const load = (sessionDir: string) =>
+    Effect.suspend(() => {
+      const text = texts.get(normalize(sessionDir))
+      return text === undefined
+        ? Effect.succeed(Option.none<SessionState>())
+        : Effect.map(fromProblem(fileOf(sessionDir), text), Option.some)
+    })
+  const save = (sessionDir: string, state: SessionState) =>
+    Effect.suspend(() => {
+      const existing = texts.get(normalize(sessionDir))
+      const check =
+        existing === undefined ? Effect.void : Effect.asVoid(fromProblem(fileOf(sessionDir), existing))
+      return Effect.tap(check, () => Effect.sync(() => texts.set(normalize(sessionDir), renderState(state))))
+    })
+  const lock = (sessionDir: string) =>
+    Effect.acquireRelease(
+      Effect.suspend(() => {
+        const key = normalize(sessionDir)
+        if (locks.has(key)) {
+          return Effect.fail(new SessionLocked({ path: `${key}/${LOCK_FILE}`, pid: process.pid }))
+        }
+        locks.add(key)
+        return Effect.succeed(key)
+      }),
+      (key) => Effect.sync(() => locks.delete(key))
+    ).pipe(Effect.asVoid)
+  return { load, save, lock }
+}
+
+const normalize = (dir: string) => (dir.length > 1 ? dir.replace(/\/+$/, "") : dir)
+
+export class StateStore extends Effect.Service<StateStore>()("hyperloom/services/StateStore", {
+  effect: makeFileStateStore
+}) {
+  /** The live store on Node's file system. */
+  static readonly Live: Layer.Layer<StateStore> = StateStore.Default.pipe(
+    Layer.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer))
+  )
+  /** A fresh in-memory store each time the layer is built (provide it per test). */
+  static readonly Test: Layer.Layer<StateStore> = Layer.sync(StateStore, () =>
+    StateStore.make(makeMemoryStateStore())
+  )
+  /** A fresh in-memory store seeded with raw state-file texts by session directory. */
+  static readonly testWith = (files: Readonly<Record<string, string>>): Layer.Layer<StateStore> =>
+    Layer.sync(StateStore, () => StateStore.make(makeMemoryStateStore(files)))
+}

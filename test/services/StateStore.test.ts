@@ -1,0 +1,324 @@
+import { spawn, spawnSync } from "node:child_process"
+import * as NodePath from "node:path"
+import { FileSystem } from "@effect/platform"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Scope } from "effect"
+import { foldSignature } from "../../src/domain/Signature.js"
+import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
+import { LOCK_FILE, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
+
+const live = Layer.mergeAll(StateStore.Live, NodeFileSystem.layer)
+
+/** A fresh temp dir for the test, removed at the end of its scope. */
+const tempDir = Effect.flatMap(FileSystem.FileSystem, (fs) =>
+  fs.makeTempDirectoryScoped({ prefix: "hyperloom-state-" })
+)
+
+const sample = (): SessionState => ({
+  ...beginAttempt(initialState(), "2024-06-01T12:00:00.000Z"),
+  baseline_failure_streak: 1,
+  baseline_total_failures: 1,
+  baseline_last_failure_signature: foldSignature("worker 3 died")
+})
+
+const V1_TEXT = JSON.stringify({
+  schema_version: 1,
+  status: "running",
+  stop_reason: null,
+  stop_ts: null,
+  baseline_tput: null,
+  baseline_failure_streak: 1,
+  baseline_arg_error_streak: 0,
+  baseline_total_failures: 1,
+  baseline_failure_signature: "worker <n> died",
+  baseline_attempts: [
+    {
+      number: 1,
+      started_at: "2024-06-01T12:00:00.000Z",
+      ended_at: "2024-06-01T12:01:00.000Z",
+      runtime_sec: 60,
+      error_class: "subprocess_nonzero",
+      exit_code: 1,
+      error: "worker 3 died",
+      throughput: null
+    }
+  ]
+})
+
+/** A pid that no process has: a child that has already exited. */
+const deadPid = (): number => {
+  const r = spawnSync(process.execPath, ["-e", ""])
+  assert.isNumber(r.pid)
+  return r.pid!
+}
+
+/** A live child process for the scope of the test, killed (by its own pid) at the end. */
+const liveChild = Effect.acquireRelease(
+  Effect.sync(() => spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" })),
+  (child) => Effect.sync(() => child.kill("SIGKILL"))
+)
+
+const listDir = (dir: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(dir)).pipe(
+    Effect.map((xs) => [...xs].sort())
+  )
+
+describe("StateStore.Live", () => {
+  it.scopedLive("load of a session without state is none", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const store = yield* StateStore
+      assert.isTrue(Option.isNone(yield* store.load(NodePath.join(dir, "never-created"))))
+      assert.isTrue(Option.isNone(yield* store.load(dir)))
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("save creates the directory, writes atomically and leaves no temp file", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const session = NodePath.join(yield* tempDir, "a", "b", "session")
+      const s1 = sample()
+      yield* store.save(session, s1)
+      assert.deepStrictEqual(yield* listDir(session), [STATE_FILE])
+      assert.strictEqual(yield* fs.readFileString(NodePath.join(session, STATE_FILE)), renderState(s1))
+      assert.deepStrictEqual(yield* store.load(session), Option.some(s1))
+
+      // Replaced by a rename, not rewritten in place: the file is a new inode.
+      const inodeBefore = (yield* fs.stat(NodePath.join(session, STATE_FILE))).ino
+      const s2: SessionState = {
+        ...s1,
+        status: "stopped",
+        stop_reason: "baseline_failed",
+        stop_ts: "2024-06-01T13:00:00Z"
+      }
+      yield* store.save(session, s2)
+      assert.isTrue(Option.isSome(inodeBefore))
+      assert.notDeepEqual((yield* fs.stat(NodePath.join(session, STATE_FILE))).ino, inodeBefore)
+      assert.deepStrictEqual(yield* listDir(session), [STATE_FILE])
+      assert.deepStrictEqual(yield* store.load(session), Option.some(s2))
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("a corrupt file is refused, left byte-identical, and never overwritten", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const dir = yield* tempDir
+      const file = NodePath.join(dir, STATE_FILE)
+      const bytes = '{"schema_version": 2, "status": "runn'
+      yield* fs.writeFileString(file, bytes)
+
+      const loaded = yield* Effect.flip(store.load(dir))
+      assert.strictEqual(loaded._tag, "StateCorrupt")
+      assert.include(loaded.message, file)
+      assert.include(loaded.message, "invalid JSON")
+      assert.notInclude(loaded.message, "\n")
+
+      const saved = yield* Effect.flip(store.save(dir, sample()))
+      assert.strictEqual(saved._tag, "StateCorrupt")
+      assert.strictEqual(yield* fs.readFileString(file), bytes)
+      assert.deepStrictEqual(yield* listDir(dir), [STATE_FILE])
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("a file that fails the schema is corrupt, with the field named", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const dir = yield* tempDir
+      const bytes = JSON.stringify({ ...initialState(), baseline_total_failures: "two" })
+      yield* fs.writeFileString(NodePath.join(dir, STATE_FILE), bytes)
+      const e = yield* Effect.flip(store.load(dir))
+      assert.strictEqual(e._tag, "StateCorrupt")
+      assert.include(e.message, "baseline_total_failures")
+      assert.strictEqual(yield* fs.readFileString(NodePath.join(dir, STATE_FILE)), bytes)
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("a newer schema_version is refused and left untouched", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const dir = yield* tempDir
+      const file = NodePath.join(dir, STATE_FILE)
+      const bytes = JSON.stringify({ schema_version: 3, status: "running", future_field: [1, 2] })
+      yield* fs.writeFileString(file, bytes)
+
+      const loaded = yield* Effect.flip(store.load(dir))
+      assert.strictEqual(loaded._tag, "StateFromFuture")
+      if (loaded._tag === "StateFromFuture") {
+        assert.strictEqual(loaded.version, 3)
+        assert.strictEqual(loaded.supported, 2)
+      }
+      assert.include(loaded.message, "schema_version 3")
+      const saved = yield* Effect.flip(store.save(dir, sample()))
+      assert.strictEqual(saved._tag, "StateFromFuture")
+      assert.strictEqual(yield* fs.readFileString(file), bytes)
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("a version 1 file is migrated on load, left as is until the next save writes version 2", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const dir = yield* tempDir
+      const file = NodePath.join(dir, STATE_FILE)
+      yield* fs.writeFileString(file, V1_TEXT)
+
+      const loaded = yield* store.load(dir)
+      assert.isTrue(Option.isSome(loaded))
+      const s = Option.getOrThrow(loaded)
+      assert.strictEqual(s.schema_version, 2)
+      assert.strictEqual(s.baseline_last_failure_signature, "v1:worker <n> died")
+      assert.strictEqual(s.baseline_attempts[0]!.signature, foldSignature("worker 3 died"))
+      assert.strictEqual(yield* fs.readFileString(file), V1_TEXT)
+
+      yield* store.save(dir, s)
+      const written = JSON.parse(yield* fs.readFileString(file))
+      assert.strictEqual(written.schema_version, 2)
+      assert.notProperty(written, "baseline_failure_signature")
+      assert.deepStrictEqual(yield* store.load(dir), Option.some(s))
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("a session that is a file cannot be saved to: one clear line", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const dir = yield* tempDir
+      const notADir = NodePath.join(dir, "plain-file")
+      yield* fs.writeFileString(notADir, "x")
+      const e = yield* Effect.flip(store.save(notADir, sample()))
+      assert.strictEqual(e._tag, "StateIoFailed")
+      assert.include(e.message, notADir)
+      assert.notInclude(e.message, "\n")
+    }).pipe(Effect.provide(live))
+  )
+})
+
+describe("StateStore.Live lock", () => {
+  it.scopedLive("holds <session>/.lock with our pid, refuses a second holder, releases on scope close", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const session = NodePath.join(yield* tempDir, "s")
+      const lockPath = NodePath.join(session, LOCK_FILE)
+
+      const scope = yield* Scope.make()
+      yield* Scope.extend(store.lock(session), scope)
+      assert.strictEqual((yield* fs.readFileString(lockPath)).trim(), String(process.pid))
+
+      const second = yield* Effect.flip(Effect.scoped(store.lock(session)))
+      assert.strictEqual(second._tag, "SessionLocked")
+      if (second._tag === "SessionLocked") assert.strictEqual(second.pid, process.pid)
+      assert.include(second.message, `process ${process.pid}`)
+      // The failed attempt left no temp file behind and did not touch the holder's lock.
+      assert.deepStrictEqual(yield* listDir(session), [LOCK_FILE])
+
+      yield* Scope.close(scope, Exit.void)
+      assert.isFalse(yield* fs.exists(lockPath))
+      yield* Effect.scoped(store.lock(session))
+      assert.isFalse(yield* fs.exists(lockPath))
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("a lock held by another live process is refused and left in place", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const session = yield* tempDir
+      const child = yield* liveChild
+      const lockPath = NodePath.join(session, LOCK_FILE)
+      yield* fs.writeFileString(lockPath, `${child.pid}\n`)
+      const e = yield* Effect.flip(Effect.scoped(store.lock(session)))
+      assert.strictEqual(e._tag, "SessionLocked")
+      if (e._tag === "SessionLocked") assert.strictEqual(e.pid, child.pid)
+      assert.strictEqual(yield* fs.readFileString(lockPath), `${child.pid}\n`)
+    }).pipe(Effect.provide(live))
+  )
+
+  const staleContents: ReadonlyArray<readonly [string, () => string]> = [
+    ["a dead pid", () => `${deadPid()}\n`],
+    ["garbage", () => "not a pid"],
+    ["an empty file", () => ""]
+  ]
+  it.scopedLive.each(staleContents)("a stale lock holding %s is taken over", ([_name, content]) =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const session = yield* tempDir
+      const lockPath = NodePath.join(session, LOCK_FILE)
+      yield* fs.writeFileString(lockPath, content())
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* store.lock(session)
+          assert.strictEqual((yield* fs.readFileString(lockPath)).trim(), String(process.pid))
+        })
+      )
+      assert.isFalse(yield* fs.exists(lockPath))
+      assert.deepStrictEqual(yield* listDir(session), [])
+    }).pipe(Effect.provide(live))
+  )
+
+  it.scopedLive("release leaves a lock that is no longer ours", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const store = yield* StateStore
+      const session = yield* tempDir
+      const child = yield* liveChild
+      const lockPath = NodePath.join(session, LOCK_FILE)
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* store.lock(session)
+          yield* fs.writeFileString(lockPath, `${child.pid}\n`)
+        })
+      )
+      assert.strictEqual(yield* fs.readFileString(lockPath), `${child.pid}\n`)
+    }).pipe(Effect.provide(live))
+  )
+})
+
+describe("StateStore.Test", () => {
+  it.effect("saves and loads in memory", () =>
+    Effect.gen(function* () {
+      const store = yield* StateStore
+      assert.isTrue(Option.isNone(yield* store.load("sessions/one")))
+      yield* store.save("sessions/one", sample())
+      assert.deepStrictEqual(yield* store.load("sessions/one/"), Option.some(sample()))
+    }).pipe(Effect.provide(StateStore.Test))
+  )
+
+  it.effect("is fresh for every test", () =>
+    Effect.gen(function* () {
+      const store = yield* StateStore
+      assert.isTrue(Option.isNone(yield* store.load("sessions/one")))
+    }).pipe(Effect.provide(StateStore.Test))
+  )
+
+  it.effect("refuses seeded corrupt and future files like the live store, and never overwrites them", () =>
+    Effect.gen(function* () {
+      const store = yield* StateStore
+      assert.strictEqual((yield* Effect.flip(store.load("bad")))._tag, "StateCorrupt")
+      assert.strictEqual((yield* Effect.flip(store.save("bad", sample())))._tag, "StateCorrupt")
+      assert.strictEqual((yield* Effect.flip(store.load("new")))._tag, "StateFromFuture")
+      assert.strictEqual((yield* Effect.flip(store.save("new", sample())))._tag, "StateFromFuture")
+      const migrated = Option.getOrThrow(yield* store.load("old"))
+      assert.strictEqual(migrated.schema_version, 2)
+    }).pipe(
+      Effect.provide(
+        StateStore.testWith({ bad: "{", new: JSON.stringify({ schema_version: 7 }), old: V1_TEXT })
+      )
+    )
+  )
+
+  it.scoped("one lock per session", () =>
+    Effect.gen(function* () {
+      const store = yield* StateStore
+      yield* store.lock("s1")
+      yield* store.lock("s2")
+      assert.strictEqual((yield* Effect.flip(Effect.scoped(store.lock("s1"))))._tag, "SessionLocked")
+    }).pipe(Effect.provide(StateStore.Test))
+  )
+})
