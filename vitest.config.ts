@@ -17,6 +17,7 @@ export default defineConfig({
         test: {
           name: "ray",
           include: ["test/ray/**/*.test.ts"],
+          globalSetup: ["test/ray/globalSetup.ts"],
           fileParallelism: false,
           pool: "forks",
           poolOptions: { forks: { singleFork: true } },

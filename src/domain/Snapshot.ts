@@ -63,6 +63,8 @@ export interface ClusterSnapshot {
   readonly jobs: ReadonlyArray<JobInfo>
   readonly resources: ReadonlyArray<NodeResources>
   readonly demands: ReadonlyArray<ResourceDemand>
+  /** The cluster's Ray version (from the GCS CheckAlive reply), when it could be read. */
+  readonly rayVersion?: string | undefined
 }
 
 /** A Ray daemon seen in /proc. */
@@ -94,6 +96,8 @@ export interface ProcessInfo {
   readonly comm: string
   /** /proc/<pid>/cmdline split on NUL. */
   readonly argv: ReadonlyArray<string>
+  /** The state letter from /proc/<pid>/stat (`R`, `S`, `Z` for a zombie…), when known. */
+  readonly state?: string | undefined
 }
 
 const addInto = (acc: Record<string, number>, map: ResourceMap) => {

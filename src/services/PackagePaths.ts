@@ -29,4 +29,5 @@ export const packageRoot = (): string => {
 }
 
 /** A file shipped inside the package (proto/, python/, examples/). */
-export const packageFile = (...segments: ReadonlyArray<string>): string => path.join(packageRoot(), ...segments)
+export const packageFile = (...segments: ReadonlyArray<string>): string =>
+  path.join(packageRoot(), ...segments)

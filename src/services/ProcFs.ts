@@ -1,4 +1,7 @@
-import { Context, Data, type Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Context, Data, Effect, Layer } from "effect"
+import { parseRayDaemons } from "../domain/Daemons.js"
 import type { ProcessInfo, RayDaemon } from "../domain/Snapshot.js"
 
 /** The /proc root itself could not be listed (a vanished process is never an error). */
@@ -19,3 +22,120 @@ export interface ProcFsShape {
 }
 
 export class ProcFs extends Context.Tag("hyperloom/services/ProcFs")<ProcFs, ProcFsShape>() {}
+
+// ---- reading a /proc tree ----------------------------------------------------------------
+
+/**
+ * Errors that mean "this process is gone (or hidden from us)": it exited between the directory
+ * listing and the reads (ENOENT), is being torn down (ESRCH), or belongs to a user we may not look
+ * at (EACCES/EPERM, as a hidden process would not even be listed).
+ */
+const VANISHED = new Set(["ENOENT", "ESRCH", "EACCES", "EPERM"])
+
+const errorCode = (e: unknown): string | undefined =>
+  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+
+const describe = (e: unknown): string => {
+  const code = errorCode(e)
+  const msg = e instanceof Error ? e.message : String(e)
+  return code !== undefined && !msg.includes(code) ? `${code}: ${msg}` : msg
+}
+
+/** `/proc/<pid>/cmdline` → argv: split on NUL, without the trailing NUL (and setproctitle's padding). */
+export const parseCmdline = (raw: string): ReadonlyArray<string> => {
+  const argv = raw.split("\0")
+  while (argv.length > 0 && argv[argv.length - 1] === "") argv.pop()
+  return argv
+}
+
+/**
+ * `/proc/<pid>/stat` → state and ppid. The comm field sits in parentheses and may itself contain
+ * spaces and parentheses, so the fields are read after the LAST `)`.
+ */
+export const parseStat = (raw: string): { readonly state: string; readonly ppid: number } | undefined => {
+  const close = raw.lastIndexOf(")")
+  if (close < 0) return undefined
+  const fields = raw
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/)
+  const state = fields[0]
+  const ppid = Number(fields[1])
+  if (state === undefined || state === "" || !Number.isInteger(ppid)) return undefined
+  return { state, ppid }
+}
+
+/**
+ * One process, or `undefined` when it vanished. Synchronous reads on purpose: procfs answers from
+ * memory, and a scan of ~100 processes takes ~1 ms this way against ~12 ms through the libuv
+ * thread pool.
+ */
+const readProcess = (root: string, pid: number): ProcessInfo | undefined => {
+  const dir = path.join(root, String(pid))
+  try {
+    const cmdline = fs.readFileSync(path.join(dir, "cmdline"), "utf8")
+    const comm = fs.readFileSync(path.join(dir, "comm"), "utf8")
+    const stat = fs.readFileSync(path.join(dir, "stat"), "utf8")
+    // An empty stat means the process was reaped while we read it.
+    const parsed = parseStat(stat)
+    if (parsed === undefined) return undefined
+    return {
+      pid,
+      ppid: parsed.ppid,
+      comm: comm.replace(/\n$/, ""),
+      argv: parseCmdline(cmdline),
+      state: parsed.state
+    }
+  } catch (e) {
+    if (VANISHED.has(errorCode(e) ?? "")) return undefined
+    throw e
+  }
+}
+
+/** Reads every `<root>/<pid>/{cmdline,comm,stat}`, in pid order. */
+export const readProcesses = (root: string): Effect.Effect<ReadonlyArray<ProcessInfo>, ProcUnreadable> =>
+  Effect.gen(function* () {
+    const entries = yield* Effect.try({
+      try: () => fs.readdirSync(root),
+      catch: (e) => new ProcUnreadable({ root, detail: describe(e) })
+    })
+    const pids = entries.filter((e) => /^\d+$/.test(e)).map(Number)
+    const read = yield* Effect.try({
+      try: () => pids.map((pid) => readProcess(root, pid)),
+      catch: (e) => new ProcUnreadable({ root, detail: `reading a process: ${describe(e)}` })
+    })
+    return read.filter((p): p is ProcessInfo => p !== undefined).sort((a, b) => a.pid - b.pid)
+  })
+
+/** The ProcFs service over a /proc tree at `root` (the host's, or a recorded one). */
+export const make = (root = "/proc"): ProcFsShape => {
+  const processes = readProcesses(root).pipe(Effect.withSpan("ProcFs.processes", { attributes: { root } }))
+  return {
+    processes,
+    rayDaemons: Effect.map(readProcesses(root), parseRayDaemons).pipe(
+      Effect.withSpan("ProcFs.rayDaemons", { attributes: { root } })
+    )
+  }
+}
+
+/** The live layer: reads the host's /proc (or another root, e.g. a recorded fixture tree). */
+export const layerLive = (root = "/proc"): Layer.Layer<ProcFs> => Layer.succeed(ProcFs, make(root))
+
+/** A recorded tree (`test/fixtures/proc/<scenario>`) read through the live code. */
+export const layerFromTree = (dir: string): Layer.Layer<ProcFs> => layerLive(dir)
+
+/** A test layer serving these processes (daemons parsed from them as the live layer does). */
+export const layerTest = (processes: ReadonlyArray<ProcessInfo>): Layer.Layer<ProcFs> =>
+  Layer.succeed(ProcFs, {
+    processes: Effect.succeed(processes),
+    rayDaemons: Effect.sync(() => parseRayDaemons(processes))
+  })
+
+/** A test layer whose process table cannot be read. */
+export const layerUnreadable = (
+  root = "/proc",
+  detail = "EACCES: permission denied"
+): Layer.Layer<ProcFs> => {
+  const error = new ProcUnreadable({ root, detail })
+  return Layer.succeed(ProcFs, { processes: Effect.fail(error), rayDaemons: Effect.fail(error) })
+}

@@ -1,6 +1,8 @@
-import { Context, type Effect } from "effect"
-import type { RayCommandFailed, RayCommandTimeout, RayNotFound } from "../domain/Errors.js"
+import { CommandExecutor } from "@effect/platform"
+import { Context, Effect, Layer } from "effect"
+import { RayCommandFailed, RayCommandTimeout, type RayNotFound } from "../domain/Errors.js"
 import type { ResourceMap } from "../domain/Snapshot.js"
+import { runBounded } from "./Subprocess.js"
 
 /** What `ray status` said when used as the probe. */
 export interface ProbeResult {
@@ -27,9 +29,13 @@ export interface RayCliShape {
   readonly executable: Effect.Effect<string, RayNotFound>
   /** `ray status` with HYPERLOOM_RAY_STATUS_TIMEOUT_SEC; never fails for a cluster that does not answer. */
   readonly probe: () => Effect.Effect<ProbeResult, RayNotFound>
-  readonly start: (spec: HeadStartSpec) => Effect.Effect<void, RayNotFound | RayCommandFailed | RayCommandTimeout>
+  readonly start: (
+    spec: HeadStartSpec
+  ) => Effect.Effect<void, RayNotFound | RayCommandFailed | RayCommandTimeout>
   /** `ray stop --force`: kills every Ray process on the host. */
-  readonly stop: (timeoutSec?: number) => Effect.Effect<void, RayNotFound | RayCommandFailed | RayCommandTimeout>
+  readonly stop: (
+    timeoutSec?: number
+  ) => Effect.Effect<void, RayNotFound | RayCommandFailed | RayCommandTimeout>
 }
 
 export class RayCli extends Context.Tag("hyperloom/services/RayCli")<RayCli, RayCliShape>() {}
@@ -45,3 +51,104 @@ export const headStartArgs = (spec: HeadStartSpec): ReadonlyArray<string> => [
   "--disable-usage-stats",
   "--include-dashboard=false"
 ]
+
+/** Ray's own chatter that is no use to an operator. */
+const RAY_ENV = { RAY_USAGE_STATS_ENABLED: "0" } as const
+
+/**
+ * The live RayCli over a resolved `ray` executable. Every call has a timeout and terminates the
+ * child's process tree on timeout or interruption (see Subprocess.runBounded).
+ */
+export const makeRayCli = (options: {
+  readonly executable: Effect.Effect<string, RayNotFound>
+  readonly statusTimeoutSec: number
+  readonly env?: Readonly<Record<string, string>>
+}) =>
+  Effect.gen(function* () {
+    const executor = yield* CommandExecutor.CommandExecutor
+    const env = { ...RAY_ENV, ...options.env }
+    const executable = yield* Effect.cached(options.executable)
+    const run = (args: ReadonlyArray<string>, timeoutSec: number) =>
+      Effect.flatMap(executable, (exe) =>
+        runBounded([exe, ...args], { timeoutSec, env }).pipe(
+          Effect.provideService(CommandExecutor.CommandExecutor, executor),
+          // The executable was found a moment ago; failing to spawn it now is an OS impossibility.
+          Effect.orDie,
+          Effect.map((r) => ({ ...r, argv: ["ray", ...args] }))
+        )
+      )
+    const checked = (args: ReadonlyArray<string>, timeoutSec: number) =>
+      Effect.flatMap(
+        run(args, timeoutSec),
+        (r): Effect.Effect<void, RayCommandTimeout | RayCommandFailed> =>
+          r.timedOut
+            ? Effect.fail(new RayCommandTimeout({ argv: r.argv, timeoutSec }))
+            : r.exitCode !== 0
+              ? Effect.fail(
+                  new RayCommandFailed({
+                    argv: r.argv,
+                    exitCode: r.exitCode ?? -1,
+                    output: `${r.stdout}\n${r.stderr}`
+                  })
+                )
+              : Effect.void
+      )
+    return RayCli.of({
+      executable,
+      probe: Effect.fn("RayCli.probe")(function* () {
+        const r = yield* run(["status"], options.statusTimeoutSec)
+        return {
+          answered: !r.timedOut && r.exitCode === 0,
+          exitCode: r.exitCode,
+          timedOut: r.timedOut,
+          output: `${r.stdout}${r.stderr}`.trim(),
+          elapsedMs: r.elapsedMs
+        }
+      }),
+      start: Effect.fn("RayCli.start")(function* (spec: HeadStartSpec) {
+        yield* checked(headStartArgs(spec), spec.timeoutSec)
+      }),
+      stop: Effect.fn("RayCli.stop")(function* (timeoutSec = 90) {
+        yield* checked(["stop", "--force"], timeoutSec)
+      })
+    })
+  })
+
+/** A scripted RayCli for unit tests: records every call, answers from the script. */
+export interface FakeRayCli {
+  readonly calls: Array<{ readonly op: "probe" | "start" | "stop"; readonly spec?: HeadStartSpec }>
+  readonly layer: Layer.Layer<RayCli>
+}
+
+export const makeFakeRayCli = (script: {
+  readonly probe?: () => ProbeResult
+  readonly start?: (spec: HeadStartSpec) => Effect.Effect<void, RayCommandFailed | RayCommandTimeout>
+  readonly stop?: () => Effect.Effect<void, RayCommandFailed | RayCommandTimeout>
+}): FakeRayCli => {
+  const calls: FakeRayCli["calls"] = []
+  const answered: ProbeResult = { answered: true, exitCode: 0, timedOut: false, output: "", elapsedMs: 1 }
+  return {
+    calls,
+    layer: Layer.succeed(
+      RayCli,
+      RayCli.of({
+        executable: Effect.succeed("ray"),
+        probe: () =>
+          Effect.sync(() => {
+            calls.push({ op: "probe" })
+            return script.probe?.() ?? answered
+          }),
+        start: (spec) =>
+          Effect.suspend(() => {
+            calls.push({ op: "start", spec })
+            return script.start?.(spec) ?? Effect.void
+          }),
+        stop: () =>
+          Effect.suspend(() => {
+            calls.push({ op: "stop" })
+            return script.stop?.() ?? Effect.void
+          })
+      })
+    )
+  }
+}

@@ -1,6 +1,6 @@
 import { Context, Effect, Either, Layer } from "effect"
 import { parseNodeCount, parseRayAddress, type RayAddress } from "../domain/Address.js"
-import { InvalidAddress, InvalidSetting } from "../domain/Errors.js"
+import { type InvalidAddress, InvalidSetting } from "../domain/Errors.js"
 
 /**
  * Everything hyperloom reads from its environment, read once and validated, so that a bad value
@@ -52,7 +52,9 @@ const wholeNumber = (name: string, raw: string | undefined, min: number, max: nu
   const n = Number(v)
   return /^\d+$/.test(v) && n >= min && n <= max
     ? Either.right(n)
-    : Either.left(new InvalidSetting({ name, value: v, reason: `expected a whole number from ${min} to ${max}` }))
+    : Either.left(
+        new InvalidSetting({ name, value: v, reason: `expected a whole number from ${min} to ${max}` })
+      )
 }
 
 /** Reads and validates the settings from an environment (pure: tests pass their own). */
@@ -108,4 +110,5 @@ export const makeTestSettings = (fields: Partial<SettingsShape> = {}): SettingsS
   ...fields
 })
 
-export const layerTest = (fields: Partial<SettingsShape> = {}) => Layer.succeed(Settings, makeTestSettings(fields))
+export const layerTest = (fields: Partial<SettingsShape> = {}) =>
+  Layer.succeed(Settings, makeTestSettings(fields))

@@ -3,12 +3,25 @@ import { restartPlan } from "../../src/domain/Restart.js"
 import { HEAD_IP, idleHeadSnapshot, node, nodeId, nodeResources } from "../support/snapshots.js"
 
 const head = (resources: Record<string, number>) =>
-  idleHeadSnapshot({ resources: { memory: 1e9, object_store_memory: 5e8, [`node:${HEAD_IP}`]: 1, "node:__internal_head__": 1, ...resources } })
+  idleHeadSnapshot({
+    resources: {
+      memory: 1e9,
+      object_store_memory: 5e8,
+      [`node:${HEAD_IP}`]: 1,
+      "node:__internal_head__": 1,
+      ...resources
+    }
+  })
 
 describe("restartPlan", () => {
   it("keeps the port, the CPU count, the declared GPUs and the custom resources, and adds the slot", () => {
     const plan = restartPlan(head({ CPU: 8, GPU: 2, foo: 3 }), 6390, undefined)
-    assert.deepStrictEqual(plan, { port: 6390, numCpus: 8, numGpus: 2, resources: { foo: 3, serving_slot: 1 } })
+    assert.deepStrictEqual(plan, {
+      port: 6390,
+      numCpus: 8,
+      numGpus: 2,
+      resources: { foo: 3, serving_slot: 1 }
+    })
   })
 
   it("lets Ray detect GPUs when the old head declared none", () => {
@@ -32,7 +45,10 @@ describe("restartPlan", () => {
     const two = {
       ...snapshot,
       nodes: [worker, ...snapshot.nodes],
-      resources: [nodeResources({ nodeId: nodeId(7), total: { CPU: 16, baz: 2 }, available: {} }), ...snapshot.resources]
+      resources: [
+        nodeResources({ nodeId: nodeId(7), total: { CPU: 16, baz: 2 }, available: {} }),
+        ...snapshot.resources
+      ]
     }
     const plan = restartPlan(two, 6379, undefined)
     assert.strictEqual(plan.numCpus, 4)

@@ -1,0 +1,106 @@
+import { Data } from "effect"
+
+/**
+ * The CLI's exit codes (stable; listed in `--help` and the README). Every error tag maps to one
+ * code in `exitCodeFor`; nothing else decides an exit code.
+ */
+export const EXIT = {
+  ok: 0,
+  internal: 1,
+  usage: 2,
+  rayNotFound: 3,
+  clusterUnreachable: 4,
+  rayCommandFailed: 5,
+  ensureRefused: 6,
+  infeasible: 7,
+  state: 8,
+  lease: 9,
+  baselineFailed: 10,
+  baselineArgError: 11,
+  enablementStalled: 12,
+  sessionTimeExhausted: 13,
+  leaseTimeout: 124,
+  cancelled: 130
+} as const
+
+export const EXIT_CODES_HELP = `Exit codes:
+  0    success (lease run: the command's own exit code)
+  1    internal error (a bug: please report it)
+  2    bad usage: an invalid option, RAY_ADDRESS or HYPERLOOM_* setting
+  3    no ray executable found (set HYPERLOOM_RAY or run scripts/setup-ray.sh)
+  4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
+  5    a ray command failed or did not finish in time
+  6    ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons)
+  7    ray_cluster_infeasible: the cluster cannot grant the lease (repair refused or not possible)
+  8    session state unusable: corrupt, from a newer hyperloom, or locked by another run
+  9    the lease could not be held (bridge or actor failure)
+  10   baseline stopped: baseline_failed
+  11   baseline stopped: baseline_arg_error
+  12   baseline stopped: enablement_stalled
+  13   baseline stopped: session_time_exhausted (--deadline)
+  124  lease run: the command exceeded --timeout
+  130  cancelled (Ctrl-C / SIGTERM)`
+
+/** Ends the command with a given exit code after its output was written (not an error). */
+export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: number }> {}
+
+const byTag: Record<string, number> = {
+  ValidationError: EXIT.usage,
+  InvalidSetting: EXIT.usage,
+  InvalidAddress: EXIT.usage,
+  InvalidOption: EXIT.usage,
+  RayNotFound: EXIT.rayNotFound,
+  NoClusterFound: EXIT.clusterUnreachable,
+  ClusterUnreachable: EXIT.clusterUnreachable,
+  MultipleClusters: EXIT.clusterUnreachable,
+  RayCommandFailed: EXIT.rayCommandFailed,
+  RayCommandTimeout: EXIT.rayCommandFailed,
+  EnsureRefused: EXIT.ensureRefused,
+  RayClusterInfeasible: EXIT.infeasible,
+  StateCorrupt: EXIT.state,
+  StateFromFuture: EXIT.state,
+  SessionLocked: EXIT.state,
+  StateIoFailed: EXIT.state,
+  SessionNotFound: EXIT.state,
+  LeaseBridgeError: EXIT.lease,
+  LeaseFailed: EXIT.lease,
+  LeaseBridgeStartFailed: EXIT.lease,
+  LeaseBridgeProtocolError: EXIT.lease,
+  LeaseRayInitFailed: EXIT.lease,
+  LeaseActorFailed: EXIT.lease
+}
+
+export const exitCodeFor = (error: unknown): number => {
+  if (typeof error === "object" && error !== null && "_tag" in error) {
+    const tag = (error as { _tag: string })._tag
+    if (tag === "ExitWith") return (error as ExitWith).code
+    return byTag[tag] ?? EXIT.internal
+  }
+  return EXIT.internal
+}
+
+/**
+ * The exit code of `baseline run` from the session's outcome: succeeded 0, each stop reason its
+ * own code, cancelled 130. (`state show` exits 0 whenever it could show the state.)
+ */
+export const exitCodeForSession = (state: {
+  readonly status: string
+  readonly stop_reason: string | null
+}): number => {
+  if (state.status === "cancelled") return EXIT.cancelled
+  if (state.status !== "stopped") return EXIT.ok
+  switch (state.stop_reason) {
+    case "baseline_failed":
+      return EXIT.baselineFailed
+    case "baseline_arg_error":
+      return EXIT.baselineArgError
+    case "enablement_stalled":
+      return EXIT.enablementStalled
+    case "session_time_exhausted":
+      return EXIT.sessionTimeExhausted
+    case "orchestrator_cancelled":
+      return EXIT.cancelled
+    default:
+      return EXIT.internal
+  }
+}

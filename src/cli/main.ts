@@ -1,0 +1,86 @@
+/**
+ * The hyperloom executable: the only place that composes the live layers, reads argv and maps
+ * every outcome to a stable exit code (see Exit.ts).
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Effect, Exit, Layer, Logger, LogLevel, Option } from "effect"
+import * as ClusterInspector from "../services/ClusterInspector.js"
+import * as ProcFs from "../services/ProcFs.js"
+import * as RayCli from "../services/RayCli.js"
+import * as RayInstall from "../services/RayInstall.js"
+import * as Settings from "../services/Settings.js"
+import { WorkGate } from "../services/WorkGate.js"
+import { AppLayer } from "./AppLayer.js"
+import { cli } from "./Cli.js"
+import { EXIT, exitCodeFor } from "./Exit.js"
+
+/** The live services for one command run. Built per command, so `--help` builds nothing. */
+const liveServices = (overrides: Settings.SettingsOverrides) => {
+  const settings = Settings.layerFromEnv(overrides)
+  const rayCli = Layer.effect(
+    RayCli.RayCli,
+    Effect.flatMap(Settings.Settings, (s) =>
+      RayCli.makeRayCli({ executable: RayInstall.rayExecutable(s), statusTimeoutSec: s.statusTimeoutSec })
+    )
+  )
+  const procFs = ProcFs.layerLive()
+  const inspector = ClusterInspector.layerLive.pipe(Layer.provide(procFs))
+  return Layer.mergeAll(rayCli, procFs, inspector, WorkGate.Default).pipe(
+    Layer.provideMerge(settings),
+    Layer.provide(NodeContext.layer)
+  )
+}
+
+/** Diagnostics go to stderr, one line each; stdout is for results. */
+const stderrLogger = Logger.make(({ logLevel, message }) => {
+  const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
+  const prefix = logLevel._tag === "Warning" ? "warning: " : logLevel._tag === "Error" ? "error: " : ""
+  process.stderr.write(`hyperloom: ${prefix}${text}\n`)
+})
+
+const reportFailure = (cause: Cause.Cause<unknown>) =>
+  Effect.sync(() => {
+    const failure = Cause.failureOption(cause)
+    if (Option.isSome(failure)) {
+      const error = failure.value as { _tag?: string; message?: string }
+      const code = exitCodeFor(error)
+      // @effect/cli already printed its own usage errors; ExitWith carries no message.
+      if (error._tag !== "ExitWith" && error._tag !== "ValidationError") {
+        process.stderr.write(`hyperloom: ${error.message ?? String(error)}\n`)
+      }
+      return code
+    }
+    const defect = Cause.squash(cause)
+    process.stderr.write(
+      `hyperloom: internal error: ${defect instanceof Error ? defect.message : String(defect)}\n` +
+        (process.env.HYPERLOOM_DEBUG ? `${Cause.pretty(cause)}\n` : "(set HYPERLOOM_DEBUG=1 for details)\n")
+    )
+    return EXIT.internal
+  })
+
+const program = Effect.suspend(() => cli(process.argv)).pipe(
+  Effect.provideService(AppLayer, liveServices),
+  Effect.provide(NodeContext.layer),
+  Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
+  Logger.withMinimumLogLevel(process.env.HYPERLOOM_DEBUG ? LogLevel.Debug : LogLevel.Info),
+  Effect.matchCauseEffect({
+    onSuccess: () => Effect.succeed(EXIT.ok as number),
+    onFailure: (cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.succeed(EXIT.cancelled as number) : reportFailure(cause)
+  })
+)
+
+NodeRuntime.runMain(program, {
+  disableErrorReporting: true,
+  disablePrettyLogger: true,
+  teardown: (exit, onExit) => {
+    const code: number = Exit.isSuccess(exit)
+      ? (exit.value as number)
+      : Cause.isInterruptedOnly(exit.cause)
+        ? EXIT.cancelled
+        : EXIT.internal
+    process.exitCode = code
+    onExit(code)
+  }
+})

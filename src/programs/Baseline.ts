@@ -1,0 +1,469 @@
+/**
+ * The baseline program (SPEC §6): runs a benchmark command under a serving lease, attempt after
+ * attempt, until it succeeds or a stop rule fires. The policy is pure and lives in the domain
+ * (`classifyAttempt`, `applyAttempt`, the state helpers); this file is the loop around it.
+ *
+ * One run of a session:
+ *
+ * 1. Take the session lock (`<session>/.lock`, one run per session) and load the state.
+ *    - No state: a new session. An attempt a crash left in flight is recorded as `interrupted`
+ *      (not charged). A session the run itself stopped (`cancelled`, or `stopped` with
+ *      `session_time_exhausted`) is reopened and resumes where it was, counters as they were.
+ *    - A session that succeeded or was stopped by a stop rule is final: nothing runs, the report
+ *      repeats its outcome (and the CLI its exit code). To run the baseline again, use a new
+ *      session directory (or move the old `state.json` away). There is deliberately no `--force`:
+ *      the stop rules exist to keep a broken setup from being retried blindly.
+ * 2. Loop, saving the state (atomically, uninterruptibly) after every change:
+ *    - open the attempt (an in-flight record is written BEFORE the command runs);
+ *    - run the command under a lease through `runAttempt` (`runLeased` in the CLI), with
+ *      `HYPERLOOM_RESULT_FILE` (`<session>/attempts/<n>/result.json`, fresh per attempt),
+ *      `HYPERLOOM_SESSION_DIR` and `HYPERLOOM_ATTEMPT` in its environment, each output line
+ *      streamed through `onOutput` (default: stderr, prefixed `[attempt n] `);
+ *    - turn what happened into an `AttemptOutcome`: the lease's typed `RayClusterInfeasible` becomes
+ *      `LeaseInfeasible` (its message starts with the marker), a lease timeout `TimedOut`, an exit
+ *      `Exited` with the throughput read from the result file;
+ *    - classify, apply the stop rules, save, log the attempt (number, class, streaks, what happens
+ *      next and why);
+ *    - on `run_enablement`: write the launch log to `<session>/attempts/<n>/launch.log`, run the
+ *      enablement command (a shell command line, `/bin/sh -c`, see services/Enablement.ts) with
+ *      `HYPERLOOM_LAUNCH_LOG` set, mark it finished, save, and revalidate (the next attempt).
+ *
+ * Every other lease failure (no Ray and none may be started, an unreachable cluster, no `ray`
+ * executable, the bridge or the actor failing) is not the command's fault and no retry of the
+ * command can help: the attempt is recorded as `interrupted` (not charged) with the error as its
+ * text, the state is saved (still `running`, so the session resumes once the cluster is fixed) and
+ * the run fails with that typed error.
+ *
+ * The run itself may stop an attempt; nothing is charged then and the lease is released:
+ * - `deadlineSec` (the whole run, from its start): the attempt in flight ends as
+ *   `session_time_exhausted`, or, between attempts or during the enablement command, the session
+ *   stops with that reason;
+ * - interruption (Ctrl-C): the attempt in flight ends as `orchestrator_cancelled`, the session is
+ *   `cancelled`, and the state is written before the interruption completes.
+ *
+ * The runtime recorded for an attempt is the command's: the lease's time minus the time it waited
+ * for the slot or GPUs held by another lease, so a fast argument error stays fast after a wait.
+ */
+import { Clock, Console, Duration, Effect, Either, Option } from "effect"
+import type { RayClusterInfeasible } from "../domain/Errors.js"
+import { AttemptOutcome, type AttemptResult, boundedErrorText, classifyAttempt } from "../domain/Failure.js"
+import type { LeaseRequest } from "../domain/Feasibility.js"
+import {
+  beginAttempt,
+  finishEnablement,
+  inflightAttempt,
+  initialState,
+  isTerminal,
+  recoverInterrupted,
+  reopenStoppedByRun,
+  type SessionState
+} from "../domain/State.js"
+import { applyAttempt, type Decision, STALL_LIMIT, stopByRun } from "../domain/StopRules.js"
+import { AttemptFiles } from "../services/AttemptFiles.js"
+import { Enablement } from "../services/Enablement.js"
+import type { LeaseOutput } from "../services/LeaseBridge.js"
+import { StateStore } from "../services/StateStore.js"
+import type { LeaseRunResult, LeaseRunSpec } from "./Lease.js"
+
+export interface BaselineOptions<E, R> {
+  /** The session directory (absolute: the command and the enablement get paths inside it). */
+  readonly sessionDir: string
+  readonly request: LeaseRequest
+  /** The baseline command. */
+  readonly argv: ReadonlyArray<string>
+  /** Bounds each attempt (waiting for the lease included); past it the attempt is a `timeout`. */
+  readonly attemptTimeoutSec?: number | undefined
+  /** Bounds the whole run, from its start; past it the run stops as `session_time_exhausted`. */
+  readonly deadlineSec?: number | undefined
+  /** The enablement command line (run with `/bin/sh -c`); enables the enablement lane. */
+  readonly enablementCmd?: string | undefined
+  /** The environment of the command and the enablement command (the HYPERLOOM_* variables are added). */
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly cwd: string
+  /** Runs one attempt under a lease: `runLeased` in the CLI, a fake in tests. */
+  readonly runAttempt: (spec: LeaseRunSpec) => Effect.Effect<LeaseRunResult, E, R>
+  /** Each output line of the command and of the enablement command, prefixed (default: stderr). */
+  readonly onOutput?: ((line: string) => Effect.Effect<void>) | undefined
+}
+
+export interface BaselineReport {
+  readonly sessionDir: string
+  /** The final state, as saved. */
+  readonly state: SessionState
+  /** Why the run ended: the deciding rule's explanation, or why nothing ran. */
+  readonly why: string
+  /** Attempts this run started. */
+  readonly attemptsRun: number
+  /** The session had already ended before this run; nothing ran. */
+  readonly alreadyEnded: boolean
+}
+
+/** Where an attempt's files live. */
+export const attemptPaths = (sessionDir: string, n: number) => {
+  const dir = `${sessionDir.replace(/\/+$/, "") || "/"}/attempts/${n}`.replace(/^\/\//, "/")
+  return { dir, resultFile: `${dir}/result.json`, launchLog: `${dir}/launch.log` }
+}
+
+/** Output kept per attempt for its error text (the classifier keeps at most 2000 characters of it). */
+const TAIL_CHARS = 64 * 1024
+
+const iso = (millis: number) => new Date(millis).toISOString()
+
+const fmtSec = (s: number | null) => (s === null ? "?" : s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`)
+
+const describeRequest = (r: LeaseRequest) => `${r.gpus} GPU(s)${r.servingSlot ? " + serving_slot" : ""}`
+
+/** One line summing up an attempt: number, class, exit code, runtime, the streaks, what comes next and why. */
+export const describeAttempt = (state: SessionState, decision: Decision): string => {
+  const a = state.baseline_attempts[state.baseline_attempts.length - 1]
+  const what =
+    a === undefined
+      ? "no attempt"
+      : `attempt ${a.number}: ${a.error_class ?? `succeeded, throughput ${a.throughput}`}` +
+        `${a.exit_code !== null ? `, exit ${a.exit_code}` : ""}, ${fmtSec(a.runtime_sec)}`
+  const e = state.enablement
+  const streaks =
+    `streaks: failure ${state.baseline_failure_streak}, arg-error ${state.baseline_arg_error_streak}, ` +
+    `total failures ${state.baseline_total_failures}` +
+    (e.attempts > 0 ? `, enablement runs ${e.attempts}, stall ${e.stall_streak}/${STALL_LIMIT}` : "")
+  const next =
+    decision._tag === "retry"
+      ? "next: retry"
+      : decision._tag === "run_enablement"
+        ? "next: enablement command, then revalidation"
+        : decision._tag === "stop"
+          ? `next: stop (${decision.reason})`
+          : "next: done (succeeded)"
+  return `${what}; ${streaks}; ${next}: ${decision.why}`
+}
+
+/** The last non-empty line of a text, shortened. */
+const lastLine = (text: string) => {
+  const lines = text.split("\n").filter((l) => l.trim() !== "")
+  const line = lines[lines.length - 1] ?? ""
+  return line.length > 160 ? `${line.slice(0, 159)}…` : line
+}
+
+const isInfeasible = (e: unknown): e is RayClusterInfeasible =>
+  typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RayClusterInfeasible"
+
+const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e))
+
+const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOptions<E, R>) {
+  const store = yield* StateStore
+  const files = yield* AttemptFiles
+  const enablement = yield* Enablement
+  const dir = options.sessionDir
+  const enablementAvailable = options.enablementCmd !== undefined && options.enablementCmd.trim() !== ""
+  const print = options.onOutput ?? ((line: string) => Console.error(line))
+  const now = Clock.currentTimeMillis
+
+  yield* store.lock(dir)
+  const loaded = yield* store.load(dir)
+  const runStart = yield* now
+  const deadlineAt = options.deadlineSec !== undefined ? runStart + options.deadlineSec * 1000 : undefined
+
+  // The state of the run, always the newest: saved after every change, read by the cancel handler.
+  let current: SessionState = Option.getOrElse(loaded, initialState)
+  const save = (next: SessionState) =>
+    Effect.uninterruptible(
+      Effect.suspend(() => {
+        current = next
+        return store.save(dir, next)
+      })
+    )
+
+  // Resume.
+  if (Option.isSome(loaded)) {
+    const recovered = recoverInterrupted(current, iso(runStart))
+    for (const a of recovered.baseline_attempts) {
+      if (a.error_class === "interrupted" && current.baseline_attempts[a.number - 1]?.ended_at === null) {
+        yield* Effect.logInfo(
+          `attempt ${a.number} was left in flight by an earlier run; recorded as interrupted (not charged)`
+        )
+      }
+    }
+    const reopened = reopenStoppedByRun(recovered)
+    if (reopened !== recovered) {
+      yield* Effect.logInfo(
+        `resuming the session (it was ${recovered.stop_reason ?? recovered.status}; nothing was charged for that)`
+      )
+    }
+    if (isTerminal(reopened)) {
+      if (reopened !== current) yield* save(reopened)
+      const why =
+        reopened.status === "succeeded"
+          ? `the session already succeeded (throughput ${reopened.baseline_tput}); nothing to run (use a new --session directory to run the baseline again)`
+          : `the session already stopped (${reopened.stop_reason}); nothing to run (use a new --session directory to run the baseline again)`
+      yield* Effect.logInfo(why)
+      return {
+        sessionDir: dir,
+        state: current,
+        why,
+        attemptsRun: 0,
+        alreadyEnded: true
+      } satisfies BaselineReport
+    }
+    if (reopened !== current) yield* save(reopened)
+    yield* Effect.logInfo(
+      `resuming session ${dir} at attempt ${reopened.baseline_attempts.length + 1} (streaks: failure ${reopened.baseline_failure_streak}, arg-error ${reopened.baseline_arg_error_streak}, total failures ${reopened.baseline_total_failures})`
+    )
+    if (reopened.enablement.attempts > 0 && !enablementAvailable) {
+      yield* Effect.logInfo(
+        "the enablement lane was engaged but no --enablement-cmd was given: its counters stand, rule 3 applies again"
+      )
+    }
+  } else {
+    yield* save(current)
+    yield* Effect.logInfo(`new baseline session ${dir}`)
+  }
+
+  let why = ""
+  let attemptsRun = 0
+  // The attempt in flight, for the cancel handler.
+  let running: { readonly startedMs: number; tail: string } | undefined
+
+  const remainingMs = Effect.map(now, (t) =>
+    deadlineAt === undefined ? Number.POSITIVE_INFINITY : deadlineAt - t
+  )
+
+  /** Bounds an effect by the session deadline: None when the deadline passed first. */
+  const withinDeadline = <A, E2, R2>(effect: Effect.Effect<A, E2, R2>) =>
+    Effect.flatMap(remainingMs, (ms) =>
+      Number.isFinite(ms)
+        ? Effect.timeoutOption(effect, Duration.millis(Math.max(0, ms)))
+        : Effect.asSome(effect)
+    )
+
+  const stopForDeadline = (during: string) =>
+    Effect.gen(function* () {
+      why = `the session deadline (${options.deadlineSec} s) passed ${during}; not charged`
+      yield* save(stopByRun(current, "session_time_exhausted", iso(yield* now)))
+    })
+
+  /** Runs the enablement command for the pending launch log; false when the deadline passed. */
+  const runEnablement = (attempt: number, launchLog: string) =>
+    Effect.gen(function* () {
+      const round = current.enablement.attempts
+      yield* Effect.logInfo(
+        `enablement ${round}: running \`${options.enablementCmd}\` with HYPERLOOM_LAUNCH_LOG=${launchLog}`
+      )
+      const outcome = yield* withinDeadline(
+        enablement.run({
+          command: options.enablementCmd ?? "",
+          env: {
+            ...options.env,
+            HYPERLOOM_LAUNCH_LOG: launchLog,
+            HYPERLOOM_SESSION_DIR: dir,
+            HYPERLOOM_ATTEMPT: String(attempt)
+          },
+          cwd: options.cwd,
+          onOutput: (line) => print(`[enablement ${round}] ${line}`)
+        })
+      )
+      if (Option.isNone(outcome)) {
+        yield* stopForDeadline(`while the enablement command ran`)
+        return false
+      }
+      const r = outcome.value
+      yield* Effect.logInfo(
+        r.exitCode === null
+          ? `enablement ${round}: could not run: ${r.startError ?? "unknown reason"}; revalidating anyway`
+          : `enablement ${round}: exited with code ${r.exitCode} after ${fmtSec(r.elapsedSec)}; revalidating the baseline`
+      )
+      yield* save(finishEnablement(current))
+      return true
+    })
+
+  const loop = Effect.gen(function* () {
+    while (current.status === "running") {
+      // An enablement run decided but not finished (a resumed session).
+      if (current.enablement.inflight) {
+        const logPath = current.enablement.launch_log_path
+        if (enablementAvailable && logPath !== null) {
+          const last = current.baseline_attempts[current.baseline_attempts.length - 1]
+          if (!(yield* runEnablement(last?.number ?? 0, logPath))) break
+        } else {
+          yield* Effect.logInfo(
+            "an enablement run was pending, but no --enablement-cmd was given: skipping it"
+          )
+          yield* save(finishEnablement(current))
+        }
+        continue
+      }
+      if ((yield* remainingMs) <= 0) {
+        yield* stopForDeadline("before the next attempt")
+        break
+      }
+
+      // Open the attempt: the in-flight record is on disk before the command runs.
+      const startedMs = yield* now
+      yield* save(beginAttempt(current, iso(startedMs)))
+      const n = current.baseline_attempts.length
+      attemptsRun++
+      const paths = attemptPaths(dir, n)
+      yield* files.prepare(paths.dir, paths.resultFile)
+      const attempt = { startedMs, tail: "" }
+      running = attempt
+      yield* Effect.logInfo(
+        `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})` +
+          (options.attemptTimeoutSec !== undefined ? `, attempt timeout ${options.attemptTimeoutSec} s` : "")
+      )
+      const onOutput = (o: LeaseOutput) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            attempt.tail = `${attempt.tail}${o.line}\n`
+            if (attempt.tail.length > TAIL_CHARS) attempt.tail = attempt.tail.slice(-TAIL_CHARS)
+          }),
+          print(`[attempt ${n}] ${o.line}`)
+        )
+      const spec: LeaseRunSpec = {
+        request: options.request,
+        argv: options.argv,
+        env: {
+          ...options.env,
+          HYPERLOOM_RESULT_FILE: paths.resultFile,
+          HYPERLOOM_SESSION_DIR: dir,
+          HYPERLOOM_ATTEMPT: String(n)
+        },
+        cwd: options.cwd,
+        timeoutSec: options.attemptTimeoutSec,
+        onOutput
+      }
+      const ran = yield* withinDeadline(Effect.either(options.runAttempt(spec)))
+      const endedMs = yield* now
+      const outputTail = (r?: LeaseRunResult) =>
+        attempt.tail.trim() !== "" || r === undefined
+          ? attempt.tail
+          : [r.stdoutTail, r.stderrTail].filter((t) => t.trim() !== "").join("\n")
+
+      let result: AttemptResult
+      if (Option.isNone(ran)) {
+        result = classifyAttempt(
+          AttemptOutcome.StoppedByRun({
+            cause: "deadline",
+            runtimeSec: (endedMs - startedMs) / 1000,
+            outputTail: outputTail()
+          })
+        )
+      } else if (Either.isLeft(ran.value)) {
+        const error = ran.value.left
+        if (!isInfeasible(error)) {
+          // Not the command's failure: record it uncharged, keep the session resumable, end the run.
+          const message = errorMessage(error)
+          const applied = applyAttempt(
+            current,
+            {
+              errorClass: "interrupted",
+              exitCode: null,
+              runtimeSec: (endedMs - startedMs) / 1000,
+              error: boundedErrorText(
+                outputTail(),
+                `attempt not run to its end: the lease failed: ${message}`
+              ),
+              launchLog: "",
+              throughput: null
+            },
+            { now: iso(endedMs), enablementAvailable }
+          )
+          yield* save(applied.state)
+          running = undefined
+          yield* Effect.logInfo(
+            `attempt ${n}: the lease failed (${(error as { _tag?: string })._tag ?? "error"}); recorded as interrupted, not charged; the session can be resumed once the cluster is fixed`
+          )
+          return yield* Effect.fail(error as Exclude<E, RayClusterInfeasible>)
+        }
+        result = classifyAttempt(AttemptOutcome.LeaseInfeasible({ message: error.message }))
+      } else {
+        const r = ran.value.right
+        const runtimeSec = Math.max(0, r.runtimeSec - r.waitedSec)
+        if (r.timedOut || r.exitCode === null) {
+          result = classifyAttempt(
+            AttemptOutcome.TimedOut({
+              runtimeSec,
+              timeoutSec: options.attemptTimeoutSec ?? runtimeSec,
+              outputTail: outputTail(r)
+            })
+          )
+        } else {
+          result = classifyAttempt(
+            AttemptOutcome.Exited({
+              exitCode: r.exitCode,
+              runtimeSec,
+              outputTail: outputTail(r),
+              throughput: yield* files.readThroughput(paths.resultFile)
+            })
+          )
+        }
+      }
+
+      const applied = applyAttempt(current, result, {
+        now: iso(endedMs),
+        enablementAvailable,
+        launchLogPath: paths.launchLog
+      })
+      const decision = applied.decision
+      // The launch log is on disk before the state that points the enablement run at it.
+      if (decision._tag === "run_enablement") yield* files.writeLaunchLog(paths.launchLog, decision.launchLog)
+      yield* save(applied.state)
+      running = undefined
+      yield* Effect.logInfo(describeAttempt(applied.state, decision))
+      if (result.errorClass !== null && result.error !== null) {
+        const head = lastLine(result.error)
+        if (head !== "") yield* Effect.logInfo(`attempt ${n}: ${head}`)
+      }
+
+      if (decision._tag === "stop" || decision._tag === "succeeded") {
+        why = decision.why
+        break
+      }
+      if (decision._tag === "run_enablement" && !(yield* runEnablement(n, paths.launchLog))) break
+    }
+  })
+
+  const onCancel = Effect.gen(function* () {
+    const endedMs = yield* now
+    const open = inflightAttempt(current)
+    let next: SessionState
+    if (open !== undefined) {
+      const startedMs = running?.startedMs ?? Date.parse(open.started_at)
+      const applied = applyAttempt(
+        current,
+        classifyAttempt(
+          AttemptOutcome.StoppedByRun({
+            cause: "cancel",
+            runtimeSec: Math.max(0, (endedMs - startedMs) / 1000),
+            outputTail: running?.tail ?? ""
+          })
+        ),
+        { now: iso(endedMs), enablementAvailable }
+      )
+      next = applied.state
+      why = applied.decision.why
+    } else {
+      next = stopByRun(current, "orchestrator_cancelled", iso(endedMs))
+      why = "the run was cancelled between attempts; not charged"
+    }
+    yield* save(next).pipe(
+      Effect.catchAll((e) => Effect.logError(`cannot write the state of the cancelled run: ${e.message}`))
+    )
+    yield* Effect.logInfo(`baseline cancelled: ${why}; state saved in ${dir}`)
+  })
+
+  yield* loop.pipe(Effect.onInterrupt(() => onCancel))
+
+  const final = current
+  if (why === "") why = `the session ended as ${final.stop_reason ?? final.status}`
+  yield* Effect.logInfo(
+    final.status === "succeeded"
+      ? `baseline succeeded: throughput ${final.baseline_tput} (${why})`
+      : `baseline ${final.status}: ${final.stop_reason ?? "no reason"} (${why})`
+  )
+  return { sessionDir: dir, state: final, why, attemptsRun, alreadyEnded: false } satisfies BaselineReport
+})
+
+/**
+ * Runs a baseline session (see the header): holds the session lock for the run and returns the
+ * final state with why the run ended.
+ */
+export const runBaseline = <E, R>(options: BaselineOptions<E, R>) => Effect.scoped(runScoped(options))

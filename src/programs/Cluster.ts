@@ -1,0 +1,232 @@
+import { Duration, Effect, Either, Schedule } from "effect"
+import { formatHostPort } from "../domain/Address.js"
+import { EnsureRefused, InvalidAddress, type RayClusterInfeasible } from "../domain/Errors.js"
+import { checkFeasibility, type FeasibilityVerdict, type LeaseRequest } from "../domain/Feasibility.js"
+import { type GuardResult, refusalReasons, repairAllowed } from "../domain/Guards.js"
+import { type RestartPlan, restartPlan, SLOT } from "../domain/Restart.js"
+import { totalResources } from "../domain/Snapshot.js"
+import { ClusterInspector } from "../services/ClusterInspector.js"
+import { ProcFs } from "../services/ProcFs.js"
+import { RayCli } from "../services/RayCli.js"
+import { Settings } from "../services/Settings.js"
+import { WorkGate } from "../services/WorkGate.js"
+import { guardsFor, type Inspection, inspect } from "./Inspect.js"
+
+export const REPAIR_LOG = "Ray head has no serving_slot resource; restarting the local head with it"
+
+/** How long to wait for another hyperloom process that holds the host's repair lock. */
+const REPAIR_LOCK_WAIT_MS = 180_000
+/** How long a restarted or started head may take before its GCS shows the slot. */
+const HEAD_READY_TIMEOUT = Duration.seconds(60)
+const HEAD_START_TIMEOUT_SEC = 120
+
+export interface RepairOutcome {
+  /** none: the head needed no repair; would_repair: dry run, allowed; repaired: restarted with the slot. */
+  readonly action: "none" | "would_repair" | "repaired"
+  readonly gcsAddress: string
+  readonly guards: ReadonlyArray<GuardResult>
+  readonly plan: RestartPlan | null
+  readonly verdict: FeasibilityVerdict
+}
+
+/** Polls the GCS at `gcsAddress` until an alive node declares the slot. */
+const awaitSlot = (gcsAddress: string) =>
+  Effect.gen(function* () {
+    const inspector = yield* ClusterInspector
+    return yield* inspector.snapshot(gcsAddress).pipe(
+      Effect.filterOrFail(
+        (s) => (totalResources(s)[SLOT] ?? 0) > 0 && s.nodes.some((n) => n.state === "ALIVE"),
+        () => "the head answers but does not show serving_slot yet"
+      ),
+      Effect.retry(Schedule.spaced(Duration.millis(100))),
+      Effect.timeoutFail({
+        duration: HEAD_READY_TIMEOUT,
+        onTimeout: () =>
+          `the head at ${gcsAddress} did not show serving_slot within ${Duration.format(HEAD_READY_TIMEOUT)}`
+      })
+    )
+  })
+
+const describeFailure = (e: unknown): string =>
+  typeof e === "string" ? e : e instanceof Error ? e.message : String(e)
+
+/**
+ * The guarded runtime repair (SPEC §4), for a caller that holds the work permit.
+ * Nothing to repair → `none`. Guards refuse → the infeasibility error with the reasons appended,
+ * and nothing is stopped. Allowed → under the host's repair lock: re-inspect and re-check every
+ * guard, `ray stop --force`, start the head on the same port with the old head's resources plus
+ * the slot, wait for the slot, check feasibility again.
+ */
+export const repairLocked = Effect.fn("repair")(function* (
+  request: LeaseRequest,
+  options: { readonly dryRun: boolean }
+) {
+  const settings = yield* Settings
+  const rayCli = yield* RayCli
+  const gate = yield* WorkGate
+  const first = yield* inspect()
+  const verdict = checkFeasibility(first.snapshot, request)
+  const guards = yield* guardsFor(first)
+  const outcome = (
+    action: RepairOutcome["action"],
+    inspection: Inspection,
+    plan: RestartPlan | null,
+    g = guards
+  ) =>
+    ({
+      action,
+      gcsAddress: inspection.resolved.gcsAddress,
+      guards: g,
+      plan,
+      verdict: checkFeasibility(inspection.snapshot, request)
+    }) satisfies RepairOutcome
+  if (verdict.infeasible?.reason !== "no_serving_slot") return outcome("none", first, null)
+  const infeasible: RayClusterInfeasible = verdict.infeasible
+  if (!repairAllowed(guards)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(guards)))
+  if (options.dryRun) {
+    return outcome(
+      "would_repair",
+      first,
+      restartPlan(first.snapshot, first.resolved.port, settings.numGpusOverride)
+    )
+  }
+  yield* Effect.logWarning(REPAIR_LOG)
+  return yield* Effect.scoped(
+    Effect.gen(function* () {
+      yield* gate.holdRepairLock(REPAIR_LOCK_WAIT_MS, (pid) =>
+        Effect.logInfo(`waiting for hyperloom process ${pid}, which holds the Ray repair lock`)
+      )
+      // Re-inspect and re-check every guard immediately before stopping: the cluster may have
+      // changed, or another process may have repaired it while we waited for the lock.
+      const current = yield* inspect().pipe(
+        Effect.mapError((e) =>
+          infeasible.withRefusals([`cluster could not be inspected again: ${e.message}`])
+        )
+      )
+      const again = checkFeasibility(current.snapshot, request)
+      if (again.infeasible?.reason !== "no_serving_slot") {
+        yield* Effect.logInfo("the head declares serving_slot now; no restart needed")
+        return outcome("none", current, null)
+      }
+      const recheck = yield* guardsFor(current)
+      if (!repairAllowed(recheck)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(recheck)))
+      const plan = restartPlan(current.snapshot, current.resolved.port, settings.numGpusOverride)
+      const restartFailed = (e: unknown) => infeasible.withRestartFailure(describeFailure(e))
+      yield* Effect.logInfo(
+        `stopping the Ray head at ${current.resolved.gcsAddress} and starting it again with ${JSON.stringify(plan.resources)}`
+      )
+      yield* rayCli.stop().pipe(Effect.mapError(restartFailed))
+      yield* rayCli
+        .start({ ...plan, timeoutSec: HEAD_START_TIMEOUT_SEC })
+        .pipe(Effect.mapError(restartFailed))
+      const gcsAddress = formatHostPort(current.resolved.host, plan.port)
+      const snapshot = yield* awaitSlot(gcsAddress).pipe(Effect.mapError(restartFailed))
+      yield* Effect.logInfo(`Ray head restarted at ${gcsAddress} with serving_slot`)
+      const repaired: Inspection = { ...current, snapshot }
+      return outcome("repaired", repaired, plan, recheck)
+    })
+  )
+})
+
+/** The repair on demand, under the work permit (`hyperloom ray repair`). */
+export const repair = (request: LeaseRequest, options: { readonly dryRun: boolean }) =>
+  Effect.flatMap(WorkGate, (gate) => gate.withPermit(repairLocked(request, options)))
+
+export interface EnsureOutcome {
+  /** reused: a head answered and was feasible; repaired: it lacked the slot and was restarted; started: none answered. */
+  readonly action: "reused" | "repaired" | "started"
+  readonly gcsAddress: string
+  readonly verdict: FeasibilityVerdict
+  readonly guards: ReadonlyArray<GuardResult>
+}
+
+/**
+ * SPEC §3 for a caller that holds the work permit: probe with `ray status`; reuse what answers
+ * (repairing it if it lacks the slot and the guards allow); otherwise start a local head with the
+ * slot — never behind an explicit address, on a multi-node run, or over daemons the probe could
+ * not reach. Fails with the infeasibility error when the lease can still not be granted.
+ */
+export const ensureLocked = Effect.fn("ensure")(function* (request: LeaseRequest) {
+  const settings = yield* Settings
+  const rayCli = yield* RayCli
+  const address = settings.rayAddress
+  if (address._tag === "RayClient") {
+    return yield* Effect.fail(
+      new InvalidAddress({
+        value: address.raw,
+        reason:
+          "a ray:// Ray Client URL cannot be read over the GCS; set RAY_ADDRESS to the GCS host:port (e.g. 10.0.0.5:6379)"
+      })
+    )
+  }
+  const probe = yield* rayCli.probe()
+  if (probe.answered) {
+    const outcome = yield* repairLocked(request, { dryRun: false })
+    if (outcome.verdict.infeasible !== undefined) return yield* Effect.fail(outcome.verdict.infeasible)
+    return {
+      action: outcome.action === "repaired" ? "repaired" : "reused",
+      gcsAddress: outcome.gcsAddress,
+      verdict: outcome.verdict,
+      guards: outcome.guards
+    } satisfies EnsureOutcome
+  }
+  const why = probe.timedOut
+    ? `\`ray status\` did not answer within ${settings.statusTimeoutSec} s`
+    : `\`ray status\` exited with code ${probe.exitCode}`
+  if (address._tag !== "Auto") {
+    return yield* Effect.fail(
+      new EnsureRefused({
+        detail: `RAY_ADDRESS=${address.raw} is an explicit address and ${why}; hyperloom never starts a head behind an operator's address (check the address, or unset RAY_ADDRESS to use a local head)`
+      })
+    )
+  }
+  if (settings.nodes >= 2) {
+    return yield* Effect.fail(
+      new EnsureRefused({
+        detail: `this is a multi-node run (${settings.nodes} nodes) and ${why}; start the cluster's head first`
+      })
+    )
+  }
+  const procFs = yield* ProcFs
+  const daemons = yield* procFs.rayDaemons.pipe(
+    Effect.mapError((e) => new EnsureRefused({ detail: `${why}, and ${e.message}` }))
+  )
+  if (daemons.length > 0) {
+    const named = daemons.map((d) =>
+      d.kind === "gcs_server"
+        ? `gcs_server pid ${d.pid} (port ${d.port ?? "?"})`
+        : `raylet pid ${d.pid} (GCS ${d.gcsAddress ?? "?"})`
+    )
+    return yield* Effect.fail(
+      new EnsureRefused({
+        detail: `${why}, but Ray daemons run on this host: ${named.join(", ")}; not touching them (stop them with \`ray stop\` if they are yours, or set RAY_ADDRESS to their GCS)`
+      })
+    )
+  }
+  yield* Effect.logInfo(
+    `no Ray cluster answers (${why}); starting a local head on port ${settings.headPort} with serving_slot`
+  )
+  const gpus = request.gpus > 0 ? request.gpus : settings.numGpusOverride
+  yield* rayCli.start({
+    port: settings.headPort,
+    numCpus: undefined,
+    numGpus: gpus,
+    resources: { [SLOT]: 1 },
+    timeoutSec: HEAD_START_TIMEOUT_SEC
+  })
+  const inspector = yield* ClusterInspector
+  const resolved = yield* inspector.resolve
+  const snapshot = yield* awaitSlot(resolved.gcsAddress).pipe(
+    Effect.mapError((detail) => new EnsureRefused({ detail: `started a head, but ${detail}` }))
+  )
+  yield* Effect.logInfo(`Ray head started at ${resolved.gcsAddress}`)
+  const verdict = checkFeasibility(snapshot, request)
+  if (verdict.infeasible !== undefined) return yield* Effect.fail(verdict.infeasible)
+  return { action: "started", gcsAddress: resolved.gcsAddress, verdict, guards: [] } satisfies EnsureOutcome
+})
+
+/** `hyperloom ray ensure`: SPEC §3 under the work permit. */
+export const ensure = (request: LeaseRequest) =>
+  Effect.flatMap(WorkGate, (gate) => gate.withPermit(ensureLocked(request)))
+
+export const isInspectable = (inspection: Inspection) => Either.isRight(inspection.daemons)

@@ -1,0 +1,164 @@
+import { Effect, Either } from "effect"
+import { INFEASIBLE_MARKER, type InfeasibleReason } from "../domain/Errors.js"
+import { checkFeasibility, type LeaseRequest } from "../domain/Feasibility.js"
+import { evaluateGuards, type GuardResult, repairAllowed } from "../domain/Guards.js"
+import {
+  availableResources,
+  type ClusterSnapshot,
+  type RayDaemon,
+  totalResources
+} from "../domain/Snapshot.js"
+import { ClusterInspector, type ResolvedCluster } from "../services/ClusterInspector.js"
+import { ProcFs } from "../services/ProcFs.js"
+import { Settings } from "../services/Settings.js"
+import { WorkGate } from "../services/WorkGate.js"
+
+/** The connected cluster and the host, read side by side. */
+export interface Inspection {
+  readonly resolved: ResolvedCluster
+  readonly snapshot: ClusterSnapshot
+  readonly daemons: Either.Either<ReadonlyArray<RayDaemon>, string>
+}
+
+/** Resolves the cluster and reads it (GCS) and the host's daemons (/proc) concurrently. */
+export const inspect = Effect.fn("inspect")(function* () {
+  const inspector = yield* ClusterInspector
+  const procFs = yield* ProcFs
+  const resolved = yield* inspector.resolve
+  const [snapshot, daemons] = yield* Effect.all(
+    [
+      inspector.snapshot(resolved.gcsAddress),
+      procFs.rayDaemons.pipe(
+        Effect.mapError((e) => e.message),
+        Effect.either
+      )
+    ],
+    { concurrency: 2 }
+  )
+  return { resolved, snapshot, daemons } satisfies Inspection
+})
+
+/** Every guard, evaluated on an inspection with this process's own facts. */
+export const guardsFor = Effect.fn("guardsFor")(function* (inspection: Inspection) {
+  const settings = yield* Settings
+  const gate = yield* WorkGate
+  return evaluateGuards({
+    address: settings.rayAddress,
+    nodes: settings.nodes,
+    gcsPort: inspection.resolved.port,
+    snapshot: Either.right(inspection.snapshot),
+    daemons: inspection.daemons,
+    ownJobIds: yield* gate.ownJobIds,
+    leaseSubmitted: yield* gate.leaseSubmitted
+  })
+})
+
+/** `hyperloom ray doctor`'s report; field names are the CLI contract (SPEC §7). */
+export interface DoctorReport {
+  readonly cluster: {
+    readonly address: string
+    readonly explicit: boolean
+    readonly source: ResolvedCluster["source"]
+  }
+  readonly request: LeaseRequest
+  readonly feasible: boolean
+  readonly infeasible: {
+    readonly marker: typeof INFEASIBLE_MARKER
+    readonly reason: InfeasibleReason
+    readonly message: string
+  } | null
+  readonly repair: { readonly allowed: boolean; readonly guards: ReadonlyArray<GuardResult> }
+  readonly warnings: ReadonlyArray<string>
+}
+
+export const doctorReport = (
+  inspection: Inspection,
+  request: LeaseRequest,
+  guards: ReadonlyArray<GuardResult>
+) => {
+  const verdict = checkFeasibility(inspection.snapshot, request)
+  const warnings = [...verdict.warnings]
+  if (Either.isLeft(inspection.daemons))
+    warnings.push(`could not read the host's processes: ${inspection.daemons.left}`)
+  return {
+    cluster: {
+      address: inspection.resolved.gcsAddress,
+      explicit: inspection.resolved.explicit,
+      source: inspection.resolved.source
+    },
+    request,
+    feasible: verdict.feasible,
+    infeasible:
+      verdict.infeasible === undefined
+        ? null
+        : {
+            marker: INFEASIBLE_MARKER,
+            reason: verdict.infeasible.reason,
+            message: verdict.infeasible.message
+          },
+    repair: { allowed: repairAllowed(guards), guards },
+    warnings
+  } satisfies DoctorReport
+}
+
+/** Feasibility of a lease and the repair verdict with every guard, without changing anything. */
+export const doctor = Effect.fn("doctor")(function* (request: LeaseRequest) {
+  const inspection = yield* inspect()
+  const guards = yield* guardsFor(inspection)
+  return doctorReport(inspection, request, guards)
+})
+
+/** `hyperloom ray status`: the cluster snapshot and the host's daemons (SPEC §7). */
+export const status = Effect.fn("status")(function* () {
+  const inspection = yield* inspect()
+  const { snapshot } = inspection
+  return {
+    address: inspection.resolved.gcsAddress,
+    explicit: inspection.resolved.explicit,
+    source: inspection.resolved.source,
+    cluster_id: snapshot.clusterId,
+    ray_version: snapshot.rayVersion ?? null,
+    nodes: snapshot.nodes.map((n) => ({
+      node_id: n.nodeId,
+      state: n.state,
+      is_head: n.isHead,
+      address: n.address,
+      hostname: n.hostname,
+      resources_total: n.resourcesTotal
+    })),
+    resources: { total: totalResources(snapshot), available: availableResources(snapshot) },
+    resources_by_node: snapshot.resources.map((r) => ({
+      node_id: r.nodeId,
+      total: r.total,
+      available: r.available
+    })),
+    demands: snapshot.demands.map((d) => ({
+      shape: d.shape,
+      ready_queued: d.readyQueued,
+      infeasible_queued: d.infeasibleQueued
+    })),
+    actors: snapshot.actors.map((a) => ({
+      actor_id: a.actorId,
+      job_id: a.jobId,
+      state: a.state,
+      name: a.name,
+      class_name: a.className,
+      pid: a.pid,
+      detached: a.isDetached,
+      required_resources: a.requiredResources
+    })),
+    jobs: snapshot.jobs.map((j) => ({
+      job_id: j.jobId,
+      is_dead: j.isDead,
+      driver_pid: j.driverPid,
+      driver_ip: j.driverIp,
+      entrypoint: j.entrypoint
+    })),
+    daemons: Either.match(inspection.daemons, {
+      onLeft: (error) => ({ error, processes: [] as ReadonlyArray<RayDaemon> }),
+      onRight: (processes) => ({ error: null, processes })
+    })
+  }
+})
+
+export type StatusReport = Effect.Effect.Success<ReturnType<typeof status>>

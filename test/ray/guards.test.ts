@@ -1,0 +1,161 @@
+/**
+ * Every repair guard, refusing on a real cluster arranged to break it: `ray doctor` names the
+ * guard, `ray repair` fails with the marker and the reason, and no Ray process was killed.
+ * And the one situation where the repair is allowed: a lone idle head without the slot.
+ */
+import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
+import { runCli } from "../support/cli.js"
+import {
+  daemonPids,
+  type Head,
+  prepareRay,
+  startDetachedActor,
+  startDetachedPlacementGroup,
+  startDriver,
+  startHead,
+  startWorker,
+  teardownRay
+} from "../support/ray.js"
+
+const PORT = 6391
+
+const guard = (doctor: any, id: string) => {
+  const g = doctor.repair.guards.find((x: any) => x.id === id)
+  assert.isDefined(g, `guard ${id} missing from ${JSON.stringify(doctor.repair.guards)}`)
+  return g
+}
+
+/** The failing guards' ids. */
+const failing = (doctor: any): string[] =>
+  doctor.repair.guards.filter((g: any) => !g.ok).map((g: any) => g.id)
+
+/** doctor says the repair is refused by `id` (among others allowed), repair refuses and kills nothing. */
+const expectRefused = async (id: string, env: Record<string, string> = {}, extraArgs: string[] = []) => {
+  const doctor = await runCli(["ray", "doctor", "--json", ...extraArgs], { env })
+  assert.strictEqual(doctor.code, 7, doctor.stderr)
+  assert.isFalse(doctor.json.feasible)
+  assert.strictEqual(doctor.json.infeasible.reason, "no_serving_slot")
+  assert.isFalse(doctor.json.repair.allowed)
+  const g = guard(doctor.json, id)
+  assert.isFalse(g.ok)
+  assert.isString(g.reason)
+  const before = daemonPids()
+  const repair = await runCli(["ray", "repair", "--json", ...extraArgs], { env })
+  assert.strictEqual(repair.code, 7, repair.stderr)
+  const message: string = repair.json.error.message
+  assert.isTrue(
+    message.startsWith("ray_cluster_infeasible: existing Ray head has no serving_slot resource; "),
+    message
+  )
+  assert.include(message, `; not restarting it automatically: `)
+  assert.include(message, g.reason)
+  assert.deepStrictEqual(daemonPids(), before, "a refused repair must not kill any Ray process")
+  return doctor.json
+}
+
+describe("repair guards on real heads", () => {
+  let head: Head
+  beforeEach(async () => {
+    await prepareRay()
+  })
+  afterEach(async () => {
+    await teardownRay()
+  })
+
+  it("a lone idle head without the slot: infeasible, repair allowed, every guard holds", async () => {
+    head = await startHead({ port: PORT })
+    const r = await runCli(["ray", "doctor", "--json"])
+    assert.strictEqual(r.code, 7, r.stderr)
+    assert.isFalse(r.json.feasible)
+    assert.strictEqual(r.json.infeasible.marker, "ray_cluster_infeasible")
+    assert.strictEqual(r.json.infeasible.reason, "no_serving_slot")
+    assert.isTrue(
+      r.json.infeasible.message.startsWith(
+        "ray_cluster_infeasible: existing Ray head has no serving_slot resource; "
+      )
+    )
+    assert.isTrue(r.json.repair.allowed, JSON.stringify(r.json.repair.guards))
+    assert.deepStrictEqual(failing(r.json), [])
+    assert.strictEqual(r.json.repair.guards.length, 9)
+    assert.strictEqual(r.json.cluster.address, head.gcsAddress)
+  })
+
+  it("a head with the slot and declared GPUs: feasible; asking for more GPUs: insufficient_gpus", async () => {
+    await startHead({ port: PORT, numGpus: 2, slot: true })
+    const ok = await runCli(["ray", "doctor", "--json", "--gpus", "2"])
+    assert.strictEqual(ok.code, 0, ok.stderr)
+    assert.isTrue(ok.json.feasible)
+    assert.isNull(ok.json.infeasible)
+    const short = await runCli(["ray", "doctor", "--json", "--gpus", "4"])
+    assert.strictEqual(short.code, 7)
+    assert.strictEqual(short.json.infeasible.reason, "insufficient_gpus")
+    assert.isTrue(
+      short.json.infeasible.message.startsWith("ray_cluster_infeasible: cluster has 2 GPU(s), 4 requested; ")
+    )
+    const human = await runCli(["ray", "doctor", "--gpus", "4"])
+    assert.strictEqual(human.code, 7)
+    assert.include(human.stdout, "INFEASIBLE")
+  })
+
+  it("a live driver refuses the repair (no_other_drivers)", async () => {
+    head = await startHead({ port: PORT })
+    const driver = await startDriver(head)
+    const doctor = await expectRefused("no_other_drivers")
+    assert.include(guard(doctor, "no_other_drivers").reason, String(driver.pid))
+  })
+
+  it("a detached actor refuses the repair (no_live_actors)", async () => {
+    head = await startHead({ port: PORT })
+    await startDetachedActor(head, "hl_keeper")
+    const doctor = await expectRefused("no_live_actors")
+    assert.include(guard(doctor, "no_live_actors").reason, "hl_keeper")
+  })
+
+  it("a held resource with no actor (detached placement group) refuses the repair (no_resources_held)", async () => {
+    head = await startHead({ port: PORT, numCpus: 2 })
+    await startDetachedPlacementGroup(head, { CPU: 1 })
+    const doctor = await expectRefused("no_resources_held")
+    assert.include(guard(doctor, "no_resources_held").reason, "CPU")
+  })
+
+  it("a second head on another port refuses the repair (only_our_daemons)", async () => {
+    await startHead({ port: PORT + 1, slot: true })
+    head = await startHead({ port: PORT }) // the current-cluster file now names this one
+    const doctor = await expectRefused("only_our_daemons")
+    assert.include(guard(doctor, "only_our_daemons").reason, String(PORT + 1))
+  })
+
+  it("a worker raylet joined to the head refuses the repair (one_local_node)", async () => {
+    head = await startHead({ port: PORT })
+    await startWorker(head, { numCpus: 1 })
+    // the worker join rewrote the current-cluster file to the same GCS address
+    await expectRefused("one_local_node")
+  })
+
+  it("an explicit RAY_ADDRESS refuses the repair (address_not_explicit), also `local`", async () => {
+    head = await startHead({ port: PORT })
+    const doctor = await expectRefused("address_not_explicit", { RAY_ADDRESS: head.gcsAddress })
+    assert.isTrue(doctor.cluster.explicit)
+    assert.deepStrictEqual(failing(doctor), ["address_not_explicit"])
+    const local = await expectRefused("address_not_explicit", { RAY_ADDRESS: "local" })
+    assert.deepStrictEqual(failing(local), ["address_not_explicit"])
+  })
+
+  it("a multi-node run refuses the repair (single_node_run), by env and by --nodes", async () => {
+    head = await startHead({ port: PORT })
+    const doctor = await expectRefused("single_node_run", { HYPERLOOM_NODES: "2" })
+    assert.deepStrictEqual(failing(doctor), ["single_node_run"])
+    await expectRefused("single_node_run", {}, ["--nodes", "2"])
+    const bad = await runCli(["ray", "doctor"], { env: { HYPERLOOM_NODES: "two" } })
+    assert.strictEqual(bad.code, 2)
+    assert.include(bad.stderr, "HYPERLOOM_NODES")
+  })
+
+  it("a dead explicit address fails fast with one clear line", async () => {
+    const r = await runCli(["ray", "doctor"], { env: { RAY_ADDRESS: "127.0.0.1:1" } })
+    assert.strictEqual(r.code, 4)
+    assert.isBelow(r.ms, 5_000)
+    assert.include(r.stderr, "127.0.0.1:1")
+    assert.notInclude(r.stderr, "    at ")
+  })
+})

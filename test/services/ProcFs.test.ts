@@ -1,0 +1,241 @@
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import { gcsServers, rayletGcsAddresses, raylets } from "../../src/domain/Daemons.js"
+import type { ProcessInfo } from "../../src/domain/Snapshot.js"
+import * as ProcFs from "../../src/services/ProcFs.js"
+
+const tree = (scenario: string) => path.resolve(import.meta.dirname, "../fixtures/proc", scenario)
+
+const read = (root: string) =>
+  Effect.gen(function* () {
+    const procFs = yield* ProcFs.ProcFs
+    return { processes: yield* procFs.processes, daemons: yield* procFs.rayDaemons }
+  }).pipe(Effect.provide(ProcFs.layerFromTree(root)))
+
+describe("ProcFs over recorded trees", () => {
+  it.effect("lone-head: one gcs_server and one head raylet of the same node", () =>
+    Effect.gen(function* () {
+      const { processes, daemons } = yield* read(tree("lone-head"))
+      assert.strictEqual(processes.length, 5)
+      const [gcs] = gcsServers(daemons)
+      const [raylet] = raylets(daemons)
+      assert.strictEqual(daemons.length, 2)
+      assert.deepStrictEqual(gcs, {
+        kind: "gcs_server",
+        pid: 5927,
+        port: 6379,
+        sessionName: "session_2026-11-30_04-58-39_491735_5926",
+        nodeIp: "192.0.2.2"
+      })
+      assert.strictEqual(raylet?.pid, 5992)
+      assert.strictEqual(raylet?.isHead, true)
+      assert.strictEqual(raylet?.gcsAddress, "192.0.2.2:6379")
+      assert.strictEqual(raylet?.sessionName, gcs?.sessionName)
+      assert.match(raylet?.nodeId ?? "", /^[0-9a-f]{56}$/)
+      // the gcs_server of 2.58 names its node too: the same one
+      const gcsProc = processes.find((p) => p.pid === 5927)!
+      assert.include(gcsProc.argv, `--node-id=${raylet?.nodeId}`)
+      assert.strictEqual(raylet?.staticResources.serving_slot, 1)
+      assert.strictEqual(raylet?.staticResources.GPU, 2)
+      assert.strictEqual(raylet?.staticResources.CPU, 2)
+    })
+  )
+
+  it.effect("reads argv, comm and ppid exactly, even for a comm with spaces and parentheses", () =>
+    Effect.gen(function* () {
+      const { processes } = yield* read(tree("lone-head"))
+      const odd = processes.find((p) => p.comm === "my (odd) proc")
+      assert.deepStrictEqual(odd, {
+        pid: 5925,
+        ppid: 5924,
+        comm: "my (odd) proc",
+        argv: ["/tmp/hl-rec/my (odd) proc", "600"],
+        state: "S"
+      })
+      // setproctitle pads with NULs: no trailing empty elements
+      const agent = processes.find((p) => p.comm === "ray::DashboardA")
+      assert.deepStrictEqual(agent?.argv, ["ray::DashboardAgent"])
+      assert.strictEqual(agent?.ppid, 5992)
+      // Ray's monitor.py carries --gcs-address= but is no daemon
+      const monitor = processes.find((p) => p.argv.some((a) => a.endsWith("/monitor.py")))
+      assert.include(monitor?.argv ?? [], "--gcs-address=192.0.2.2:6379")
+    })
+  )
+
+  it.effect("head-worker: two raylets of one cluster, one of them the head", () =>
+    Effect.gen(function* () {
+      const { daemons } = yield* read(tree("head-worker"))
+      const rs = raylets(daemons)
+      assert.strictEqual(gcsServers(daemons).length, 1)
+      assert.deepStrictEqual(
+        rs.map((r) => [r.pid, r.isHead, r.gcsAddress]),
+        [
+          [5992, true, "192.0.2.2:6379"],
+          [6144, false, "192.0.2.2:6379"]
+        ]
+      )
+      assert.notStrictEqual(rs[0]?.nodeId, rs[1]?.nodeId)
+      assert.deepStrictEqual(rayletGcsAddresses(daemons), ["192.0.2.2:6379"])
+    })
+  )
+
+  it.effect("two-heads: two clusters by port", () =>
+    Effect.gen(function* () {
+      const { daemons } = yield* read(tree("two-heads"))
+      assert.deepStrictEqual(
+        gcsServers(daemons).map((g) => g.port),
+        [6379, 6380]
+      )
+      assert.deepStrictEqual(
+        raylets(daemons).map((r) => r.isHead),
+        [true, true]
+      )
+      assert.deepStrictEqual(rayletGcsAddresses(daemons), ["192.0.2.2:6379", "192.0.2.2:6380"])
+    })
+  )
+})
+
+const copyTree = (from: string) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-proc-"))
+  fs.cpSync(from, dir, { recursive: true })
+  return dir
+}
+
+describe("ProcFs tolerates processes that vanish mid-scan", () => {
+  it.effect("a listed pid whose files are gone (or half gone, or empty) is skipped, never an error", () =>
+    Effect.gen(function* () {
+      const dir = copyTree(tree("lone-head"))
+      try {
+        fs.mkdirSync(path.join(dir, "777")) // listed, then gone: every read is ENOENT
+        fs.mkdirSync(path.join(dir, "778"))
+        fs.writeFileSync(path.join(dir, "778", "cmdline"), "x\0") // gone between the reads
+        fs.mkdirSync(path.join(dir, "779"))
+        for (const f of ["cmdline", "comm", "stat"]) fs.writeFileSync(path.join(dir, "779", f), "") // reaped
+        fs.writeFileSync(path.join(dir, "self"), "not a pid")
+        const { processes, daemons } = yield* read(dir)
+        assert.deepStrictEqual(
+          processes.map((p) => p.pid),
+          [5925, 5927, 5959, 5992, 6015]
+        )
+        assert.strictEqual(daemons.length, 2)
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  )
+
+  it.live("the live /proc, scanned while processes come and go, never fails", () =>
+    Effect.gen(function* () {
+      const procFs = ProcFs.make("/proc")
+      let stop = false
+      const churn = (async () => {
+        while (!stop) {
+          const batch = Array.from({ length: 8 }, () => spawn("true", [], { stdio: "ignore" }))
+          await Promise.all(batch.map((c) => new Promise((r) => c.once("exit", r))))
+        }
+      })()
+      try {
+        for (let i = 0; i < 10; i++) {
+          const r = yield* Effect.either(procFs.processes)
+          assert.isTrue(Either.isRight(r), Either.isLeft(r) ? r.left.message : "")
+        }
+      } finally {
+        stop = true
+        yield* Effect.promise(() => churn)
+      }
+      // and it sees a live child exactly as it is
+      const child = spawn("bash", ["-c", "sleep 30; :", "x", "--gcs-address=192.0.2.9:1", "a b"], {
+        stdio: "ignore",
+        detached: true
+      })
+      try {
+        const seen = (yield* procFs.processes).find((p) => p.pid === child.pid)
+        assert.deepStrictEqual(seen, {
+          pid: child.pid!,
+          ppid: process.pid,
+          comm: "bash",
+          argv: ["bash", "-c", "sleep 30; :", "x", "--gcs-address=192.0.2.9:1", "a b"],
+          state: seen?.state
+        })
+        assert.include(["S", "R"], seen?.state)
+      } finally {
+        process.kill(-child.pid!, "SIGKILL")
+      }
+    })
+  )
+})
+
+describe("ProcFs errors", () => {
+  it.effect("a missing root is ProcUnreadable", () =>
+    Effect.gen(function* () {
+      const e = yield* Effect.flip(read("/nonexistent-hyperloom-proc"))
+      assert.strictEqual(e._tag, "ProcUnreadable")
+      assert.strictEqual(e.root, "/nonexistent-hyperloom-proc")
+      assert.include(e.message, "ENOENT")
+    })
+  )
+
+  it.effect("a root that is a file is ProcUnreadable", () =>
+    Effect.gen(function* () {
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "hl-proc-")), "proc")
+      fs.writeFileSync(file, "")
+      const e = yield* Effect.flip(read(file))
+      assert.strictEqual(e._tag, "ProcUnreadable")
+      assert.include(e.detail, "ENOTDIR")
+    })
+  )
+})
+
+describe("ProcFs test layers", () => {
+  const processes: ReadonlyArray<ProcessInfo> = [
+    { pid: 1, ppid: 0, comm: "init", argv: ["/sbin/init"] },
+    {
+      pid: 9,
+      ppid: 1,
+      comm: "raylet",
+      argv: ["raylet", "--node_id=ab", "--gcs-address=192.0.2.2:6379", "--head"]
+    },
+    { pid: 8, ppid: 1, comm: "gcs_server", argv: ["gcs_server", "--gcs_server_port=6379"] }
+  ]
+
+  it.effect("layerTest serves the processes and their daemons", () =>
+    Effect.gen(function* () {
+      const procFs = yield* ProcFs.ProcFs
+      assert.strictEqual((yield* procFs.processes).length, 3)
+      assert.deepStrictEqual(
+        (yield* procFs.rayDaemons).map((d) => [d.kind, d.pid]),
+        [
+          ["gcs_server", 8],
+          ["raylet", 9]
+        ]
+      )
+    }).pipe(Effect.provide(ProcFs.layerTest(processes)))
+  )
+
+  it.effect("layerUnreadable fails both reads", () =>
+    Effect.gen(function* () {
+      const procFs = yield* ProcFs.ProcFs
+      assert.strictEqual((yield* Effect.flip(procFs.processes))._tag, "ProcUnreadable")
+      assert.strictEqual((yield* Effect.flip(procFs.rayDaemons))._tag, "ProcUnreadable")
+    }).pipe(Effect.provide(ProcFs.layerUnreadable()))
+  )
+})
+
+describe("stat and cmdline parsing", () => {
+  it("parseStat reads after the last ')'", () => {
+    assert.deepStrictEqual(ProcFs.parseStat("42 (a) b) (c) S 7 42 42 0"), { state: "S", ppid: 7 })
+    assert.deepStrictEqual(ProcFs.parseStat("42 (x y) Z 1 0"), { state: "Z", ppid: 1 })
+    assert.strictEqual(ProcFs.parseStat(""), undefined)
+    assert.strictEqual(ProcFs.parseStat("42 (x"), undefined)
+  })
+
+  it("parseCmdline splits on NUL and drops the trailing padding", () => {
+    assert.deepStrictEqual(ProcFs.parseCmdline("a\0b c\0\0d\0"), ["a", "b c", "", "d"])
+    assert.deepStrictEqual(ProcFs.parseCmdline("ray::IDLE\0\0\0\0"), ["ray::IDLE"])
+    assert.deepStrictEqual(ProcFs.parseCmdline(""), [])
+  })
+})

@@ -1,0 +1,264 @@
+/**
+ * Real-Ray test harness. Each real-Ray test arranges its own cluster with these helpers and tears
+ * it down with `teardownRay()` (ray stop --force, kill what it started by pid, remove the session
+ * folders it created). Tests run serially: `ray stop --force` kills every Ray process on the host.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { promisify } from "node:util"
+
+const execFileP = promisify(execFile)
+
+export const projectRoot = path.resolve(import.meta.dirname, "../..")
+export const rayBin = process.env.HYPERLOOM_RAY ?? path.join(projectRoot, ".venv/bin/ray")
+
+/** The Python of the Ray installation: the interpreter named in the `ray` script's shebang. */
+export const rayPython = (() => {
+  if (process.env.HYPERLOOM_RAY_PYTHON) return process.env.HYPERLOOM_RAY_PYTHON
+  try {
+    const first = fs.readFileSync(rayBin, "utf8").split("\n", 1)[0] ?? ""
+    if (first.startsWith("#!")) return first.slice(2).trim().split(/\s+/)[0]!
+  } catch {
+    // fall through
+  }
+  return path.join(projectRoot, ".venv/bin/python")
+})()
+
+export const RAY_TMP = "/tmp/ray"
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+export const waitFor = async <A>(
+  what: string,
+  probe: () => Promise<A | undefined> | A | undefined,
+  timeoutMs = 30_000,
+  everyMs = 200
+): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  let lastError: unknown
+  for (;;) {
+    try {
+      const v = await probe()
+      if (v !== undefined && v !== false) return v
+    } catch (e) {
+      lastError = e
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`
+      )
+    }
+    await sleep(everyMs)
+  }
+}
+
+/** Runs `ray …` with a timeout; rejects on non-zero exit. */
+export const ray = async (
+  args: ReadonlyArray<string>,
+  opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}
+) => {
+  const { stdout, stderr } = await execFileP(rayBin, [...args], {
+    timeout: opts.timeoutMs ?? 60_000,
+    killSignal: "SIGKILL",
+    env: { ...process.env, RAY_USAGE_STATS_ENABLED: "0", ...opts.env },
+    maxBuffer: 16 * 1024 * 1024
+  })
+  return stdout + stderr
+}
+
+export interface DaemonPids {
+  readonly gcsServers: ReadonlyArray<number>
+  readonly raylets: ReadonlyArray<number>
+}
+
+/** gcs_server and raylet pids on the host, read from /proc/<pid>/comm. */
+export const daemonPids = (): DaemonPids => {
+  const gcsServers: number[] = []
+  const raylets: number[] = []
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    let comm: string
+    try {
+      comm = fs.readFileSync(`/proc/${entry}/comm`, "utf8").trim()
+    } catch {
+      continue
+    }
+    if (comm === "gcs_server") gcsServers.push(Number(entry))
+    else if (comm === "raylet") raylets.push(Number(entry))
+  }
+  return { gcsServers: gcsServers.sort((a, b) => a - b), raylets: raylets.sort((a, b) => a - b) }
+}
+
+export const noRayRunning = () => {
+  const d = daemonPids()
+  return d.gcsServers.length === 0 && d.raylets.length === 0
+}
+
+const sessionsBefore = new Set<string>()
+const started: ChildProcess[] = []
+
+const listSessions = () => {
+  try {
+    return fs.readdirSync(RAY_TMP).filter((e) => e.startsWith("session_2"))
+  } catch {
+    return []
+  }
+}
+
+/** Call first in a real-Ray test: refuses to run over a Ray that something else left running. */
+export const prepareRay = async () => {
+  if (!noRayRunning()) {
+    // A head left behind by an earlier test of ours (or by a crash): stop it, as the suite owns the host's Ray.
+    await ray(["stop", "--force"], { timeoutMs: 60_000 })
+  }
+  for (const s of listSessions()) sessionsBefore.add(s)
+}
+
+export interface HeadOptions {
+  readonly port?: number
+  readonly numGpus?: number
+  readonly numCpus?: number
+  readonly resources?: Readonly<Record<string, number>>
+  /** Declare serving_slot: 1 (default false: a hand-started head from an old recipe). */
+  readonly slot?: boolean
+}
+
+export interface Head {
+  readonly port: number
+  readonly gcsAddress: string
+  readonly host: string
+}
+
+const nodeIp = () => {
+  try {
+    return fs.readFileSync(path.join(RAY_TMP, "ray_current_cluster"), "utf8").trim().split(":")[0]!
+  } catch {
+    return "127.0.0.1"
+  }
+}
+
+export const startHead = async (opts: HeadOptions = {}): Promise<Head> => {
+  const port = opts.port ?? 6379
+  const resources = { ...(opts.resources ?? {}), ...(opts.slot ? { serving_slot: 1 } : {}) }
+  const args = [
+    "start",
+    "--head",
+    `--port=${port}`,
+    "--disable-usage-stats",
+    "--include-dashboard=false",
+    ...(opts.numGpus !== undefined ? [`--num-gpus=${opts.numGpus}`] : []),
+    ...(opts.numCpus !== undefined ? [`--num-cpus=${opts.numCpus}`] : []),
+    ...(Object.keys(resources).length > 0 ? [`--resources=${JSON.stringify(resources)}`] : [])
+  ]
+  await ray(args, { timeoutMs: 90_000 })
+  const host = nodeIp()
+  return { port, host, gcsAddress: `${host}:${port}` }
+}
+
+/** Joins a worker raylet on this host to a head. */
+export const startWorker = async (
+  head: Head,
+  opts: { resources?: Record<string, number>; numCpus?: number } = {}
+) => {
+  await ray(
+    [
+      "start",
+      `--address=${head.gcsAddress}`,
+      "--disable-usage-stats",
+      ...(opts.numCpus !== undefined ? [`--num-cpus=${opts.numCpus}`] : []),
+      ...(opts.resources ? [`--resources=${JSON.stringify(opts.resources)}`] : [])
+    ],
+    { timeoutMs: 90_000 }
+  )
+}
+
+export interface PyProcess {
+  readonly child: ChildProcess
+  readonly pid: number
+  /** The first line the script printed (e.g. "ready <job id hex>"). */
+  readonly ready: string
+  kill(): void
+}
+
+/**
+ * Runs a Python snippet with the Ray installation's Python; resolves once it prints its first
+ * line. `keepAlive` snippets stay connected until killed.
+ */
+export const runPython = async (code: string, opts: { timeoutMs?: number } = {}): Promise<PyProcess> => {
+  const child = spawn(rayPython, ["-c", code], {
+    stdio: ["pipe", "pipe", "pipe"],
+    env: { ...process.env, RAY_USAGE_STATS_ENABLED: "0", PYTHONUNBUFFERED: "1" }
+  })
+  started.push(child)
+  let err = ""
+  child.stderr!.on("data", (d) => {
+    err += d
+    if (err.length > 20_000) err = err.slice(-10_000)
+  })
+  const ready = await new Promise<string>((resolve, reject) => {
+    let out = ""
+    const timer = setTimeout(
+      () => reject(new Error(`python snippet not ready: ${err.slice(-2000)}`)),
+      opts.timeoutMs ?? 60_000
+    )
+    child.stdout!.on("data", (d) => {
+      out += d
+      const nl = out.indexOf("\n")
+      if (nl >= 0) {
+        clearTimeout(timer)
+        resolve(out.slice(0, nl))
+      }
+    })
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`python snippet exited with ${code}: ${err.slice(-2000)}`))
+    })
+  })
+  return {
+    child,
+    pid: child.pid!,
+    ready,
+    kill: () => {
+      if (child.exitCode === null) child.kill("SIGKILL")
+    }
+  }
+}
+
+/** A live driver connected to the cluster (a job with is_dead=false). */
+export const startDriver = (head: Head) =>
+  runPython(
+    `import ray, sys\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\nprint("ready", ray.get_runtime_context().get_job_id(), flush=True)\nsys.stdin.read()\n`
+  )
+
+/** A detached actor that outlives the driver that created it. */
+export const startDetachedActor = async (head: Head, name = "hl_test_detached") => {
+  const p = await runPython(
+    `import ray\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR", namespace="hl")\n@ray.remote(num_cpus=0)\nclass Keeper:\n    def ping(self):\n        return 1\na = Keeper.options(name=${JSON.stringify(name)}, lifetime="detached").remote()\nray.get(a.ping.remote())\nprint("ready", flush=True)\n`
+  )
+  await waitFor("detached actor driver to exit", () => p.child.exitCode !== null || undefined, 30_000)
+  return name
+}
+
+/** A detached placement group holding resources with no actor. */
+export const startDetachedPlacementGroup = async (
+  head: Head,
+  bundle: Record<string, number> = { CPU: 1 }
+) => {
+  const p = await runPython(
+    `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([${JSON.stringify(bundle)}], lifetime="detached")\nray.get(pg.ready(), timeout=30)\nprint("ready", flush=True)\n`
+  )
+  await waitFor("placement group driver to exit", () => p.child.exitCode !== null || undefined, 30_000)
+}
+
+/** Stops every Ray process, kills what the harness started and removes the sessions it created. */
+export const teardownRay = async () => {
+  for (const c of started.splice(0)) {
+    if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL")
+  }
+  await ray(["stop", "--force"], { timeoutMs: 90_000 }).catch(() => undefined)
+  await waitFor("Ray daemons to exit", () => noRayRunning() || undefined, 30_000)
+  for (const s of listSessions()) {
+    if (!sessionsBefore.has(s)) fs.rmSync(path.join(RAY_TMP, s), { recursive: true, force: true })
+  }
+}
