@@ -44,9 +44,13 @@ export class RayClusterInfeasible extends Data.TaggedError("RayClusterInfeasible
 /** No `ray` executable could be found. */
 export class RayNotFound extends Data.TaggedError("RayNotFound")<{
   readonly searched: ReadonlyArray<string>
+  /** What is missing: the `ray` executable (default) or the Python of the Ray installation. */
+  readonly what?: "executable" | "python"
 }> {
   override get message(): string {
-    return `no ray executable found (looked at ${this.searched.join(", ")}); set HYPERLOOM_RAY to the ray executable or run scripts/setup-ray.sh`
+    return this.what === "python"
+      ? `no Python of the Ray installation found (looked at ${this.searched.join(", ")}); set HYPERLOOM_RAY_PYTHON to it`
+      : `no ray executable found (looked at ${this.searched.join(", ")}); set HYPERLOOM_RAY to the ray executable or run scripts/setup-ray.sh`
   }
 }
 

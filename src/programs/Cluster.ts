@@ -1,4 +1,4 @@
-import { Duration, Effect, Either, Schedule } from "effect"
+import { Duration, Effect, Schedule } from "effect"
 import { formatHostPort } from "../domain/Address.js"
 import { EnsureRefused, InvalidAddress, type RayClusterInfeasible } from "../domain/Errors.js"
 import { checkFeasibility, type FeasibilityVerdict, type LeaseRequest } from "../domain/Feasibility.js"
@@ -14,8 +14,6 @@ import { guardsFor, type Inspection, inspect } from "./Inspect.js"
 
 export const REPAIR_LOG = "Ray head has no serving_slot resource; restarting the local head with it"
 
-/** How long to wait for another hyperloom process that holds the host's repair lock. */
-const REPAIR_LOCK_WAIT_MS = 180_000
 /** How long a restarted or started head may take before its GCS shows the slot. */
 const HEAD_READY_TIMEOUT = Duration.seconds(60)
 const HEAD_START_TIMEOUT_SEC = 120
@@ -53,9 +51,10 @@ const describeFailure = (e: unknown): string =>
 /**
  * The guarded runtime repair (SPEC §4), for a caller that holds the work permit.
  * Nothing to repair → `none`. Guards refuse → the infeasibility error with the reasons appended,
- * and nothing is stopped. Allowed → under the host's repair lock: re-inspect and re-check every
- * guard, `ray stop --force`, start the head on the same port with the old head's resources plus
- * the slot, wait for the slot, check feasibility again.
+ * and nothing is stopped. Allowed → re-inspect and re-check every guard, `ray stop --force`,
+ * start the head on the same port with the old head's resources plus the slot, wait for the slot;
+ * the outcome's verdict is the feasibility checked again. The caller holds the work permit, which
+ * includes the host-wide lock (WorkGate.withPermit).
  */
 export const repairLocked = Effect.fn("repair")(function* (
   request: LeaseRequest,
@@ -63,7 +62,6 @@ export const repairLocked = Effect.fn("repair")(function* (
 ) {
   const settings = yield* Settings
   const rayCli = yield* RayCli
-  const gate = yield* WorkGate
   const first = yield* inspect()
   const verdict = checkFeasibility(first.snapshot, request)
   const guards = yield* guardsFor(first)
@@ -90,42 +88,27 @@ export const repairLocked = Effect.fn("repair")(function* (
       restartPlan(first.snapshot, first.resolved.port, settings.numGpusOverride)
     )
   }
-  yield* Effect.logWarning(REPAIR_LOG)
-  return yield* Effect.scoped(
-    Effect.gen(function* () {
-      yield* gate.holdRepairLock(REPAIR_LOCK_WAIT_MS, (pid) =>
-        Effect.logInfo(`waiting for hyperloom process ${pid}, which holds the Ray repair lock`)
-      )
-      // Re-inspect and re-check every guard immediately before stopping: the cluster may have
-      // changed, or another process may have repaired it while we waited for the lock.
-      const current = yield* inspect().pipe(
-        Effect.mapError((e) =>
-          infeasible.withRefusals([`cluster could not be inspected again: ${e.message}`])
-        )
-      )
-      const again = checkFeasibility(current.snapshot, request)
-      if (again.infeasible?.reason !== "no_serving_slot") {
-        yield* Effect.logInfo("the head declares serving_slot now; no restart needed")
-        return outcome("none", current, null)
-      }
-      const recheck = yield* guardsFor(current)
-      if (!repairAllowed(recheck)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(recheck)))
-      const plan = restartPlan(current.snapshot, current.resolved.port, settings.numGpusOverride)
-      const restartFailed = (e: unknown) => infeasible.withRestartFailure(describeFailure(e))
-      yield* Effect.logInfo(
-        `stopping the Ray head at ${current.resolved.gcsAddress} and starting it again with ${JSON.stringify(plan.resources)}`
-      )
-      yield* rayCli.stop().pipe(Effect.mapError(restartFailed))
-      yield* rayCli
-        .start({ ...plan, timeoutSec: HEAD_START_TIMEOUT_SEC })
-        .pipe(Effect.mapError(restartFailed))
-      const gcsAddress = formatHostPort(current.resolved.host, plan.port)
-      const snapshot = yield* awaitSlot(gcsAddress).pipe(Effect.mapError(restartFailed))
-      yield* Effect.logInfo(`Ray head restarted at ${gcsAddress} with serving_slot`)
-      const repaired: Inspection = { ...current, snapshot }
-      return outcome("repaired", repaired, plan, recheck)
-    })
+  // The caller holds the permit and the host lock. Re-inspect and re-check every guard
+  // immediately before stopping: the cluster may have changed since the verdict above.
+  const current = yield* inspect().pipe(
+    Effect.mapError((e) => infeasible.withRefusals([`cluster could not be inspected again: ${e.message}`]))
   )
+  const again = checkFeasibility(current.snapshot, request)
+  if (again.infeasible?.reason !== "no_serving_slot") return outcome("none", current, null)
+  const recheck = yield* guardsFor(current)
+  if (!repairAllowed(recheck)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(recheck)))
+  const plan = restartPlan(current.snapshot, current.resolved.port, settings.numGpusOverride)
+  const restartFailed = (e: unknown) => infeasible.withRestartFailure(describeFailure(e))
+  yield* Effect.logWarning(REPAIR_LOG)
+  yield* Effect.logInfo(
+    `ray stop --force, then ray start --head --port=${plan.port} with ${JSON.stringify(plan.resources)}`
+  )
+  yield* rayCli.stop().pipe(Effect.mapError(restartFailed))
+  yield* rayCli.start({ ...plan, timeoutSec: HEAD_START_TIMEOUT_SEC }).pipe(Effect.mapError(restartFailed))
+  const gcsAddress = formatHostPort(current.resolved.host, plan.port)
+  const snapshot = yield* awaitSlot(gcsAddress).pipe(Effect.mapError(restartFailed))
+  yield* Effect.logInfo(`Ray head restarted at ${gcsAddress} with serving_slot`)
+  return outcome("repaired", { ...current, snapshot }, plan, recheck)
 })
 
 /** The repair on demand, under the work permit (`hyperloom ray repair`). */
@@ -228,5 +211,3 @@ export const ensureLocked = Effect.fn("ensure")(function* (request: LeaseRequest
 /** `hyperloom ray ensure`: SPEC §3 under the work permit. */
 export const ensure = (request: LeaseRequest) =>
   Effect.flatMap(WorkGate, (gate) => gate.withPermit(ensureLocked(request)))
-
-export const isInspectable = (inspection: Inspection) => Either.isRight(inspection.daemons)

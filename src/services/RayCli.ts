@@ -56,6 +56,17 @@ export const headStartArgs = (spec: HeadStartSpec): ReadonlyArray<string> => [
 const RAY_ENV = { RAY_USAGE_STATS_ENABLED: "0" } as const
 
 /**
+ * A head serves the whole host: it must not inherit the caller's device mask (an empty
+ * CUDA_VISIBLE_DEVICES makes `ray start --num-gpus=N` fail, a partial one hides GPUs from every
+ * lease). Leases get their devices from Ray, per actor.
+ */
+export const DEVICE_VARIABLES = [
+  "CUDA_VISIBLE_DEVICES",
+  "HIP_VISIBLE_DEVICES",
+  "ROCR_VISIBLE_DEVICES"
+] as const
+
+/**
  * The live RayCli over a resolved `ray` executable. Every call has a timeout and terminates the
  * child's process tree on timeout or interruption (see Subprocess.runBounded).
  */
@@ -70,7 +81,7 @@ export const makeRayCli = (options: {
     const executable = yield* Effect.cached(options.executable)
     const run = (args: ReadonlyArray<string>, timeoutSec: number) =>
       Effect.flatMap(executable, (exe) =>
-        runBounded([exe, ...args], { timeoutSec, env }).pipe(
+        runBounded([exe, ...args], { timeoutSec, env, unsetEnv: DEVICE_VARIABLES }).pipe(
           Effect.provideService(CommandExecutor.CommandExecutor, executor),
           // The executable was found a moment ago; failing to spawn it now is an OS impossibility.
           Effect.orDie,

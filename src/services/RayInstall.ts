@@ -110,12 +110,13 @@ export const rayPython = (
         ? path.resolve(settings.rayPython)
         : findOnPath(settings.rayPython, settings.env)
       if (chosen !== undefined && isExecutableFile(chosen)) return chosen
-      return yield* new RayNotFound({ searched: [`HYPERLOOM_RAY_PYTHON=${settings.rayPython}`] })
+      return yield* new RayNotFound({ what: "python", searched: [`HYPERLOOM_RAY_PYTHON=${settings.rayPython}`] })
     }
     const ray = yield* rayExecutable(settings)
     const python = interpreterOf(ray, settings.env)
     if (python !== undefined && isExecutableFile(python)) return python
     return yield* new RayNotFound({
+      what: "python",
       searched: [
         python === undefined
           ? `${ray} (its first line names no Python; set HYPERLOOM_RAY_PYTHON)`

@@ -54,6 +54,8 @@ export interface BoundedRun {
 export interface BoundedOptions {
   readonly timeoutSec: number
   readonly env?: Readonly<Record<string, string>>
+  /** Variables of this process's environment the child must not inherit. */
+  readonly unsetEnv?: ReadonlyArray<string>
   readonly cwd?: string
   readonly maxOutput?: number
 }
@@ -75,7 +77,13 @@ export const runBounded = (argv: ReadonlyArray<string>, options: BoundedOptions)
     Effect.gen(function* () {
       const started = Date.now()
       let command = Command.make(argv[0]!, ...argv.slice(1))
-      if (options.env) command = Command.env(command, options.env)
+      if (options.unsetEnv && options.unsetEnv.length > 0) {
+        const env: Record<string, string | undefined> = { ...process.env, ...options.env }
+        for (const name of options.unsetEnv) delete env[name]
+        command = Command.env(command, env, { extendEnv: false })
+      } else if (options.env) {
+        command = Command.env(command, options.env)
+      }
       if (options.cwd) command = Command.workingDirectory(command, options.cwd)
       const proc = yield* Command.start(command)
       yield* Effect.addFinalizer(() => terminateTree(proc))

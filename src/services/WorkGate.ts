@@ -1,14 +1,18 @@
 import * as path from "node:path"
 import { FileSystem } from "@effect/platform"
-import { Effect, type Scope } from "effect"
+import { Effect, Scope } from "effect"
 import { holdLockFile, type LockHeld } from "./LockFile.js"
 import { Settings } from "./Settings.js"
 
+/** How long to wait for another hyperloom process that is working on the host's Ray head. */
+const HOST_LOCK_WAIT_MS = 300_000
+
 /**
  * The one permit that keeps lease work (connect, feasibility check, actor creation) and repair
- * work exclusive inside this process, the process-wide facts the repair guards need (has a lease
- * actor been submitted; which Ray jobs are our own drivers), and the host-wide repair lock that
- * keeps two hyperloom processes from repairing at once.
+ * work exclusive, the process-wide facts the repair guards need (has a lease actor been
+ * submitted; which Ray jobs are our own drivers), and the host-wide lock file (next to Ray's temp
+ * dir) that extends the same exclusion to every hyperloom process on the host, so two of them
+ * never repair at once and none submits a lease while another restarts the head.
  *
  * Provide it once (main.ts composes it once): a second instance would be a second semaphore.
  */
@@ -19,10 +23,29 @@ export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/Wor
     const permit = yield* Effect.makeSemaphore(1)
     let leaseSubmitted = false
     const ownJobs = new Set<string>()
-    const lockPath = path.join(path.dirname(settings.rayTempDir), "hyperloom-ray-repair.lock")
+    const lockPath = path.join(path.dirname(settings.rayTempDir), "hyperloom-ray.lock")
+    const holdHostLock = holdLockFile(lockPath, {
+      waitMs: HOST_LOCK_WAIT_MS,
+      onWait: (pid) =>
+        Effect.logInfo(`waiting for hyperloom process ${pid}, which is working on the Ray head`)
+    }).pipe(
+      Effect.provideService(FileSystem.FileSystem, fs),
+      // A lock file that cannot be written at all is an OS impossibility here.
+      Effect.catchAll((e) => (e._tag === "LockHeld" ? Effect.fail(e) : Effect.die(e)))
+    )
     return {
-      /** Runs `effect` holding the one permit. */
-      withPermit: <A, E, R>(effect: Effect.Effect<A, E, R>) => permit.withPermits(1)(effect),
+      /**
+       * Runs `effect` holding the one permit and the host-wide lock. Resources `effect` adds to
+       * the caller's scope (a lease) outlive both: only the work itself is exclusive.
+       */
+      withPermit: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | LockHeld, R> =>
+        permit.withPermits(1)(
+          Effect.acquireUseRelease(
+            Scope.make(),
+            (lockScope) => Effect.zipRight(Scope.extend(holdHostLock, lockScope), effect),
+            (lockScope, exit) => Scope.close(lockScope, exit)
+          )
+        ),
       /** Marks that this process has submitted a lease actor (before the creation is sent). */
       markLeaseSubmitted: Effect.sync(() => {
         leaseSubmitted = true
@@ -31,17 +54,9 @@ export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/Wor
       addOwnJob: (jobId: string) => Effect.sync(() => ownJobs.add(jobId.toLowerCase())),
       removeOwnJob: (jobId: string) => Effect.sync(() => ownJobs.delete(jobId.toLowerCase())),
       ownJobIds: Effect.sync((): ReadonlyArray<string> => [...ownJobs]),
-      repairLockPath: lockPath,
-      /** Holds the host-wide repair lock for the scope, waiting up to `waitMs` for another holder. */
-      holdRepairLock: (
-        waitMs: number,
-        onWait?: (holderPid: number) => Effect.Effect<void>
-      ): Effect.Effect<void, LockHeld, Scope.Scope> =>
-        holdLockFile(lockPath, { waitMs, ...(onWait ? { onWait } : {}) }).pipe(
-          Effect.provideService(FileSystem.FileSystem, fs),
-          // A lock file that cannot be written at all is an OS impossibility here.
-          Effect.catchAll((e) => (e._tag === "LockHeld" ? Effect.fail(e) : Effect.die(e)))
-        )
+      hostLockPath: lockPath
     }
   })
 }) {}
+
+export type { LockHeld }

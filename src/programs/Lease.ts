@@ -1,0 +1,163 @@
+import { Duration, Effect, Fiber, Option, Schedule } from "effect"
+import type { LeaseRequest } from "../domain/Feasibility.js"
+import { SERVING_SLOT } from "../domain/Feasibility.js"
+import type { ClusterSnapshot } from "../domain/Snapshot.js"
+import { ClusterInspector } from "../services/ClusterInspector.js"
+import {
+  LeaseBridge,
+  type LeaseOutput,
+  type LeaseSession,
+  type LeaseStarted
+} from "../services/LeaseBridge.js"
+import { keepTail } from "../services/Subprocess.js"
+import { WorkGate } from "../services/WorkGate.js"
+import { ensureLocked } from "./Cluster.js"
+
+export interface LeaseRunSpec {
+  readonly request: LeaseRequest
+  readonly argv: ReadonlyArray<string>
+  /** The command's whole environment (the actor's GPU variables are laid over it). */
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly cwd: string
+  /** Bounds the whole lease: waiting for the slot and running the command. */
+  readonly timeoutSec?: number | undefined
+  readonly name?: string | undefined
+  /** Each output line as it comes. */
+  readonly onOutput?: ((output: LeaseOutput) => Effect.Effect<void>) | undefined
+}
+
+export interface LeaseRunResult {
+  /** The command's exit code; null when the lease timed out. */
+  readonly exitCode: number | null
+  readonly timedOut: boolean
+  readonly stdoutTail: string
+  readonly stderrTail: string
+  /** Seconds from the lease's start to its end (waiting included). */
+  readonly runtimeSec: number
+  /** Seconds spent waiting for the slot or GPUs held by someone else. */
+  readonly waitedSec: number
+  readonly gcsAddress: string
+  readonly started: LeaseStarted | null
+}
+
+const TAIL = 64 * 1024
+const CONTENTION_POLL = Duration.seconds(2)
+
+/** Who holds what this lease waits for, as an operator reads it; undefined when nobody visibly does. */
+export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
+  const wants = (a: ClusterSnapshot["actors"][number]) =>
+    (request.servingSlot && (a.requiredResources[SERVING_SLOT] ?? 0) > 0) ||
+    (request.gpus > 0 && (a.requiredResources.GPU ?? 0) > 0)
+  const holders = snapshot.actors.filter(
+    (a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a)
+  )
+  if (holders.length === 0) return undefined
+  return holders
+    .map((a) => {
+      const job = snapshot.jobs.find((j) => j.jobId === a.jobId)
+      const driver = job && !job.isDead ? `, driver pid ${job.driverPid}` : ""
+      return `actor ${a.name || a.className || a.actorId.slice(0, 12)} (pid ${a.pid}, job ${a.jobId}${driver})`
+    })
+    .join(", ")
+}
+
+/** While the actor waits to be scheduled, say so, and for whom, whenever that changes. */
+const reportContention = (gcsAddress: string, request: LeaseRequest, session: LeaseSession) =>
+  Effect.gen(function* () {
+    const inspector = yield* ClusterInspector
+    let last: string | undefined
+    const what = request.servingSlot
+      ? `serving_slot${request.gpus > 0 ? ` and ${request.gpus} GPU(s)` : ""}`
+      : `${request.gpus} GPU(s)`
+    yield* inspector.snapshot(gcsAddress).pipe(
+      Effect.map((s) => describeHolder(s, request, session.actorId) ?? "resources held elsewhere"),
+      Effect.orElseSucceed(() => "unknown (the GCS did not answer)"),
+      Effect.flatMap((holder) => {
+        if (holder === last) return Effect.void
+        last = holder
+        return Effect.logInfo(`waiting for ${what}: held by ${holder}`)
+      }),
+      Effect.repeat(Schedule.spaced(CONTENTION_POLL))
+    )
+  })
+
+/**
+ * Acquires a serving lease for the enclosing scope (SPEC §5): under the work permit, ensure the
+ * cluster (repairing it if it lacks the slot and every guard allows; failing with the typed
+ * infeasibility otherwise), mark "lease submitted", and send the actor creation. The permit is
+ * released once the creation is sent; the lease itself lives until the scope closes, which
+ * stops the command's process tree and kills the actor.
+ */
+export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<LeaseRunSpec, "timeoutSec">) {
+  const gate = yield* WorkGate
+  const bridge = yield* LeaseBridge
+  return yield* gate.withPermit(
+    Effect.gen(function* () {
+      const ensured = yield* ensureLocked(spec.request)
+      // Actor creation is asynchronous: from here on a repair must assume the actor exists.
+      yield* gate.markLeaseSubmitted
+      const session = yield* bridge.open({
+        gcsAddress: ensured.gcsAddress,
+        gpus: spec.request.gpus,
+        servingSlot: spec.request.servingSlot,
+        argv: spec.argv,
+        env: spec.env,
+        cwd: spec.cwd,
+        name: spec.name,
+        onOutput: spec.onOutput
+      })
+      yield* gate.addOwnJob(session.jobId)
+      yield* Effect.addFinalizer(() => gate.removeOwnJob(session.jobId))
+      return { session, gcsAddress: ensured.gcsAddress }
+    })
+  )
+})
+
+/** Holds a lease, runs the command in it, and releases it on every exit path. */
+export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
+  const began = Date.now()
+  const tails = { stdout: "", stderr: "" }
+  const onOutput = (o: LeaseOutput) =>
+    Effect.zipRight(
+      Effect.sync(() => {
+        tails[o.stream] = keepTail(`${tails[o.stream]}${o.line}\n`, TAIL)
+      }),
+      spec.onOutput?.(o) ?? Effect.void
+    )
+  // Filled in as the lease progresses, so a timeout still reports how far it got.
+  const progress: { gcsAddress: string; started: LeaseStarted | null; waitedSec: number } = {
+    gcsAddress: "",
+    started: null,
+    waitedSec: 0
+  }
+  const leased = Effect.scoped(
+    Effect.gen(function* () {
+      const lease = yield* acquireLease({ ...spec, onOutput })
+      progress.gcsAddress = lease.gcsAddress
+      const waitStart = Date.now()
+      const reporter = yield* Effect.fork(
+        Effect.delay(reportContention(lease.gcsAddress, spec.request, lease.session), Duration.seconds(1))
+      )
+      progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+      progress.waitedSec = (Date.now() - waitStart) / 1000
+      if (progress.waitedSec > 1.5) {
+        yield* Effect.logInfo(`lease granted after waiting ${progress.waitedSec.toFixed(1)} s`)
+      }
+      return yield* lease.session.awaitExit
+    })
+  )
+  const outcome =
+    spec.timeoutSec !== undefined
+      ? yield* Effect.timeoutOption(leased, Duration.seconds(spec.timeoutSec))
+      : Option.some(yield* leased)
+  return {
+    exitCode: Option.match(outcome, { onNone: () => null, onSome: (e) => e.exitCode }),
+    timedOut: Option.isNone(outcome),
+    stdoutTail: Option.match(outcome, { onNone: () => tails.stdout, onSome: (e) => e.stdoutTail }),
+    stderrTail: Option.match(outcome, { onNone: () => tails.stderr, onSome: (e) => e.stderrTail }),
+    runtimeSec: (Date.now() - began) / 1000,
+    waitedSec: progress.waitedSec,
+    gcsAddress: progress.gcsAddress,
+    started: progress.started
+  } satisfies LeaseRunResult
+})

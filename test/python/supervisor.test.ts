@@ -1,0 +1,193 @@
+/**
+ * The bridge's command supervisor (`hyperloom_bridge.py --supervise`), without Ray: it leads
+ * CMD's process group, reports on its status fd, passes CMD's exit code through, and kills the
+ * whole group when CMD ends, when it is told to stop, and when its parent dies (even by SIGKILL)
+ * — but not when only the parent *thread* that spawned it ends (the PR_SET_PDEATHSIG trap).
+ */
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterEach, assert, describe, it } from "@effect/vitest"
+import { anyPython, bridgeScript, isAlive, markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
+import { sleep, waitFor } from "../support/ray.js"
+
+interface Run {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+  readonly status: string[]
+  readonly ms: number
+}
+
+const children: Array<{ pid?: number | undefined; kill: (s: NodeJS.Signals) => boolean }> = []
+
+/** Runs the supervisor with a status pipe on fd 3; `during` runs while it is alive. */
+const supervise = (
+  args: ReadonlyArray<string>,
+  during?: (pid: number, status: string[]) => Promise<void>,
+  env: NodeJS.ProcessEnv = process.env
+): Promise<Run> => {
+  const t0 = Date.now()
+  const child = spawn(anyPython, [bridgeScript, "--supervise", "--status-fd", "3", ...args], {
+    stdio: ["ignore", "pipe", "pipe", "pipe"],
+    env
+  })
+  children.push(child)
+  let stdout = ""
+  let stderr = ""
+  let statusBuf = ""
+  const status: string[] = []
+  child.stdout!.on("data", (d) => {
+    stdout += d
+  })
+  child.stderr!.on("data", (d) => {
+    stderr += d
+  })
+  ;(child.stdio[3] as NodeJS.ReadableStream).on("data", (d) => {
+    statusBuf += d
+    const lines = statusBuf.split("\n")
+    statusBuf = lines.pop()!
+    status.push(...lines)
+  })
+  const done = new Promise<Run>((resolve) =>
+    child.on("close", (code, signal) =>
+      resolve({ code, signal, stdout, stderr, status, ms: Date.now() - t0 })
+    )
+  )
+  if (during === undefined) return done
+  return during(child.pid!, status).then(() => done)
+}
+
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill("SIGKILL")
+})
+
+describe("supervisor", () => {
+  it("passes CMD's output and exit code through and reports pid then exit", async () => {
+    const r = await supervise(["--", "sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert.strictEqual(r.code, 3)
+    assert.strictEqual(r.stdout, "out\n")
+    assert.strictEqual(r.stderr, "err\n")
+    assert.match(r.status[0]!, /^pid \d+$/)
+    assert.deepStrictEqual(r.status.slice(1), ["exit 3"])
+  })
+
+  it("runs CMD in --cwd with its environment", async () => {
+    const r = await supervise(["--cwd", "/tmp", "--", "sh", "-c", 'echo "$(pwd) $HL_PROBE"'], undefined, {
+      ...process.env,
+      HL_PROBE: "probe value"
+    })
+    assert.strictEqual(r.code, 0)
+    assert.strictEqual(r.stdout, "/tmp probe value\n")
+  })
+
+  it("reports 127 and a clear line when CMD does not exist", async () => {
+    const r = await supervise(["--", "hyperloom-no-such-command-xyz", "--flag"])
+    assert.strictEqual(r.code, 127)
+    assert.strictEqual(r.stderr.trim(), "hyperloom: command not found: hyperloom-no-such-command-xyz")
+    assert.deepStrictEqual(r.status, ["failed", "exit 127"])
+  })
+
+  it("reports 127 when CMD cannot be executed or the cwd is missing", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-sup-"))
+    const file = path.join(dir, "not-executable")
+    fs.writeFileSync(file, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+    const notExec = await supervise(["--", file])
+    fs.rmSync(dir, { recursive: true, force: true })
+    assert.strictEqual(notExec.code, 127)
+    assert.strictEqual(notExec.stderr.trim(), `hyperloom: cannot start ${file}: Permission denied`)
+    const noCwd = await supervise(["--cwd", "/nonexistent-hl-dir", "--", "true"])
+    assert.strictEqual(noCwd.code, 127)
+    assert.strictEqual(
+      noCwd.stderr.trim(),
+      "hyperloom: working directory does not exist: /nonexistent-hl-dir"
+    )
+  })
+
+  it("reports 128+signal when CMD is killed by a signal", async () => {
+    const r = await supervise(["--", "sh", "-c", "kill -9 $$"])
+    assert.strictEqual(r.code, 137)
+    assert.strictEqual(r.status.at(-1), "exit 137")
+  })
+
+  it("kills what CMD left behind in its group when CMD ends", async () => {
+    const marker = markerSleep()
+    const r = await supervise(["--grace", "1", "--", "sh", "-c", `sleep ${marker} & echo started`])
+    assert.strictEqual(r.code, 0)
+    await waitGone("the background sleep", () => pidsWithArg(marker), 3_000)
+  })
+
+  it("on SIGTERM stops CMD (TERM) and escalates to KILL after the grace", async () => {
+    const marker = markerSleep()
+    let signalled = 0
+    const r = await supervise(
+      ["--grace", "1", "--", "sh", "-c", `trap '' TERM; sleep ${marker}`],
+      async (pid, status) => {
+        await waitFor(
+          "CMD to start",
+          () => (status.length > 0 && pidsWithArg(marker).length > 0) || undefined
+        )
+        signalled = Date.now()
+        process.kill(pid, "SIGTERM")
+      }
+    )
+    const took = Date.now() - signalled
+    assert.strictEqual(r.signal, "SIGKILL", "the supervisor KILLs its whole group, itself included")
+    assert.isAtLeast(took, 900)
+    assert.isBelow(took, 4_000)
+    await waitGone("CMD", () => pidsWithArg(marker), 3_000)
+  })
+
+  it("a TERM-respecting CMD ends at once with 143", async () => {
+    const marker = markerSleep()
+    const r = await supervise(["--grace", "5", "--", "sleep", marker], async (pid, status) => {
+      await waitFor("CMD to start", () => (status.length > 0 && pidsWithArg(marker).length > 0) || undefined)
+      process.kill(pid, "SIGTERM")
+    })
+    assert.strictEqual(r.code, 143)
+    assert.isBelow(r.ms, 4_000)
+  })
+
+  it("kills CMD's whole group when its parent is SIGKILLed", async () => {
+    const marker = markerSleep()
+    // sh is the parent; the supervisor sits in the background under it.
+    const parent = spawn("sh", ["-c", `${anyPython} ${bridgeScript} --supervise -- sleep ${marker} & wait`], {
+      stdio: "ignore"
+    })
+    children.push(parent)
+    const [cmd] = await waitFor("CMD to start", () => {
+      const pids = pidsWithArg(marker).filter((p) => p !== parent.pid)
+      return pids.length >= 2 ? pids : undefined
+    })
+    assert.isDefined(cmd)
+    parent.kill("SIGKILL")
+    const t0 = Date.now()
+    await waitGone("the supervisor and CMD", () => pidsWithArg(marker), 5_000)
+    assert.isBelow(Date.now() - t0, 3_000)
+  })
+
+  it("keeps CMD when only the spawning thread of its parent ends, kills it when the parent dies", async () => {
+    const marker = markerSleep()
+    // A Python parent spawns the supervisor from a short-lived thread (as a Ray worker thread
+    // might), then lives on: PR_SET_PDEATHSIG fires at the thread's end, but the parent lives.
+    const code = [
+      "import subprocess, sys, threading, time",
+      "def go():",
+      `    subprocess.Popen([sys.executable, ${JSON.stringify(bridgeScript)}, "--supervise", "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
+      "t = threading.Thread(target=go); t.start(); t.join()",
+      "print('spawned', flush=True)",
+      "time.sleep(600)"
+    ].join("\n")
+    const parent = spawn(anyPython, ["-c", code], { stdio: ["ignore", "pipe", "inherit"] })
+    children.push(parent)
+    await waitFor("CMD to start", () => (pidsWithArg(marker).length >= 2 ? true : undefined))
+    await sleep(1_500)
+    const alive = pidsWithArg(marker)
+    assert.strictEqual(alive.length, 2, "supervisor and CMD survive the spawning thread's end")
+    assert.isTrue(alive.every(isAlive))
+    parent.kill("SIGKILL")
+    await waitGone("the supervisor and CMD", () => pidsWithArg(marker), 5_000)
+  })
+})
