@@ -1,7 +1,10 @@
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import { VERSION } from "../version.js"
+import { baselineCommand } from "./commands/baseline.js"
+import { leaseCommand } from "./commands/lease.js"
 import { rayCommand } from "./commands/ray.js"
+import { stateCommand } from "./commands/state.js"
 import { EXIT_CODES_HELP } from "./Exit.js"
 
 const about = `hyperloom keeps a Ray-backed GPU serving host usable for benchmark work: it ensures a local Ray head that declares the serving_slot resource (repairing one that lacks it only when every guard proves nobody else's Ray work can be hurt), grants serving leases (a Ray actor holding the slot and N GPUs, running a command) and runs baseline benchmarks with stop rules.`
@@ -20,7 +23,7 @@ const lines = (text: string) => HelpDoc.p(text)
 
 export const rootCommand = Command.make("hyperloom").pipe(
   Command.withDescription(HelpDoc.sequence(HelpDoc.p(about), lines(`${environment}\n\n${EXIT_CODES_HELP}`))),
-  Command.withSubcommands([rayCommand])
+  Command.withSubcommands([rayCommand, leaseCommand, baselineCommand, stateCommand])
 )
 
 export const cli = Command.run(rootCommand, { name: "hyperloom", version: VERSION })

@@ -1,3 +1,4 @@
+import * as ValidationError from "@effect/cli/ValidationError"
 import { Data } from "effect"
 
 /**
@@ -30,7 +31,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   3    no ray executable found (set HYPERLOOM_RAY or run scripts/setup-ray.sh)
   4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
   5    a ray command failed or did not finish in time
-  6    ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons)
+  6    ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons),
+       or another hyperloom process kept the host's Ray lock for 5 minutes
   7    ray_cluster_infeasible: the cluster cannot grant the lease (repair refused or not possible)
   8    session state unusable: corrupt, from a newer hyperloom, or locked by another run
   9    the lease could not be held (bridge or actor failure)
@@ -56,14 +58,13 @@ const byTag: Record<string, number> = {
   RayCommandFailed: EXIT.rayCommandFailed,
   RayCommandTimeout: EXIT.rayCommandFailed,
   EnsureRefused: EXIT.ensureRefused,
+  LockHeld: EXIT.ensureRefused,
   RayClusterInfeasible: EXIT.infeasible,
   StateCorrupt: EXIT.state,
   StateFromFuture: EXIT.state,
   SessionLocked: EXIT.state,
   StateIoFailed: EXIT.state,
   SessionNotFound: EXIT.state,
-  LeaseBridgeError: EXIT.lease,
-  LeaseFailed: EXIT.lease,
   LeaseBridgeStartFailed: EXIT.lease,
   LeaseBridgeProtocolError: EXIT.lease,
   LeaseRayInitFailed: EXIT.lease,
@@ -71,6 +72,8 @@ const byTag: Record<string, number> = {
 }
 
 export const exitCodeFor = (error: unknown): number => {
+  // @effect/cli's usage errors (InvalidValue, MissingValue, …) have their own tags.
+  if (ValidationError.isValidationError(error)) return EXIT.usage
   if (typeof error === "object" && error !== null && "_tag" in error) {
     const tag = (error as { _tag: string })._tag
     if (tag === "ExitWith") return (error as ExitWith).code

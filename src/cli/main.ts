@@ -2,14 +2,19 @@
  * The hyperloom executable: the only place that composes the live layers, reads argv and maps
  * every outcome to a stable exit code (see Exit.ts).
  */
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Effect, Exit, Layer, Logger, LogLevel, Option } from "effect"
+import * as AttemptFiles from "../services/AttemptFiles.js"
 import * as ClusterInspector from "../services/ClusterInspector.js"
+import * as Enablement from "../services/Enablement.js"
+import * as LeaseBridge from "../services/LeaseBridge.js"
 import * as ProcFs from "../services/ProcFs.js"
 import * as RayCli from "../services/RayCli.js"
 import * as RayInstall from "../services/RayInstall.js"
 import * as Settings from "../services/Settings.js"
+import { StateStore } from "../services/StateStore.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { AppLayer } from "./AppLayer.js"
 import { cli } from "./Cli.js"
@@ -26,10 +31,16 @@ const liveServices = (overrides: Settings.SettingsOverrides) => {
   )
   const procFs = ProcFs.layerLive()
   const inspector = ClusterInspector.layerLive.pipe(Layer.provide(procFs))
-  return Layer.mergeAll(rayCli, procFs, inspector, WorkGate.Default).pipe(
-    Layer.provideMerge(settings),
-    Layer.provide(NodeContext.layer)
-  )
+  return Layer.mergeAll(
+    rayCli,
+    procFs,
+    inspector,
+    WorkGate.Default,
+    LeaseBridge.layer,
+    StateStore.Live,
+    AttemptFiles.layer,
+    Enablement.layer
+  ).pipe(Layer.provideMerge(settings), Layer.provide(NodeContext.layer))
 }
 
 /** Diagnostics go to stderr, one line each; stdout is for results. */
@@ -46,7 +57,7 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
       const error = failure.value as { _tag?: string; message?: string }
       const code = exitCodeFor(error)
       // @effect/cli already printed its own usage errors; ExitWith carries no message.
-      if (error._tag !== "ExitWith" && error._tag !== "ValidationError") {
+      if (error._tag !== "ExitWith" && !ValidationError.isValidationError(error)) {
         process.stderr.write(`hyperloom: ${error.message ?? String(error)}\n`)
       }
       return code
@@ -59,7 +70,18 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
     return EXIT.internal
   })
 
+/** @effect/cli prints a usage error as a text block ending in a blank line: print its lines only. */
+const trimmedErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.consoleWith((console) =>
+    Effect.withConsole(effect, {
+      ...console,
+      error: (...args: ReadonlyArray<unknown>) =>
+        console.error(...args.map((a) => (typeof a === "string" ? a.trimEnd() : a)))
+    })
+  )
+
 const program = Effect.suspend(() => cli(process.argv)).pipe(
+  trimmedErrors,
   Effect.provideService(AppLayer, liveServices),
   Effect.provide(NodeContext.layer),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),

@@ -109,7 +109,7 @@ const TAIL_CHARS = 64 * 1024
 
 const iso = (millis: number) => new Date(millis).toISOString()
 
-const fmtSec = (s: number | null) => (s === null ? "?" : s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`)
+const fmtSec = (s: number) => (s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`)
 
 const describeRequest = (r: LeaseRequest) => `${r.gpus} GPU(s)${r.servingSlot ? " + serving_slot" : ""}`
 
@@ -120,7 +120,7 @@ export const describeAttempt = (state: SessionState, decision: Decision): string
     a === undefined
       ? "no attempt"
       : `attempt ${a.number}: ${a.error_class ?? `succeeded, throughput ${a.throughput}`}` +
-        `${a.exit_code !== null ? `, exit ${a.exit_code}` : ""}, ${fmtSec(a.runtime_sec)}`
+        `${a.exit_code !== null ? `, exit ${a.exit_code}` : ""}${a.runtime_sec !== null ? `, ${fmtSec(a.runtime_sec)}` : ""}`
   const e = state.enablement
   const streaks =
     `streaks: failure ${state.baseline_failure_streak}, arg-error ${state.baseline_arg_error_streak}, ` +
@@ -137,11 +137,37 @@ export const describeAttempt = (state: SessionState, decision: Decision): string
   return `${what}; ${streaks}; ${next}: ${decision.why}`
 }
 
-/** The last non-empty line of a text, shortened. */
-const lastLine = (text: string) => {
-  const lines = text.split("\n").filter((l) => l.trim() !== "")
-  const line = lines[lines.length - 1] ?? ""
-  return line.length > 160 ? `${line.slice(0, 159)}…` : line
+const ERRORISH =
+  /error|exception|fatal|traceback|failed|not found|killed|out of memory|missing|ray_cluster_infeasible/i
+const HEADER_CLASSES = new Set([
+  "timeout",
+  "no_report",
+  "invalid_measurement",
+  "session_time_exhausted",
+  "orchestrator_cancelled",
+  "interrupted"
+])
+
+/**
+ * The telling line of an attempt's error text, shortened: the marker line when there is one; the
+ * classifier's description for the classes that have one (timeout, no report, …); otherwise the
+ * last line that reads like an error (stdout and stderr arrive interleaved, so the error is not
+ * always the last line), else the last line.
+ */
+export const errorHead = (error: string | null, errorClass: string | null, max = 160): string => {
+  if (error === null) return ""
+  const lines = error
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && l !== "…")
+  const marked = lines.find((l) => l.toLowerCase().includes("ray_cluster_infeasible"))
+  const line =
+    marked ??
+    (errorClass !== null && HEADER_CLASSES.has(errorClass)
+      ? lines[0]
+      : ([...lines].reverse().find((l) => ERRORISH.test(l)) ?? lines[lines.length - 1]))
+  const text = (line ?? "").replace(/^…/, "")
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }
 
 const isInfeasible = (e: unknown): e is RayClusterInfeasible =>
@@ -409,7 +435,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       running = undefined
       yield* Effect.logInfo(describeAttempt(applied.state, decision))
       if (result.errorClass !== null && result.error !== null) {
-        const head = lastLine(result.error)
+        const head = errorHead(result.error, result.errorClass)
         if (head !== "") yield* Effect.logInfo(`attempt ${n}: ${head}`)
       }
 

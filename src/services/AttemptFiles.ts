@@ -23,7 +23,10 @@ export interface AttemptFilesShape {
   readonly writeLaunchLog: (file: string, text: string) => Effect.Effect<void, StateIoFailed>
 }
 
-export class AttemptFiles extends Context.Tag("hyperloom/services/AttemptFiles")<AttemptFiles, AttemptFilesShape>() {}
+export class AttemptFiles extends Context.Tag("hyperloom/services/AttemptFiles")<
+  AttemptFiles,
+  AttemptFilesShape
+>() {}
 
 /** The `throughput` value of a result file's text; `undefined` when the text does not report one. */
 export const throughputOf = (text: string): unknown => {
@@ -64,7 +67,9 @@ const makeLive = Effect.gen(function* () {
   })
 
   const writeLaunchLog = Effect.fn("AttemptFiles.writeLaunchLog")(function* (file: string, text: string) {
-    yield* fs.writeFileString(file, text.endsWith("\n") ? text : `${text}\n`).pipe(Effect.mapError(io("write", file)))
+    yield* fs
+      .writeFileString(file, text.endsWith("\n") ? text : `${text}\n`)
+      .pipe(Effect.mapError(io("write", file)))
   })
 
   return AttemptFiles.of({ prepare, readThroughput, writeLaunchLog })
@@ -100,7 +105,10 @@ export const makeMemoryAttemptFiles = (): MemoryAttemptFiles => {
 }
 
 /** The live service on a platform FileSystem. */
-export const layer: Layer.Layer<AttemptFiles, never, FileSystem.FileSystem> = Layer.effect(AttemptFiles, makeLive)
+export const layer: Layer.Layer<AttemptFiles, never, FileSystem.FileSystem> = Layer.effect(
+  AttemptFiles,
+  makeLive
+)
 
 /** The live service on Node's file system. */
 export const layerNode: Layer.Layer<AttemptFiles> = layer.pipe(Layer.provide(NodeFileSystem.layer))

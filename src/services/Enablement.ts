@@ -112,7 +112,10 @@ const make = Effect.gen(function* () {
 })
 
 /** The live service: needs a CommandExecutor. */
-export const layer: Layer.Layer<Enablement, never, CommandExecutor.CommandExecutor> = Layer.effect(Enablement, make)
+export const layer: Layer.Layer<Enablement, never, CommandExecutor.CommandExecutor> = Layer.effect(
+  Enablement,
+  make
+)
 
 /** The live service on Node's CommandExecutor. */
 export const layerNode: Layer.Layer<Enablement> = layer.pipe(

@@ -110,7 +110,10 @@ export const rayPython = (
         ? path.resolve(settings.rayPython)
         : findOnPath(settings.rayPython, settings.env)
       if (chosen !== undefined && isExecutableFile(chosen)) return chosen
-      return yield* new RayNotFound({ what: "python", searched: [`HYPERLOOM_RAY_PYTHON=${settings.rayPython}`] })
+      return yield* new RayNotFound({
+        what: "python",
+        searched: [`HYPERLOOM_RAY_PYTHON=${settings.rayPython}`]
+      })
     }
     const ray = yield* rayExecutable(settings)
     const python = interpreterOf(ray, settings.env)

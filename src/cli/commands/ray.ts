@@ -24,12 +24,17 @@ export const runWith = <A, E>(
   asJson: boolean,
   program: Effect.Effect<A, E, AppServices>,
   render: (a: A) => string,
-  exitCode: (a: A) => number = () => EXIT.ok
+  exitCode: (a: A) => number = () => EXIT.ok,
+  humanTo: "stdout" | "stderr" = "stdout"
 ) =>
   Effect.gen(function* () {
     const make = yield* AppLayer
     const result = yield* program.pipe(Effect.provide(make(overrides)))
-    yield* asJson ? printJson(result) : Console.log(render(result))
+    yield* asJson
+      ? printJson(result)
+      : humanTo === "stdout"
+        ? Console.log(render(result))
+        : Console.error(render(result))
     const code = exitCode(result)
     if (code !== EXIT.ok) return yield* Effect.fail(new ExitWith({ code }))
   }).pipe(withJsonErrors(asJson), Effect.scoped)

@@ -1,0 +1,83 @@
+// `hyperloom ray doctor --json` against `ray status` on the same idle head, alternating, cold
+// (a fresh process each run); then a warm snapshot + verdict inside one process; then both
+// against a dead explicit address. Needs `npm run build` first; starts and stops its own head.
+//
+//   node bench/doctor.mjs [runs]        (default 7)
+import { Effect, Layer } from "effect"
+import { alternate, cli, fmt, median, must, ray, report, root, startHead, stopRay, time } from "./lib.mjs"
+
+const runs = Number(process.argv[2] ?? 7)
+const PORT = 6393
+
+stopRay()
+startHead(PORT, ['--resources={"serving_slot": 1}'])
+try {
+  // let `ray status` get past its "No cluster status" start-up window
+  for (let i = 0; i < 20 && !time([ray, "status"]).stdout.includes("Node status"); i++) {
+    await new Promise((r) => setTimeout(r, 500))
+  }
+  const cold = alternate(runs, [
+    {
+      name: "hyperloom ray doctor --json (cold process)",
+      run: () => time(["node", cli, "ray", "doctor", "--json"]),
+      check: (r) => must("doctor", r)
+    },
+    { name: "ray status", run: () => time([ray, "status"]), check: (r) => must("ray status", r) }
+  ])
+  const coldRatio = report(
+    `idle head, ${runs} runs each, alternating`,
+    cold,
+    "hyperloom ray doctor --json (cold process)",
+    "ray status"
+  )
+  console.log(`  goal: <= 0.5x -> ${coldRatio <= 0.5 ? "met" : "NOT met"}`)
+
+  // Warm: one process, the live layers built once, snapshot + verdict repeated.
+  const lib = await import(`${root}/dist/lib/index.js`)
+  const { NodeContext } = await import("@effect/platform-node")
+  const layer = Layer.mergeAll(lib.ClusterInspector.layerLive, lib.WorkGate.WorkGate.Default).pipe(
+    Layer.provideMerge(lib.ProcFs.layerLive()),
+    Layer.provideMerge(lib.Settings.layerFromEnv()),
+    Layer.provide(NodeContext.layer)
+  )
+  const request = { gpus: 0, servingSlot: true }
+  const warm = await Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const doctor = lib.Inspect.doctor
+        yield* doctor(request) // cold call: loads grpc and the proto, connects
+        const times = []
+        for (let i = 0; i < 200; i++) {
+          const t = process.hrtime.bigint()
+          const r = yield* doctor(request)
+          times.push(Number(process.hrtime.bigint() - t) / 1e6)
+          if (!r.feasible) throw new Error("expected a feasible head")
+        }
+        return times
+      })
+    ).pipe(Effect.provide(layer))
+  )
+  const sorted = [...warm].sort((a, b) => a - b)
+  console.log(
+    `\nwarm snapshot + verdict in one process (200 calls): median ${fmt(median(warm))}, p90 ${fmt(sorted[Math.floor(sorted.length * 0.9)])}, max ${fmt(sorted[sorted.length - 1])}; goal <= 10 ms -> ${median(warm) <= 10 ? "met" : "NOT met"}`
+  )
+} finally {
+  stopRay()
+}
+
+// Dead explicit address: nothing listens there. `ray status` takes ~40 s to give up, so 2 runs.
+const deadRuns = Number(process.env.DEAD_RUNS ?? 2)
+const dead = { RAY_ADDRESS: "127.0.0.1:6394" }
+const deadResults = alternate(deadRuns, [
+  { name: "hyperloom ray doctor (dead address)", run: () => time(["node", cli, "ray", "doctor"], dead) },
+  { name: "ray status (dead address)", run: () => time([ray, "status"], dead) }
+])
+const deadRatio = report(
+  `dead explicit address, ${deadRuns} runs each, alternating`,
+  deadResults,
+  "hyperloom ray doctor (dead address)",
+  "ray status (dead address)"
+)
+console.log(
+  `  goal: doctor under 1 s -> ${median(deadResults["hyperloom ray doctor (dead address)"]) < 1000 ? "met" : "NOT met"} (ratio ${deadRatio.toFixed(4)}x)`
+)

@@ -1,0 +1,77 @@
+// Shared helpers for the bench scripts: timing child processes, medians, a head to measure on.
+// Each bench starts what it measures and stops it; run them with no other Ray on the host
+// (they call `ray stop --force`).
+import { spawnSync } from "node:child_process"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+export const ray = process.env.HYPERLOOM_RAY ?? path.join(root, ".venv/bin/ray")
+export const cli = path.join(root, "dist/hyperloom.mjs")
+
+/** Runs argv to completion; returns wall time in ms and the exit code. */
+export const time = (argv, env = {}) => {
+  const started = process.hrtime.bigint()
+  const r = spawnSync(argv[0], argv.slice(1), {
+    env: { ...process.env, RAY_USAGE_STATS_ENABLED: "0", ...env },
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024
+  })
+  const ms = Number(process.hrtime.bigint() - started) / 1e6
+  return { ms, code: r.status, stdout: r.stdout, stderr: r.stderr }
+}
+
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = Math.floor(s.length / 2)
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+}
+
+export const fmt = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`)
+
+export const must = (what, r) => {
+  if (r.code !== 0) throw new Error(`${what} exited ${r.code}: ${r.stderr.slice(-2000)}`)
+  return r
+}
+
+export const stopRay = () => time([ray, "stop", "--force"])
+
+export const startHead = (port, extra = []) =>
+  must(
+    "ray start",
+    time([
+      ray,
+      "start",
+      "--head",
+      `--port=${port}`,
+      "--disable-usage-stats",
+      "--include-dashboard=false",
+      ...extra
+    ])
+  )
+
+/** Alternates the measured commands `runs` times (a, b, a, b, …) so drift hits both alike. */
+export const alternate = (runs, cases) => {
+  const results = Object.fromEntries(cases.map((c) => [c.name, []]))
+  for (let i = 0; i < runs; i++) {
+    for (const c of cases) {
+      c.before?.()
+      const r = c.run()
+      if (c.check) c.check(r)
+      results[c.name].push(r.ms)
+    }
+  }
+  return results
+}
+
+export const report = (title, results, numerator, denominator) => {
+  console.log(`\n${title}`)
+  for (const [name, xs] of Object.entries(results)) {
+    console.log(
+      `  ${name.padEnd(44)} median ${fmt(median(xs)).padStart(10)}   runs: ${xs.map(fmt).join(", ")}`
+    )
+  }
+  const ratio = median(results[numerator]) / median(results[denominator])
+  console.log(`  ratio ${numerator} / ${denominator}: ${ratio.toFixed(3)}x`)
+  return ratio
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The quick start (`npm run quickstart`): on a fresh clone, one command that installs what is
+# missing, runs a baseline of the example benchmark under a serving lease on a local Ray head, and
+# shows the session's state.
+#
+#   1. `npm ci` when node_modules is missing; Ray core into .venv (scripts/setup-ray.sh);
+#      `npm run build` when dist/ is missing or older than the sources.
+#   2. `hyperloom baseline run --session sessions/quickstart-<time> --gpus 0 --
+#      node examples/fake-serving-bench.mjs`: with no Ray running, hyperloom starts a local head
+#      with the serving_slot resource itself (SPEC §3); a head that already answers is reused.
+#   3. `hyperloom state show` on that session.
+#   4. Stops the Ray head again, but only if this script's run started it (nothing answered before)
+#      and the host's only Ray daemons are that head's: `ray stop` ends every Ray process on the
+#      host, so a head that was running before, or anyone else's Ray, is left alone.
+#
+# Extra arguments go to the benchmark, e.g. `npm run quickstart -- --fail=crash` to watch the
+# stop rules. Exits with `baseline run`'s exit code.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+say() { printf 'quickstart: %s\n' "$*" >&2; }
+started=$(date +%s)
+
+if [ ! -d node_modules ]; then
+  say "installing the npm dependencies (npm ci)"
+  npm ci --no-audit --no-fund >&2
+fi
+bash scripts/setup-ray.sh
+if [ ! -f dist/hyperloom.mjs ] || [ -n "$(find src scripts/build.mjs package-lock.json -newer dist/hyperloom.mjs -print -quit)" ]; then
+  say "building the CLI (npm run build)"
+  npm run --silent build >&2
+fi
+
+hyperloom() { node "$root/dist/hyperloom.mjs" "$@"; }
+ray_bin="${HYPERLOOM_RAY:-$root/.venv/bin/ray}"
+
+# Was a Ray cluster answering before we ran anything?
+if hyperloom ray status --json >/dev/null 2>&1; then
+  ray_before=yes
+  say "a Ray cluster is already running: reusing it (it will be left running)"
+else
+  ray_before=no
+fi
+
+session="$root/sessions/quickstart-$(date +%Y%m%d-%H%M%S)"
+say "running the example baseline in $session"
+set +e
+# Its progress goes to stderr; its summary on stdout is what `state show` prints next.
+hyperloom baseline run --session "$session" --gpus 0 -- node examples/fake-serving-bench.mjs "$@" >/dev/null
+code=$?
+set -e
+say "baseline run exited with code $code"
+hyperloom state show --session "$session" || true
+
+if [ "$ray_before" = no ]; then
+  # Stop the head only if it is the only Ray on the host (its gcs_server and raylets).
+  verdict=$(hyperloom ray status --json 2>/dev/null | node -e '
+    let text = ""
+    process.stdin.on("data", (d) => (text += d)).on("end", () => {
+      let s
+      try { s = JSON.parse(text) } catch { console.log("none"); return }
+      if (!s || typeof s.address !== "string") { console.log("none"); return }
+      const port = s.address.slice(s.address.lastIndexOf(":") + 1)
+      const procs = (s.daemons && s.daemons.processes) || []
+      const ours = procs.every((d) =>
+        d.kind === "gcs_server" ? String(d.port) === port : String(d.gcsAddress ?? "").endsWith(":" + port))
+      console.log(ours ? "ours" : "shared")
+    })' || echo none)
+  case "$verdict" in
+    ours)
+      say "stopping the Ray head this run started"
+      "$ray_bin" stop >/dev/null 2>&1 || "$ray_bin" stop --force >/dev/null 2>&1 || say "ray stop failed"
+      ;;
+    shared) say "other Ray daemons run on this host now: leaving Ray running (stop it with: $ray_bin stop)" ;;
+    *) ;;
+  esac
+fi
+say "done in $(($(date +%s) - started)) s; the session stays in $session (hyperloom state show --session $session)"
+exit "$code"

@@ -1,0 +1,111 @@
+import type { AttemptRecord, SessionState } from "../domain/State.js"
+import { FAILURE_LIMIT, STALL_LIMIT } from "../domain/StopRules.js"
+import { errorHead } from "../programs/Baseline.js"
+
+const MARKER = "ray_cluster_infeasible"
+
+const shorten = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
+
+const finished = (s: SessionState) => s.baseline_attempts.filter((a) => a.ended_at !== null)
+
+const counted = (a: AttemptRecord) =>
+  a.error_class !== null &&
+  a.error_class !== "interrupted" &&
+  a.error_class !== "session_time_exhausted" &&
+  a.error_class !== "orchestrator_cancelled"
+
+/** Why the session is where it is, from the state alone (the stop rules' reasons, in words). */
+export const whyStopped = (s: SessionState): string => {
+  const attempts = finished(s)
+  const last = attempts[attempts.length - 1]
+  const n = last !== undefined ? `attempt ${last.number}` : "no attempt"
+  switch (s.status) {
+    case "succeeded":
+      return `${n} succeeded with throughput ${s.baseline_tput}${s.enablement.succeeded ? " (revalidation after enablement)" : ""}`
+    case "running": {
+      const open = s.baseline_attempts.find((a) => a.ended_at === null)
+      return open !== undefined
+        ? `attempt ${open.number} is in flight (since ${open.started_at}), or its run died; the next run records it as interrupted`
+        : "not finished: the next `baseline run` on this session resumes it"
+    }
+    case "cancelled":
+      return `cancelled by the operator${last?.error_class === "orchestrator_cancelled" ? ` during ${n}` : " between attempts"}; not charged (a new run resumes the session)`
+  }
+  switch (s.stop_reason) {
+    case "baseline_failed": {
+      if (
+        last !== undefined &&
+        (last.error_class === "ray_cluster_infeasible" || (last.error ?? "").includes(MARKER))
+      ) {
+        return `the Ray cluster cannot grant the lease (${MARKER}, ${n}): no retry can fix that`
+      }
+      const charged = attempts.filter(counted)
+      const prev = charged[charged.length - 2]
+      if (
+        last !== undefined &&
+        prev !== undefined &&
+        last.error_class === "subprocess_nonzero" &&
+        prev.error_class === "subprocess_nonzero" &&
+        last.signature !== null &&
+        last.signature === prev.signature
+      ) {
+        return `attempt ${last.number} failed the same way as attempt ${prev.number} (same signature)`
+      }
+      return `${Math.max(s.baseline_failure_streak, s.baseline_total_failures)} failures (limit ${FAILURE_LIMIT})`
+    }
+    case "baseline_arg_error":
+      return `${s.baseline_arg_error_streak} argument errors in a row: the command line itself is wrong`
+    case "enablement_stalled":
+      return `${s.enablement.stall_streak} failed revalidations after enablement (limit ${STALL_LIMIT})`
+    case "session_time_exhausted":
+      return `the --deadline passed${last?.error_class === "session_time_exhausted" ? ` during ${n}` : ""}; not charged (a new run resumes the session)`
+    case "orchestrator_cancelled":
+      return "cancelled by the operator; not charged"
+    default:
+      return "stopped"
+  }
+}
+
+const fmtRuntime = (s: number | null) =>
+  s === null ? "-" : s < 10 ? `${s.toFixed(1)}s` : `${Math.round(s)}s`
+
+const pad = (text: string, width: number) =>
+  text.length >= width ? text : text + " ".repeat(width - text.length)
+
+/** The readable summary of a session (`hyperloom state show`, `hyperloom baseline run`). */
+export const renderSession = (sessionDir: string, s: SessionState): string => {
+  const lines: Array<string> = []
+  const status =
+    s.status === "stopped" ? `stopped: ${s.stop_reason}` : s.status === "cancelled" ? "cancelled" : s.status
+  lines.push(`session     ${sessionDir}`)
+  lines.push(`status      ${status}${s.stop_ts !== null ? ` at ${s.stop_ts}` : ""}`)
+  lines.push(`why         ${whyStopped(s)}`)
+  lines.push(`throughput  ${s.baseline_tput ?? "-"}`)
+  lines.push(`attempts    ${s.baseline_attempts.length}`)
+  for (const a of s.baseline_attempts) {
+    const what = a.ended_at === null ? "in flight" : (a.error_class ?? "succeeded")
+    const exit = a.exit_code !== null ? `exit ${a.exit_code}` : "-"
+    const detail =
+      a.ended_at === null
+        ? `since ${a.started_at}`
+        : a.error_class === null
+          ? `throughput ${a.throughput}`
+          : errorHead(a.error, a.error_class, 100)
+    lines.push(
+      `  #${pad(String(a.number), 3)} ${pad(what, 24)} ${pad(exit, 8)} ${pad(fmtRuntime(a.runtime_sec), 7)} ${detail}`
+    )
+  }
+  lines.push(
+    `streaks     failure ${s.baseline_failure_streak}, arg-error ${s.baseline_arg_error_streak}, total failures ${s.baseline_total_failures}`
+  )
+  lines.push(
+    `signature   ${s.baseline_last_failure_signature === null ? "-" : shorten(s.baseline_last_failure_signature, 200)}`
+  )
+  const e = s.enablement
+  lines.push(
+    e.attempts === 0
+      ? "enablement  not engaged"
+      : `enablement  ${e.attempts} run(s), stall ${e.stall_streak}/${STALL_LIMIT}${e.inflight ? ", one pending" : ""}, ${e.succeeded ? "revalidated" : "not revalidated"}${e.launch_log_path !== null ? `, launch log ${e.launch_log_path}` : ""}`
+  )
+  return lines.join("\n")
+}

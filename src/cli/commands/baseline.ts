@@ -1,0 +1,89 @@
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { Console, Effect, Option } from "effect"
+import { renderState } from "../../domain/State.js"
+import { runBaseline } from "../../programs/Baseline.js"
+import { runLeased } from "../../programs/Lease.js"
+import { Settings } from "../../services/Settings.js"
+import { StateStore } from "../../services/StateStore.js"
+import { AppLayer } from "../AppLayer.js"
+import { EXIT, ExitWith, exitCodeForSession } from "../Exit.js"
+import { renderSession } from "../RenderSession.js"
+import {
+  gpus,
+  json,
+  leaseRequestOf,
+  nodes,
+  noServingSlot,
+  overridesOf,
+  positiveSeconds,
+  withJsonErrors
+} from "../Shared.js"
+import { session } from "./state.js"
+
+const attemptTimeout = positiveSeconds(
+  "attempt-timeout",
+  "Bound each attempt (waiting for the lease included); an attempt past it is killed and counts as a `timeout` failure."
+)
+
+const deadline = positiveSeconds(
+  "deadline",
+  "Bound the whole run, in seconds from its start. When it passes, the attempt in flight is stopped (its lease released) and the session stops as session_time_exhausted, not charged (exit 13); a later run resumes it."
+)
+
+const enablementCmd = Options.text("enablement-cmd").pipe(
+  Options.withDescription(
+    "A shell command line (one string, run with /bin/sh -c) that tries to fix what made an attempt fail: after a counted failure with output, it runs with HYPERLOOM_LAUNCH_LOG naming a file holding the failure's output tail, then the baseline runs again (revalidation). While it is engaged, the same-failure and three-failure stops stand down; 5 failed revalidations stop as enablement_stalled."
+  ),
+  Options.optional
+)
+
+const cmd = Args.text({ name: "CMD" }).pipe(
+  Args.atLeast(1),
+  Args.withDescription("The baseline command and its arguments, after `--` (run without a shell).")
+)
+
+const description = `Run a baseline benchmark command under a serving lease until it succeeds or a stop rule fires. Each attempt gets HYPERLOOM_RESULT_FILE (write {"throughput": N} there; a fresh file per attempt in <session>/attempts/<n>/), HYPERLOOM_SESSION_DIR and HYPERLOOM_ATTEMPT; its output is streamed to stderr as "[attempt n] …". Success: exit 0 and a positive throughput. Stops: ray_cluster_infeasible at once (baseline_failed, exit 10); two argument errors in a row (baseline_arg_error, exit 11); the same failure twice in a row, or three failures (baseline_failed, exit 10); 5 failed revalidations after enablement (enablement_stalled, exit 12); --deadline (session_time_exhausted, exit 13); Ctrl-C (cancelled, exit 130). The state is written to <session>/state.json after every change. Running again on a session resumes it if it is unfinished, cancelled or past its deadline; a session that succeeded or was stopped by a stop rule is final: it is shown again with its exit code and nothing runs (use a new --session directory). Any other lease failure (no cluster, unreachable Ray, bridge failure) ends the run with that error, the attempt recorded as interrupted and not charged. Prints the session summary (--json: the state document).`
+
+const runCommand = Command.make(
+  "run",
+  { session, gpus, noServingSlot, attemptTimeout, deadline, enablementCmd, nodes, json, cmd },
+  (o) =>
+    Effect.gen(function* () {
+      const make = yield* AppLayer
+      const printState = (state: Parameters<typeof renderState>[0]) =>
+        o.json ? Console.log(renderState(state).trimEnd()) : Console.log(renderSession(o.session, state))
+      const program = Effect.gen(function* () {
+        const settings = yield* Settings
+        return yield* runBaseline({
+          sessionDir: o.session,
+          request: leaseRequestOf(o),
+          argv: o.cmd,
+          attemptTimeoutSec: Option.getOrUndefined(o.attemptTimeout),
+          deadlineSec: Option.getOrUndefined(o.deadline),
+          enablementCmd: Option.getOrUndefined(o.enablementCmd),
+          env: settings.env,
+          cwd: process.cwd(),
+          runAttempt: runLeased
+        })
+      }).pipe(
+        // Ctrl-C: the program has saved the cancelled state by now; print it like a normal end.
+        Effect.onInterrupt(() =>
+          Effect.flatMap(StateStore, (store) => store.load(o.session)).pipe(
+            Effect.flatMap(Option.match({ onNone: () => Effect.void, onSome: printState })),
+            Effect.ignore
+          )
+        )
+      )
+      const report = yield* program.pipe(Effect.provide(make(overridesOf(o))))
+      yield* printState(report.state)
+      const code = exitCodeForSession(report.state)
+      if (code !== EXIT.ok) return yield* Effect.fail(new ExitWith({ code }))
+    }).pipe(withJsonErrors(o.json), Effect.scoped)
+).pipe(Command.withDescription(description))
+
+export const baselineCommand = Command.make("baseline").pipe(
+  Command.withDescription("Run baseline benchmarks under serving leases, with stop rules."),
+  Command.withSubcommands([runCommand])
+)

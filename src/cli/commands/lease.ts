@@ -1,0 +1,69 @@
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import { Effect, Option } from "effect"
+import { runLeased } from "../../programs/Lease.js"
+import { EXIT } from "../Exit.js"
+import { gpus, json, leaseRequestOf, nodes, noServingSlot, overridesOf, positiveSeconds } from "../Shared.js"
+import { runWith } from "./ray.js"
+
+const timeout = positiveSeconds(
+  "timeout",
+  "Give up after S seconds (waiting for the slot included): the command's process tree is stopped, the actor killed, and hyperloom exits 124."
+)
+
+const cmd = Args.text({ name: "CMD" }).pipe(
+  Args.withDescription(
+    "The command to run inside the lease, after `--` (no shell: pass `sh -c '…'` for one)."
+  ),
+  Args.atLeast(1)
+)
+
+const write = (stream: NodeJS.WriteStream, line: string) =>
+  Effect.async<void>((resume) => {
+    if (stream.write(`${line}\n`)) resume(Effect.void)
+    else stream.once("drain", () => resume(Effect.void))
+  })
+
+const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes, cmd }, (o) =>
+  runWith(
+    overridesOf(o),
+    o.json,
+    runLeased({
+      request: leaseRequestOf(o),
+      argv: o.cmd,
+      env: process.env,
+      cwd: process.cwd(),
+      timeoutSec: Option.getOrUndefined(o.timeout),
+      // With --json stdout carries only the final document: the command's output goes to stderr.
+      onOutput: ({ stream, line }) =>
+        write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+    }).pipe(
+      Effect.map((r) => ({
+        exit_code: r.exitCode,
+        timed_out: r.timedOut,
+        runtime_sec: Number(r.runtimeSec.toFixed(3)),
+        waited_sec: Number(r.waitedSec.toFixed(3)),
+        address: r.gcsAddress,
+        pid: r.started?.pid ?? null,
+        node_id: r.started?.nodeId ?? null,
+        cuda_visible_devices: r.started?.cudaVisibleDevices ?? null
+      }))
+    ),
+    (r) =>
+      r.timed_out
+        ? `hyperloom: lease timed out after ${r.runtime_sec} s; the command was stopped`
+        : `hyperloom: command exited with code ${r.exit_code} after ${r.runtime_sec} s`,
+    (r) => (r.timed_out ? EXIT.leaseTimeout : (r.exit_code ?? EXIT.internal)),
+    // the command's own output went to stdout; the summary goes to stderr
+    "stderr"
+  )
+).pipe(
+  Command.withDescription(
+    "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), stream its output, and exit with its exit code. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot."
+  )
+)
+
+export const leaseCommand = Command.make("lease").pipe(
+  Command.withDescription("Serving leases: hold the host's serving slot and GPUs while a command runs."),
+  Command.withSubcommands([leaseRun])
+)

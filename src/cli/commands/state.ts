@@ -1,0 +1,52 @@
+import * as path from "node:path"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import { Console, Data, Effect, Option } from "effect"
+import { renderState } from "../../domain/State.js"
+import { StateStore } from "../../services/StateStore.js"
+import { AppLayer } from "../AppLayer.js"
+import { renderSession } from "../RenderSession.js"
+import { json, withJsonErrors } from "../Shared.js"
+
+/** `state show` on a directory that holds no session state. */
+export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionDir: string }> {
+  override get message(): string {
+    return `no baseline session in ${this.sessionDir} (no state.json there); start one with \`hyperloom baseline run --session ${this.sessionDir} -- CMD…\``
+  }
+}
+
+/** `--session DIR`, resolved against the working directory. */
+export const session = Options.text("session").pipe(
+  Options.withDescription("The session directory (holds state.json, the lock and one folder per attempt)."),
+  Options.mapEffect((dir) =>
+    dir.trim() === ""
+      ? Effect.fail(
+          ValidationError.invalidValue(HelpDoc.p("--session must name a directory, got an empty string"))
+        )
+      : Effect.succeed(path.resolve(dir))
+  )
+)
+
+const showCommand = Command.make("show", { session, json }, (o) =>
+  Effect.gen(function* () {
+    const make = yield* AppLayer
+    const loaded = yield* Effect.flatMap(StateStore, (store) => store.load(o.session)).pipe(
+      Effect.provide(make({}))
+    )
+    if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session })
+    yield* o.json
+      ? Console.log(renderState(loaded.value).trimEnd())
+      : Console.log(renderSession(o.session, loaded.value))
+  }).pipe(withJsonErrors(o.json), Effect.scoped)
+).pipe(
+  Command.withDescription(
+    "Show a baseline session's state: status, why it stopped, each attempt (number, class, exit code, runtime, error), the streaks, the last failure signature and the enablement lane. --json prints the state document itself. Never modifies the session; an unreadable or newer state file is an error (exit 8)."
+  )
+)
+
+export const stateCommand = Command.make("state").pipe(
+  Command.withDescription("Inspect baseline sessions."),
+  Command.withSubcommands([showCommand])
+)

@@ -1,0 +1,686 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, TestClock } from "effect"
+import { EnsureRefused, RayClusterInfeasible } from "../../src/domain/Errors.js"
+import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
+import {
+  attemptPaths,
+  type BaselineOptions,
+  describeAttempt,
+  runBaseline
+} from "../../src/programs/Baseline.js"
+import type { LeaseRunResult, LeaseRunSpec } from "../../src/programs/Lease.js"
+import * as AttemptFiles from "../../src/services/AttemptFiles.js"
+import * as Enablement from "../../src/services/Enablement.js"
+import { StateStore } from "../../src/services/StateStore.js"
+
+const SESSION = "/sessions/s1"
+
+/** What the fake attempt runner does for one attempt. */
+interface FakeAttempt {
+  readonly output?: ReadonlyArray<string>
+  /** Seconds the attempt takes (on the Clock) and reports as its runtime. */
+  readonly runtimeSec?: number
+  readonly exitCode?: number
+  /** Written to HYPERLOOM_RESULT_FILE as `{"throughput": …}` when defined. */
+  readonly throughput?: unknown
+  /** The lease fails with this. */
+  readonly error?: RayClusterInfeasible | EnsureRefused
+  readonly timedOut?: boolean
+  /** Never ends on its own; `started` is completed once it runs. */
+  readonly hang?: boolean
+}
+
+const infeasible = () =>
+  new RayClusterInfeasible({
+    reason: "no_serving_slot",
+    detail:
+      "existing Ray head has no serving_slot resource; restart it with: ray stop --force && ray start --head",
+    refusals: ["RAY_ADDRESS=10.0.0.5:6379 is explicit"],
+    restartFailure: undefined
+  })
+
+const makeRunner = (memory: AttemptFiles.MemoryAttemptFiles, script: (n: number) => FakeAttempt) => {
+  const specs: Array<LeaseRunSpec> = []
+  const log = { released: 0, interrupted: 0 }
+  let started: Deferred.Deferred<void> | undefined
+  const runAttempt = (spec: LeaseRunSpec) =>
+    Effect.gen(function* () {
+      specs.push(spec)
+      const a = script(specs.length)
+      if (a.error !== undefined) return yield* Effect.fail(a.error)
+      for (const line of a.output ?? []) yield* spec.onOutput?.({ stream: "stderr", line }) ?? Effect.void
+      if (started !== undefined) yield* Deferred.succeed(started, undefined)
+      if (a.hang === true) return yield* Effect.never
+      if (a.runtimeSec !== undefined) yield* Effect.sleep(Duration.seconds(a.runtimeSec))
+      if (a.throughput !== undefined) {
+        memory.files.set(spec.env.HYPERLOOM_RESULT_FILE!, JSON.stringify({ throughput: a.throughput }))
+      }
+      return {
+        exitCode: a.timedOut === true ? null : (a.exitCode ?? 0),
+        timedOut: a.timedOut === true,
+        stdoutTail: "",
+        stderrTail: (a.output ?? []).join("\n"),
+        runtimeSec: a.runtimeSec ?? 1,
+        waitedSec: 0,
+        gcsAddress: "127.0.0.1:6379",
+        started: null
+      } satisfies LeaseRunResult
+    }).pipe(
+      Effect.onInterrupt(() => Effect.sync(() => log.interrupted++)),
+      Effect.ensuring(Effect.sync(() => log.released++))
+    )
+  return {
+    specs,
+    log,
+    runAttempt,
+    onStart: (d: Deferred.Deferred<void>) => {
+      started = d
+    }
+  }
+}
+
+interface Setup {
+  readonly script: (n: number) => FakeAttempt
+  readonly enablement?: (spec: Enablement.EnablementSpec, n: number) => Enablement.FakeEnablement
+  readonly seed?: Readonly<Record<string, string>>
+}
+
+const setup = (s: Setup) => {
+  const memory = AttemptFiles.makeMemoryAttemptFiles()
+  const runner = makeRunner(memory, s.script)
+  const enablement = Enablement.makeTest(s.enablement)
+  const lines: Array<string> = []
+  const layer = Layer.mergeAll(
+    s.seed !== undefined ? StateStore.testWith(s.seed) : StateStore.Test,
+    AttemptFiles.layerTest(memory),
+    enablement.layer,
+    Logger.minimumLogLevel(LogLevel.None)
+  )
+  const options = (
+    extra: Partial<BaselineOptions<unknown, never>> = {}
+  ): BaselineOptions<unknown, never> => ({
+    sessionDir: SESSION,
+    request: { gpus: 1, servingSlot: true },
+    argv: ["bench", "--model", "m"],
+    env: { PATH: "/usr/bin" },
+    cwd: "/work",
+    runAttempt: runner.runAttempt,
+    onOutput: (line) => Effect.sync(() => lines.push(line)),
+    ...extra
+  })
+  const loadState = Effect.flatMap(StateStore, (store) => store.load(SESSION)).pipe(
+    Effect.map(Option.getOrThrow)
+  )
+  return { memory, runner, enablement, lines, layer, options, loadState }
+}
+
+const classes = (s: SessionState) => s.baseline_attempts.map((a) => a.error_class)
+
+const crash = (n: number): FakeAttempt => ({
+  exitCode: 1,
+  runtimeSec: 40 + n,
+  output: [
+    `loading model on gpu ${n % 2}`,
+    `RuntimeError: worker pid ${4000 + n * 17} lost its connection to 10.0.${n}.7:${40000 + n} ` +
+      `(actor ${n.toString(16).repeat(32).slice(0, 32)}, request 0x${(n * 4099).toString(16)}, at 2024-06-0${n}T12:00:0${n}Z)`
+  ]
+})
+
+describe("Baseline.run", () => {
+  it.effect(
+    "ray_cluster_infeasible: one attempt, baseline_failed, no enablement round and no launch log",
+    () => {
+      const t = setup({ script: () => ({ error: infeasible() }) })
+      return Effect.gen(function* () {
+        const report = yield* runBaseline(t.options({ enablementCmd: "fix-it --now" }))
+        assert.strictEqual(report.state.status, "stopped")
+        assert.strictEqual(report.state.stop_reason, "baseline_failed")
+        assert.strictEqual(report.state.baseline_attempts.length, 1)
+        const a = report.state.baseline_attempts[0]!
+        assert.strictEqual(a.error_class, "ray_cluster_infeasible")
+        assert.isTrue(
+          a.error!.startsWith("ray_cluster_infeasible: existing Ray head has no serving_slot"),
+          a.error!
+        )
+        assert.strictEqual(t.runner.specs.length, 1)
+        assert.strictEqual(t.enablement.runs.length, 0)
+        assert.strictEqual(report.state.enablement.attempts, 0)
+        assert.isFalse([...t.memory.files.keys()].some((f) => f.endsWith("launch.log")))
+        assert.include(report.why, "ray_cluster_infeasible")
+        assert.deepStrictEqual(yield* t.loadState, report.state)
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect(
+    "the same failure with changing pids, ports, hex ids and times stops at the second with a v1 signature",
+    () => {
+      const t = setup({ script: crash })
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runBaseline(t.options()))
+        yield* TestClock.adjust(Duration.minutes(5))
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.state.stop_reason, "baseline_failed")
+        assert.deepStrictEqual(classes(report.state), ["subprocess_nonzero", "subprocess_nonzero"])
+        const [a1, a2] = report.state.baseline_attempts
+        assert.notStrictEqual(a1!.error, a2!.error)
+        assert.strictEqual(a1!.signature, a2!.signature)
+        const sig = report.state.baseline_last_failure_signature
+        assert.isNotNull(sig)
+        assert.isTrue(sig!.startsWith("v1:"), sig!)
+        assert.strictEqual(sig, a2!.signature)
+        assert.include(report.why, "the same way")
+        assert.strictEqual(a1!.runtime_sec, 41)
+        assert.strictEqual(a1!.exit_code, 1)
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect("really different failures stop at the third", () => {
+    const messages = [
+      "CUDA error: an illegal memory access",
+      "tokenizer file missing",
+      "NCCL timeout in allreduce"
+    ]
+    const t = setup({ script: (n) => ({ exitCode: 1, runtimeSec: 45, output: [messages[n - 1] ?? "?"] }) })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options()))
+      yield* TestClock.adjust(Duration.minutes(5))
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.state.stop_reason, "baseline_failed")
+      assert.strictEqual(report.state.baseline_attempts.length, 3)
+      assert.strictEqual(report.state.baseline_total_failures, 3)
+      assert.include(report.why, "3 failures")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect("two argument errors in a row stop as baseline_arg_error", () => {
+    const t = setup({
+      script: () => ({
+        exitCode: 2,
+        runtimeSec: 1,
+        output: ["bench: error: unrecognized arguments: --bogus"]
+      })
+    })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options({ enablementCmd: "fix" })))
+      yield* TestClock.adjust(Duration.minutes(1))
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.state.stop_reason, "baseline_arg_error")
+      assert.deepStrictEqual(classes(report.state), ["fast_exit_arg_error", "fast_exit_arg_error"])
+      assert.strictEqual(report.state.baseline_arg_error_streak, 2)
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect(
+    "success records the throughput; the command gets the result file, session dir and attempt number",
+    () => {
+      const t = setup({ script: () => ({ exitCode: 0, runtimeSec: 3, throughput: 812.5, output: ["done"] }) })
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runBaseline(t.options({ attemptTimeoutSec: 600 })))
+        yield* TestClock.adjust(Duration.seconds(3))
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.state.status, "succeeded")
+        assert.strictEqual(report.state.baseline_tput, 812.5)
+        assert.strictEqual(report.state.baseline_attempts[0]!.throughput, 812.5)
+        assert.isNull(report.state.baseline_attempts[0]!.error_class)
+        const spec = t.runner.specs[0]!
+        assert.strictEqual(spec.env.HYPERLOOM_RESULT_FILE, `${SESSION}/attempts/1/result.json`)
+        assert.strictEqual(spec.env.HYPERLOOM_SESSION_DIR, SESSION)
+        assert.strictEqual(spec.env.HYPERLOOM_ATTEMPT, "1")
+        assert.strictEqual(spec.env.PATH, "/usr/bin")
+        assert.strictEqual(spec.timeoutSec, 600)
+        assert.deepStrictEqual(spec.argv, ["bench", "--model", "m"])
+        assert.deepStrictEqual(spec.request, { gpus: 1, servingSlot: true })
+        assert.isTrue(t.memory.dirs.has(`${SESSION}/attempts/1`))
+        assert.deepStrictEqual(t.lines, ["[attempt 1] done"])
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect("exit 0 without a result is no_report; a zero throughput is invalid_measurement", () => {
+    const t = setup({
+      script: (n) =>
+        n === 1 ? { exitCode: 0, output: ["ok"] } : { exitCode: 0, throughput: 0, output: ["ok"] }
+    })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options()))
+      yield* TestClock.adjust(Duration.minutes(1))
+      const report = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(classes(report.state).slice(0, 2), ["no_report", "invalid_measurement"])
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect("an attempt past --attempt-timeout is a timeout failure", () => {
+    const t = setup({ script: () => ({ timedOut: true, runtimeSec: 30, output: ["still loading"] }) })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options({ attemptTimeoutSec: 30 })))
+      yield* TestClock.adjust(Duration.minutes(5))
+      const report = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(classes(report.state), ["timeout", "timeout", "timeout"])
+      assert.include(report.state.baseline_attempts[0]!.error!, "timed out after 30 s")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect("an enablement command that fixes the failure leads to a successful revalidation", () => {
+    let fixed = false
+    const t = setup({
+      script: () =>
+        fixed
+          ? { exitCode: 0, runtimeSec: 2, throughput: 99 }
+          : { exitCode: 1, runtimeSec: 50, output: ["ImportError: flash_attn is not installed"] },
+      enablement: () => ({
+        exitCode: 0,
+        runFor: Duration.seconds(5),
+        output: ["installing flash_attn"],
+        effect: Effect.sync(() => {
+          fixed = true
+        })
+      })
+    })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options({ enablementCmd: "pip install flash_attn" })))
+      yield* TestClock.adjust(Duration.minutes(5))
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.state.status, "succeeded")
+      assert.strictEqual(report.state.baseline_tput, 99)
+      assert.deepStrictEqual(classes(report.state), ["subprocess_nonzero", null])
+      assert.isTrue(report.state.enablement.succeeded)
+      assert.strictEqual(report.state.enablement.attempts, 1)
+      assert.isFalse(report.state.enablement.inflight)
+      const launchLog = attemptPaths(SESSION, 1).launchLog
+      assert.strictEqual(report.state.enablement.launch_log_path, launchLog)
+      assert.include(t.memory.files.get(launchLog)!, "ImportError: flash_attn is not installed")
+      assert.strictEqual(t.enablement.runs.length, 1)
+      const run = t.enablement.runs[0]!
+      assert.strictEqual(run.command, "pip install flash_attn")
+      assert.strictEqual(run.env.HYPERLOOM_LAUNCH_LOG, launchLog)
+      assert.strictEqual(run.env.HYPERLOOM_SESSION_DIR, SESSION)
+      assert.include(t.lines, "[enablement 1] installing flash_attn")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect("an enablement that never fixes it stalls after 5 failed revalidations", () => {
+    const t = setup({ script: (n) => ({ exitCode: 1, runtimeSec: 50, output: [`worker ${n} crashed`] }) })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options({ enablementCmd: "try-fix" })))
+      yield* TestClock.adjust(Duration.hours(1))
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.state.stop_reason, "enablement_stalled")
+      assert.strictEqual(report.state.baseline_attempts.length, 6)
+      assert.strictEqual(report.state.enablement.stall_streak, 5)
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect(
+    "--deadline stops the attempt in flight as session_time_exhausted, not charged, lease released",
+    () => {
+      const t = setup({
+        script: (n) => (n === 1 ? { ...crash(1), runtimeSec: 50 } : { hang: true, output: ["serving…"] })
+      })
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runBaseline(t.options({ deadlineSec: 120 })))
+        yield* TestClock.adjust(Duration.seconds(50))
+        yield* TestClock.adjust(Duration.seconds(70))
+        const report = yield* Fiber.join(fiber)
+        assert.strictEqual(report.state.status, "stopped")
+        assert.strictEqual(report.state.stop_reason, "session_time_exhausted")
+        assert.deepStrictEqual(classes(report.state), ["subprocess_nonzero", "session_time_exhausted"])
+        // Only the first attempt is charged; the signature of the first failure stays.
+        assert.strictEqual(report.state.baseline_failure_streak, 1)
+        assert.strictEqual(report.state.baseline_total_failures, 1)
+        assert.strictEqual(
+          report.state.baseline_last_failure_signature,
+          report.state.baseline_attempts[0]!.signature
+        )
+        assert.isNull(report.state.baseline_attempts[1]!.signature)
+        assert.strictEqual(report.state.baseline_attempts[1]!.runtime_sec, 70)
+        assert.include(report.state.baseline_attempts[1]!.error!, "serving…")
+        assert.strictEqual(t.runner.log.interrupted, 1)
+        assert.strictEqual(t.runner.log.released, 2)
+        assert.deepStrictEqual(yield* t.loadState, report.state)
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect("a deadline that passes during the enablement command stops the session, not charged", () => {
+    const t = setup({
+      script: () => ({ exitCode: 1, runtimeSec: 10, output: ["boom"] }),
+      enablement: () => ({ runFor: Duration.minutes(10) })
+    })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options({ deadlineSec: 60, enablementCmd: "slow-fix" })))
+      yield* TestClock.adjust(Duration.seconds(10))
+      yield* TestClock.adjust(Duration.seconds(50))
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.state.stop_reason, "session_time_exhausted")
+      assert.deepStrictEqual(classes(report.state), ["subprocess_nonzero"])
+      assert.isFalse(report.state.enablement.inflight)
+      assert.include(report.why, "enablement")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect(
+    "interruption (Ctrl-C) ends as cancelled / orchestrator_cancelled, not charged, lease released, state written",
+    () => {
+      const t = setup({ script: () => ({ hang: true, output: ["warming up"] }) })
+      return Effect.gen(function* () {
+        const started = yield* Deferred.make<void>()
+        t.runner.onStart(started)
+        const fiber = yield* Effect.fork(runBaseline(t.options()))
+        yield* Deferred.await(started)
+        yield* TestClock.adjust(Duration.seconds(7))
+        const exit = yield* Fiber.interrupt(fiber)
+        assert.isTrue(Exit.isInterrupted(exit))
+        const state = yield* t.loadState
+        assert.strictEqual(state.status, "cancelled")
+        assert.strictEqual(state.stop_reason, "orchestrator_cancelled")
+        assert.deepStrictEqual(classes(state), ["orchestrator_cancelled"])
+        assert.strictEqual(state.baseline_attempts[0]!.runtime_sec, 7)
+        assert.isNotNull(state.baseline_attempts[0]!.ended_at)
+        assert.include(state.baseline_attempts[0]!.error!, "warming up")
+        assert.strictEqual(state.baseline_failure_streak, 0)
+        assert.strictEqual(state.baseline_total_failures, 0)
+        assert.strictEqual(t.runner.log.released, 1)
+        // The session lock was released: a new run can take the session and resumes it.
+        const resumed = yield* Effect.fork(runBaseline(t.options()))
+        yield* Effect.yieldNow()
+        yield* Fiber.interrupt(resumed)
+        const after = yield* t.loadState
+        assert.strictEqual(after.baseline_attempts.length, 2)
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect(
+    "resume after a crash: the in-flight attempt becomes interrupted, not charged, and the run goes on",
+    () => {
+      const crashed: SessionState = {
+        ...beginAttempt(
+          {
+            ...initialState(),
+            baseline_attempts: [],
+            baseline_failure_streak: 0
+          },
+          "1970-01-01T00:00:00.000Z"
+        )
+      }
+      const t = setup({
+        seed: { [SESSION]: renderState(crashed) },
+        script: () => ({ exitCode: 0, throughput: 10 })
+      })
+      return Effect.gen(function* () {
+        yield* TestClock.adjust(Duration.seconds(30))
+        const report = yield* runBaseline(t.options())
+        assert.deepStrictEqual(classes(report.state), ["interrupted", null])
+        assert.strictEqual(report.state.baseline_attempts[0]!.runtime_sec, 30)
+        assert.strictEqual(report.state.baseline_total_failures, 0)
+        assert.strictEqual(report.state.status, "succeeded")
+        assert.strictEqual(t.runner.specs[0]!.env.HYPERLOOM_ATTEMPT, "2")
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect("a session that ended by a stop rule is final: reported again, nothing runs", () => {
+    const ended: SessionState = {
+      ...initialState(),
+      status: "stopped",
+      stop_reason: "baseline_arg_error",
+      stop_ts: "2024-01-01T00:00:00.000Z"
+    }
+    const t = setup({
+      seed: { [SESSION]: renderState(ended) },
+      script: () => ({ exitCode: 0, throughput: 1 })
+    })
+    return Effect.gen(function* () {
+      const report = yield* runBaseline(t.options())
+      assert.isTrue(report.alreadyEnded)
+      assert.strictEqual(report.attemptsRun, 0)
+      assert.strictEqual(report.state.stop_reason, "baseline_arg_error")
+      assert.strictEqual(t.runner.specs.length, 0)
+      assert.include(report.why, "new --session")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect("a cancelled session resumes, counters as they were", () => {
+    const cancelled: SessionState = {
+      ...initialState(),
+      status: "cancelled",
+      stop_reason: "orchestrator_cancelled",
+      stop_ts: "2024-01-01T00:00:00.000Z",
+      baseline_failure_streak: 1,
+      baseline_total_failures: 1
+    }
+    const t = setup({
+      seed: { [SESSION]: renderState(cancelled) },
+      script: () => ({ exitCode: 1, output: ["x"] })
+    })
+    return Effect.gen(function* () {
+      const report = yield* runBaseline(t.options())
+      // 1 failure before + 2 now = 3 failures.
+      assert.strictEqual(report.state.baseline_total_failures, 3)
+      assert.strictEqual(report.attemptsRun, 2)
+      assert.strictEqual(report.state.stop_reason, "baseline_failed")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect(
+    "another lease failure ends the run with its typed error; the attempt is interrupted, not charged",
+    () => {
+      const t = setup({
+        script: (n) =>
+          n === 1
+            ? { exitCode: 1, output: ["boom"] }
+            : { error: new EnsureRefused({ detail: "RAY_ADDRESS=10.0.0.5:6379 is an explicit address" }) }
+      })
+      return Effect.gen(function* () {
+        const exit = yield* Effect.exit(runBaseline(t.options()))
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isFailure(exit)) {
+          const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+          assert.strictEqual((failure as { _tag?: string } | undefined)?._tag, "EnsureRefused")
+        }
+        const state = yield* t.loadState
+        assert.strictEqual(state.status, "running")
+        assert.deepStrictEqual(classes(state), ["subprocess_nonzero", "interrupted"])
+        assert.include(state.baseline_attempts[1]!.error!, "not starting a local Ray head")
+        assert.strictEqual(state.baseline_total_failures, 1)
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect("a corrupt state is refused: StateCorrupt, nothing runs, the file is left as it was", () => {
+    const t = setup({ seed: { [SESSION]: "{ not json" }, script: () => ({ exitCode: 0, throughput: 1 }) })
+    return Effect.gen(function* () {
+      const exit = yield* Effect.exit(runBaseline(t.options()))
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit) && exit.cause._tag === "Fail") {
+        assert.strictEqual((exit.cause.error as { _tag: string })._tag, "StateCorrupt")
+      }
+      assert.strictEqual(t.runner.specs.length, 0)
+      const again = yield* Effect.exit(Effect.flatMap(StateStore, (s) => s.load(SESSION)))
+      assert.isTrue(Exit.isFailure(again))
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.live("a corrupt state file on disk stays byte-identical (live store)", () =>
+    Effect.gen(function* () {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-baseline-"))
+      const file = path.join(dir, "state.json")
+      const bytes = '{"schema_version": 2, "status": "running", "broken": tru'
+      fs.writeFileSync(file, bytes)
+      const memory = AttemptFiles.makeMemoryAttemptFiles()
+      const runner = makeRunner(memory, () => ({ exitCode: 0, throughput: 1 }))
+      const exit = yield* Effect.exit(
+        runBaseline({
+          sessionDir: dir,
+          request: { gpus: 0, servingSlot: true },
+          argv: ["true"],
+          env: {},
+          cwd: dir,
+          runAttempt: runner.runAttempt
+        }).pipe(
+          Effect.provide(
+            Layer.mergeAll(
+              StateStore.Live,
+              AttemptFiles.layerTest(memory),
+              Enablement.makeTest().layer,
+              Logger.minimumLogLevel(LogLevel.None)
+            )
+          )
+        )
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      assert.strictEqual(fs.readFileSync(file, "utf8"), bytes)
+      assert.strictEqual(runner.specs.length, 0)
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["state.json"])
+      fs.rmSync(dir, { recursive: true, force: true })
+    })
+  )
+
+  it.effect("a second run on a session in use is refused (SessionLocked)", () => {
+    const t = setup({ script: () => ({ hang: true }) })
+    return Effect.gen(function* () {
+      const started = yield* Deferred.make<void>()
+      t.runner.onStart(started)
+      const first = yield* Effect.fork(runBaseline(t.options()))
+      yield* Deferred.await(started)
+      const second = yield* Effect.exit(runBaseline(t.options()))
+      assert.isTrue(Exit.isFailure(second))
+      if (Exit.isFailure(second) && second.cause._tag === "Fail") {
+        assert.strictEqual((second.cause.error as { _tag: string })._tag, "SessionLocked")
+      }
+      yield* Fiber.interrupt(first)
+    }).pipe(Effect.provide(t.layer))
+  })
+})
+
+describe("AttemptFiles (live)", () => {
+  it.live(
+    "prepare makes the attempt folder and removes a stale result; readThroughput reads the raw value",
+    () =>
+      Effect.gen(function* () {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-attempt-"))
+        const paths = attemptPaths(dir, 3)
+        const files = yield* AttemptFiles.AttemptFiles
+        fs.mkdirSync(paths.dir, { recursive: true })
+        fs.writeFileSync(paths.resultFile, '{"throughput": 1}')
+        yield* files.prepare(paths.dir, paths.resultFile)
+        assert.isFalse(fs.existsSync(paths.resultFile))
+        assert.isUndefined(yield* files.readThroughput(paths.resultFile))
+        fs.writeFileSync(paths.resultFile, '{"throughput": 12.5}\n')
+        assert.strictEqual(yield* files.readThroughput(paths.resultFile), 12.5)
+        fs.writeFileSync(paths.resultFile, '{"throughput": "fast"}')
+        assert.strictEqual(yield* files.readThroughput(paths.resultFile), "fast")
+        fs.writeFileSync(paths.resultFile, "not json")
+        assert.isUndefined(yield* files.readThroughput(paths.resultFile))
+        fs.writeFileSync(paths.resultFile, '{"tput": 3}')
+        assert.isUndefined(yield* files.readThroughput(paths.resultFile))
+        yield* files.writeLaunchLog(paths.launchLog, "line one\nline two")
+        assert.strictEqual(fs.readFileSync(paths.launchLog, "utf8"), "line one\nline two\n")
+        fs.rmSync(dir, { recursive: true, force: true })
+      }).pipe(Effect.provide(AttemptFiles.layer.pipe(Layer.provide(NodeFileSystem.layer))))
+  )
+})
+
+describe("Enablement (live)", () => {
+  it.live(
+    "runs the command line with /bin/sh -c, its environment and working directory, streaming lines",
+    () =>
+      Effect.gen(function* () {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-enable-"))
+        const enablement = yield* Enablement.Enablement
+        const lines: Array<string> = []
+        const run = yield* enablement.run({
+          command: 'echo "log=$HYPERLOOM_LAUNCH_LOG" && pwd && echo oops >&2 && touch fixed && exit 3',
+          env: { PATH: process.env.PATH, HYPERLOOM_LAUNCH_LOG: "/x/launch.log" },
+          cwd: dir,
+          onOutput: (line, stream) => Effect.sync(() => lines.push(`${stream}: ${line}`))
+        })
+        assert.strictEqual(run.exitCode, 3)
+        assert.include(lines, "stdout: log=/x/launch.log")
+        assert.include(lines, `stdout: ${fs.realpathSync(dir)}`)
+        assert.include(lines, "stderr: oops")
+        assert.isTrue(fs.existsSync(path.join(dir, "fixed")))
+        assert.include(run.outputTail, "oops")
+        fs.rmSync(dir, { recursive: true, force: true })
+      }).pipe(Effect.provide(Enablement.layerNode))
+  )
+
+  it.live("interruption stops the command's whole process group", () =>
+    Effect.gen(function* () {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-enable-"))
+      const enablement = yield* Enablement.Enablement
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        enablement.run({
+          command: "sleep 30 & echo $! > child.pid; echo ready; wait",
+          env: { PATH: process.env.PATH },
+          cwd: dir,
+          onOutput: () => Deferred.succeed(started, undefined).pipe(Effect.asVoid)
+        })
+      )
+      yield* Deferred.await(started)
+      const pid = Number(fs.readFileSync(path.join(dir, "child.pid"), "utf8").trim())
+      const t0 = Date.now()
+      yield* Fiber.interrupt(fiber)
+      assert.isBelow(Date.now() - t0, 5_000)
+      // Gone, or a zombie waiting for its new parent to reap it.
+      const alive = () => {
+        try {
+          const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+          return !stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")
+        } catch {
+          return false
+        }
+      }
+      for (let i = 0; i < 40 && alive(); i++) yield* Effect.sleep(Duration.millis(50))
+      assert.isFalse(alive(), `sleep ${pid} survived`)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }).pipe(Effect.provide(Enablement.layerNode))
+  )
+
+  it.live("a missing working directory is reported, not a failure", () =>
+    Effect.gen(function* () {
+      const enablement = yield* Enablement.Enablement
+      const run = yield* enablement.run({ command: "true", env: {}, cwd: "/nonexistent/hyperloom-test-dir" })
+      assert.isNull(run.exitCode)
+      assert.isString(run.startError)
+    }).pipe(Effect.provide(Enablement.layerNode))
+  )
+})
+
+describe("describeAttempt", () => {
+  it("names the attempt, its class, the streaks and what comes next", () => {
+    const state: SessionState = {
+      ...initialState(),
+      baseline_failure_streak: 2,
+      baseline_total_failures: 2,
+      baseline_attempts: [
+        {
+          number: 2,
+          started_at: "2024-01-01T00:00:00.000Z",
+          ended_at: "2024-01-01T00:00:03.000Z",
+          runtime_sec: 3,
+          error_class: "subprocess_nonzero",
+          exit_code: 1,
+          error: "boom",
+          signature: "v1:boom",
+          throughput: null
+        }
+      ]
+    }
+    const line = describeAttempt(state, {
+      _tag: "retry",
+      why: "attempt 2 failed (subprocess_nonzero); retrying"
+    })
+    assert.include(line, "attempt 2: subprocess_nonzero, exit 1, 3.0 s")
+    assert.include(line, "failure 2")
+    assert.include(line, "next: retry")
+    assert.include(line, "retrying")
+  })
+})

@@ -1,0 +1,165 @@
+/**
+ * The guarded repair working on real heads, on demand and through a lease, and leases on a real
+ * head: the command sees its GPU, its exit code comes back, the slot is free afterwards, and
+ * Ctrl-C or SIGKILL of hyperloom leave no actor and no command process behind.
+ */
+
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
+import { cleanEnv, cliPath, runCli } from "../support/cli.js"
+import { daemonPids, prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
+
+const PORT = 6392
+const REPAIR_LOG = "Ray head has no serving_slot resource; restarting the local head with it"
+
+const status = async () => {
+  const r = await runCli(["ray", "status", "--json"])
+  assert.strictEqual(r.code, 0, r.stderr)
+  return r.json
+}
+
+/** Pids of processes whose argv contains `marker`, other than hyperloom itself (the test's command). */
+const pidsWith = (marker: string) =>
+  fs
+    .readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e))
+    .filter((pid) => {
+      try {
+        const argv = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+        return argv.includes(marker) && !argv.includes("lease")
+      } catch {
+        return false
+      }
+    })
+
+const liveActors = (s: any) => s.actors.filter((a: any) => a.state !== "DEAD")
+
+describe("the repair and leases on real heads", () => {
+  beforeEach(async () => {
+    await prepareRay()
+  })
+  afterEach(async () => {
+    await teardownRay()
+  })
+
+  it("repairs a lone idle head without the slot: same port, GPUs and custom resources kept, slot added", async () => {
+    const head = await startHead({ port: PORT, numGpus: 2, numCpus: 2, resources: { foo: 3 } })
+    const before = daemonPids()
+    const r = await runCli(["ray", "repair", "--json"])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.json.action, "repaired")
+    assert.include(r.stderr, REPAIR_LOG)
+    const after = daemonPids()
+    assert.notDeepEqual(after.gcsServers, before.gcsServers, "the head was restarted")
+    const s = await status()
+    assert.strictEqual(s.address, head.gcsAddress, "same port")
+    assert.strictEqual(s.resources.total.GPU, 2)
+    assert.strictEqual(s.resources.total.CPU, 2)
+    assert.strictEqual(s.resources.total.foo, 3)
+    assert.strictEqual(s.resources.total.serving_slot, 1)
+    const again = await runCli(["ray", "doctor", "--json", "--gpus", "2"])
+    assert.strictEqual(again.code, 0)
+    assert.isTrue(again.json.feasible)
+  })
+
+  it("a lease repairs the head end to end and runs the command with its GPU, returning its exit code", async () => {
+    await startHead({ port: PORT, numGpus: 1 })
+    const r = await runCli(
+      ["lease", "run", "--gpus", "1", "--", "sh", "-c", 'echo "cvd=$CUDA_VISIBLE_DEVICES"; exit 42'],
+      {
+        env: { CUDA_VISIBLE_DEVICES: "" }
+      }
+    )
+    assert.strictEqual(r.code, 42, r.stderr)
+    assert.include(r.stderr, REPAIR_LOG)
+    assert.match(r.stdout, /^cvd=0$/m)
+    const s = await status()
+    assert.strictEqual(s.resources.total.serving_slot, 1)
+    await waitFor(
+      "the slot to be free",
+      async () => ((await status()).resources.available.serving_slot === 1 ? true : undefined),
+      15_000
+    )
+    assert.deepStrictEqual(liveActors(await status()), [])
+  })
+
+  it("a head short of both the slot and the GPUs reaches the repair first, then reports insufficient_gpus", async () => {
+    await startHead({ port: PORT, numGpus: 1 })
+    const r = await runCli(["lease", "run", "--gpus", "2", "--", "true"])
+    assert.strictEqual(r.code, 7, r.stderr)
+    assert.include(r.stderr, REPAIR_LOG)
+    assert.include(r.stderr, "ray_cluster_infeasible: cluster has 1 GPU(s), 2 requested; ")
+    assert.strictEqual((await status()).resources.total.serving_slot, 1, "the slot was added on the way")
+  })
+
+  it("two hyperloom processes at once on a slot-less head: one repair, both leases run", async () => {
+    await startHead({ port: PORT })
+    const before = daemonPids()
+    const [a, b] = await Promise.all([
+      runCli(["lease", "run", "--", "sh", "-c", "sleep 1; echo A"]),
+      runCli(["lease", "run", "--", "sh", "-c", "sleep 1; echo B"])
+    ])
+    assert.strictEqual(a.code, 0, a.stderr)
+    assert.strictEqual(b.code, 0, b.stderr)
+    assert.include(a.stdout, "A")
+    assert.include(b.stdout, "B")
+    const repairs = `${a.stderr}${b.stderr}`.split(REPAIR_LOG).length - 1
+    assert.strictEqual(repairs, 1, `${a.stderr}\n---\n${b.stderr}`)
+    const after = daemonPids()
+    assert.strictEqual(after.gcsServers.length, 1)
+    assert.notDeepEqual(after.gcsServers, before.gcsServers)
+  })
+
+  it("a second lease waits while the slot is held, says for whom, and starts once it is free", async () => {
+    await startHead({ port: PORT, slot: true })
+    const holder = runCli(["lease", "run", "--", "sh", "-c", "sleep 6"])
+    await waitFor(
+      "the first lease to hold the slot",
+      async () => ((await status()).resources.available.serving_slot ?? 0) === 0 || undefined,
+      20_000
+    )
+    const waiter = await runCli(["lease", "run", "--", "echo", "second"])
+    const first = await holder
+    assert.strictEqual(first.code, 0, first.stderr)
+    assert.strictEqual(waiter.code, 0, waiter.stderr)
+    assert.include(waiter.stderr, "waiting for serving_slot: held by actor")
+    assert.include(waiter.stdout, "second")
+  })
+
+  for (const signal of ["SIGINT", "SIGKILL"] as const) {
+    it(`${signal} to hyperloom during a lease leaves no actor and no command process`, async () => {
+      await startHead({ port: PORT, slot: true })
+      const marker = `hyperloom-test-${signal}-${Date.now()}`
+      const child = spawn(
+        process.execPath,
+        [cliPath, "lease", "run", "--", "node", "-e", "setTimeout(() => {}, 300000)", marker],
+        {
+          env: cleanEnv(),
+          cwd: projectRoot,
+          stdio: ["ignore", "pipe", "pipe"]
+        }
+      )
+      let stderr = ""
+      child.stderr.on("data", (d) => (stderr += d))
+      await waitFor("the command to run", () => (pidsWith(marker).length > 0 ? true : undefined), 30_000)
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+      child.kill(signal)
+      const code = await exited
+      if (signal === "SIGINT") assert.strictEqual(code, 130, stderr)
+      await waitFor(
+        "the command to be gone",
+        () => (pidsWith(marker).length === 0 ? true : undefined),
+        15_000
+      )
+      await waitFor(
+        "no live actor and a free slot",
+        async () => {
+          const s = await status()
+          return liveActors(s).length === 0 && s.resources.available.serving_slot === 1 ? true : undefined
+        },
+        20_000
+      )
+    })
+  }
+})
