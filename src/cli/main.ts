@@ -1,47 +1,15 @@
 /**
- * The hyperloom executable: the only place that composes the live layers, reads argv and maps
+ * The hyperloom executable: provides the live layers (Live.ts) per command, reads argv and maps
  * every outcome to a stable exit code (see Exit.ts).
  */
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Effect, Exit, Layer, Logger, LogLevel, Option } from "effect"
-import * as AttemptFiles from "../services/AttemptFiles.js"
-import * as ClusterInspector from "../services/ClusterInspector.js"
-import * as Enablement from "../services/Enablement.js"
-import * as LeaseBridge from "../services/LeaseBridge.js"
-import * as ProcFs from "../services/ProcFs.js"
-import * as RayCli from "../services/RayCli.js"
-import * as RayInstall from "../services/RayInstall.js"
-import * as Settings from "../services/Settings.js"
-import { StateStore } from "../services/StateStore.js"
-import { WorkGate } from "../services/WorkGate.js"
+import { Cause, Effect, Exit, Logger, LogLevel, Option } from "effect"
+import * as Live from "../Live.js"
 import { AppLayer } from "./AppLayer.js"
 import { cli } from "./Cli.js"
 import { EXIT, exitCodeFor } from "./Exit.js"
-
-/** The live services for one command run. Built per command, so `--help` builds nothing. */
-const liveServices = (overrides: Settings.SettingsOverrides) => {
-  const settings = Settings.layerFromEnv(overrides)
-  const rayCli = Layer.effect(
-    RayCli.RayCli,
-    Effect.flatMap(Settings.Settings, (s) =>
-      RayCli.makeRayCli({ executable: RayInstall.rayExecutable(s), statusTimeoutSec: s.statusTimeoutSec })
-    )
-  )
-  const procFs = ProcFs.layerLive()
-  const inspector = ClusterInspector.layerLive.pipe(Layer.provide(procFs))
-  return Layer.mergeAll(
-    rayCli,
-    procFs,
-    inspector,
-    WorkGate.Default,
-    LeaseBridge.layer,
-    StateStore.Live,
-    AttemptFiles.layer,
-    Enablement.layer
-  ).pipe(Layer.provideMerge(settings), Layer.provide(NodeContext.layer))
-}
 
 /** Diagnostics go to stderr, one line each; stdout is for results. */
 const stderrLogger = Logger.make(({ logLevel, message }) => {
@@ -82,7 +50,7 @@ const trimmedErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 const program = Effect.suspend(() => cli(process.argv)).pipe(
   trimmedErrors,
-  Effect.provideService(AppLayer, liveServices),
+  Effect.provideService(AppLayer, Live.layer),
   Effect.provide(NodeContext.layer),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
   Logger.withMinimumLogLevel(process.env.HYPERLOOM_DEBUG ? LogLevel.Debug : LogLevel.Info),
