@@ -402,7 +402,9 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
         result = classifyAttempt(AttemptOutcome.LeaseInfeasible({ message: error.message }))
       } else {
         const r = ran.value.right
-        const runtimeSec = Math.max(0, r.runtimeSec - r.waitedSec)
+        // The command's own runtime: `fast_exit_arg_error` is about how fast the command died,
+        // not how long ensure and the bridge took before it started.
+        const runtimeSec = r.commandSec
         if (r.timedOut || r.exitCode === null) {
           result = classifyAttempt(
             AttemptOutcome.TimedOut({

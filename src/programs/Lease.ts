@@ -36,6 +36,8 @@ export interface LeaseRunResult {
   readonly runtimeSec: number
   /** Seconds spent waiting for the slot or GPUs held by someone else. */
   readonly waitedSec: number
+  /** Seconds the command itself ran (from its start in the actor to its end); 0 if it never started. */
+  readonly commandSec: number
   readonly gcsAddress: string
   readonly started: LeaseStarted | null
 }
@@ -125,11 +127,13 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
       spec.onOutput?.(o) ?? Effect.void
     )
   // Filled in as the lease progresses, so a timeout still reports how far it got.
-  const progress: { gcsAddress: string; started: LeaseStarted | null; waitedSec: number } = {
-    gcsAddress: "",
-    started: null,
-    waitedSec: 0
-  }
+  const progress: { gcsAddress: string; started: LeaseStarted | null; startedAt: number; waitedSec: number } =
+    {
+      gcsAddress: "",
+      started: null,
+      startedAt: 0,
+      waitedSec: 0
+    }
   const leased = Effect.scoped(
     Effect.gen(function* () {
       const lease = yield* acquireLease({ ...spec, onOutput })
@@ -139,7 +143,8 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
         Effect.delay(reportContention(lease.gcsAddress, spec.request, lease.session), Duration.seconds(1))
       )
       progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
-      progress.waitedSec = (Date.now() - waitStart) / 1000
+      progress.startedAt = Date.now()
+      progress.waitedSec = (progress.startedAt - waitStart) / 1000
       if (progress.waitedSec > 1.5) {
         yield* Effect.logInfo(`lease granted after waiting ${progress.waitedSec.toFixed(1)} s`)
       }
@@ -157,6 +162,7 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
     stderrTail: Option.match(outcome, { onNone: () => tails.stderr, onSome: (e) => e.stderrTail }),
     runtimeSec: (Date.now() - began) / 1000,
     waitedSec: progress.waitedSec,
+    commandSec: progress.startedAt > 0 ? (Date.now() - progress.startedAt) / 1000 : 0,
     gcsAddress: progress.gcsAddress,
     started: progress.started
   } satisfies LeaseRunResult

@@ -90,6 +90,7 @@ export const loadGrpcRuntime = (): Promise<GrpcRuntime> => {
       import("@grpc/grpc-js"),
       import("@grpc/proto-loader")
     ])
+    ;(globalThis as any).__T?.push(["grpcreq", performance.now()])
     const grpc = interop(grpcModule, "Client")
     const loader = interop(loaderModule, "loadSync")
     const file = gcsProtoPath()
@@ -382,8 +383,11 @@ export const makeLive = (options: LiveOptions = {}) =>
 
     const snapshot = Effect.fn("ClusterInspector.snapshot")(function* (gcsAddress: string) {
       yield* Effect.annotateCurrentSpan("gcsAddress", gcsAddress)
+      ;(globalThis as any).__T?.push(["snap", performance.now()])
       const rt = yield* Effect.promise(() => loadGrpcRuntime())
+      ;(globalThis as any).__T?.push(["rt", performance.now()])
       const conn = yield* connect(rt, gcsAddress)
+      ;(globalThis as any).__T?.push(["conn", performance.now()])
       const replies = yield* Effect.all(
         {
           clusterId: call(rt, conn, gcsAddress, "GetClusterId", {}),
@@ -395,6 +399,7 @@ export const makeLive = (options: LiveOptions = {}) =>
         },
         { concurrency: "unbounded" }
       ).pipe(Effect.tapError(() => evict(gcsAddress)))
+      ;(globalThis as any).__T?.push(["calls", performance.now()])
       const usage = replies.usage.resource_usage_data ?? {}
       const version = str(replies.alive.ray_version)
       const result: ClusterSnapshot = {

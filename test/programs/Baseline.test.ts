@@ -64,8 +64,10 @@ const makeRunner = (memory: AttemptFiles.MemoryAttemptFiles, script: (n: number)
         timedOut: a.timedOut === true,
         stdoutTail: "",
         stderrTail: (a.output ?? []).join("\n"),
-        runtimeSec: a.runtimeSec ?? 1,
+        runtimeSec: (a.runtimeSec ?? 1) + 1.5,
         waitedSec: 0,
+        // the command's own runtime; the lease's includes ensure and the bridge (1.5 s here)
+        commandSec: a.runtimeSec ?? 1,
         gcsAddress: "127.0.0.1:6379",
         started: null
       } satisfies LeaseRunResult
@@ -215,6 +217,27 @@ describe("Baseline.run", () => {
       assert.strictEqual(report.state.baseline_arg_error_streak, 2)
     }).pipe(Effect.provide(t.layer))
   })
+
+  it.effect(
+    "an argument error is fast by the command's own runtime, not the lease's (ensure and bridge excluded)",
+    () => {
+      // 29 s of command, 30.5 s of lease: still a fast exit.
+      const t = setup({
+        script: () => ({
+          exitCode: 2,
+          runtimeSec: 29,
+          output: ["bench: error: unrecognized arguments: --bogus"]
+        })
+      })
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runBaseline(t.options({})))
+        yield* TestClock.adjust(Duration.minutes(5))
+        const report = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(classes(report.state), ["fast_exit_arg_error", "fast_exit_arg_error"])
+        assert.strictEqual(report.state.baseline_attempts[0]!.runtime_sec, 29)
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
 
   it.effect(
     "success records the throughput; the command gets the result file, session dir and attempt number",
