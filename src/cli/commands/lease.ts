@@ -43,19 +43,22 @@ const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes
         timed_out: r.timedOut,
         runtime_sec: Number(r.runtimeSec.toFixed(3)),
         waited_sec: Number(r.waitedSec.toFixed(3)),
+        command_sec: Number(r.commandSec.toFixed(3)),
         address: r.gcsAddress,
         pid: r.started?.pid ?? null,
         node_id: r.started?.nodeId ?? null,
         cuda_visible_devices: r.started?.cudaVisibleDevices ?? null
       }))
     ),
-    (r) =>
-      r.timed_out
-        ? `hyperloom: lease timed out after ${r.runtime_sec} s; the command was stopped`
-        : `hyperloom: command exited with code ${r.exit_code} after ${r.runtime_sec} s`,
-    (r) => (r.timed_out ? EXIT.leaseTimeout : (r.exit_code ?? EXIT.internal)),
-    // the command's own output went to stdout; the summary goes to stderr
-    "stderr"
+    {
+      render: (r) =>
+        r.timed_out
+          ? `hyperloom: lease timed out after ${r.runtime_sec} s; the command was stopped`
+          : `hyperloom: command exited with code ${r.exit_code} after ${r.runtime_sec} s`,
+      exitCode: (r) => (r.timed_out ? EXIT.leaseTimeout : (r.exit_code ?? EXIT.internal)),
+      // the command's own output went to stdout; the summary goes to stderr
+      humanTo: "stderr"
+    }
   )
 ).pipe(
   Command.withDescription(
