@@ -15,6 +15,7 @@ const environment = `Environment:
   HYPERLOOM_RAY                     the ray executable (default: the project's .venv, else PATH)
   HYPERLOOM_RAY_PYTHON              the Python of the Ray installation (default: the ray script's shebang)
   HYPERLOOM_RAY_STATUS_TIMEOUT_SEC  timeout of the \`ray status\` probe (default 5)
+  HYPERLOOM_RAY_START_TIMEOUT_SEC   timeout of \`ray start\` (default 120)
   HL_RAY_HEAD_PORT                  port of a head hyperloom starts (default 6379)
   HYPERLOOM_RAY_NUM_GPUS            GPUs to declare when (re)starting a head`
 

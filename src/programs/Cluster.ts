@@ -16,7 +16,6 @@ export const REPAIR_LOG = "Ray head has no serving_slot resource; restarting the
 
 /** How long a restarted or started head may take before its GCS shows the slot. */
 const HEAD_READY_TIMEOUT = Duration.seconds(60)
-const HEAD_START_TIMEOUT_SEC = 120
 
 export interface RepairOutcome {
   /** none: the head needed no repair; would_repair: dry run, allowed; repaired: restarted with the slot. */
@@ -104,7 +103,7 @@ export const repairLocked = Effect.fn("repair")(function* (
     `ray stop --force, then ray start --head --port=${plan.port} with ${JSON.stringify(plan.resources)}`
   )
   yield* rayCli.stop().pipe(Effect.mapError(restartFailed))
-  yield* rayCli.start({ ...plan, timeoutSec: HEAD_START_TIMEOUT_SEC }).pipe(Effect.mapError(restartFailed))
+  yield* rayCli.start({ ...plan, timeoutSec: settings.startTimeoutSec }).pipe(Effect.mapError(restartFailed))
   const gcsAddress = formatHostPort(current.resolved.host, plan.port)
   const snapshot = yield* awaitSlot(gcsAddress).pipe(Effect.mapError(restartFailed))
   yield* Effect.logInfo(`Ray head restarted at ${gcsAddress} with serving_slot`)
@@ -195,7 +194,7 @@ export const ensureLocked = Effect.fn("ensure")(function* (request: LeaseRequest
     numCpus: undefined,
     numGpus: gpus,
     resources: { [SLOT]: 1 },
-    timeoutSec: HEAD_START_TIMEOUT_SEC
+    timeoutSec: settings.startTimeoutSec
   })
   const inspector = yield* ClusterInspector
   const resolved = yield* inspector.resolve

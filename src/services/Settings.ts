@@ -13,6 +13,8 @@ export interface SettingsShape {
   readonly nodes: number
   /** HYPERLOOM_RAY_STATUS_TIMEOUT_SEC, default 5. */
   readonly statusTimeoutSec: number
+  /** HYPERLOOM_RAY_START_TIMEOUT_SEC: how long `ray start` may take, default 120. */
+  readonly startTimeoutSec: number
   /** HL_RAY_HEAD_PORT, default 6379. */
   readonly headPort: number
   /** HYPERLOOM_RAY: the `ray` executable to use. */
@@ -70,6 +72,11 @@ export const readSettings = (
       env.HYPERLOOM_RAY_STATUS_TIMEOUT_SEC,
       5
     )
+    const startTimeoutSec = yield* positiveNumber(
+      "HYPERLOOM_RAY_START_TIMEOUT_SEC",
+      env.HYPERLOOM_RAY_START_TIMEOUT_SEC,
+      120
+    )
     const headPort = (yield* wholeNumber("HL_RAY_HEAD_PORT", env.HL_RAY_HEAD_PORT, 1, 65535)) ?? 6379
     const numGpusOverride = yield* wholeNumber("HYPERLOOM_RAY_NUM_GPUS", env.HYPERLOOM_RAY_NUM_GPUS, 0, 1024)
     const nonEmpty = (v: string | undefined) => (v !== undefined && v.trim() !== "" ? v.trim() : undefined)
@@ -78,6 +85,7 @@ export const readSettings = (
       rayAddress,
       nodes,
       statusTimeoutSec,
+      startTimeoutSec,
       headPort,
       rayExecutable: nonEmpty(env.HYPERLOOM_RAY),
       rayPython: nonEmpty(env.HYPERLOOM_RAY_PYTHON),
@@ -98,6 +106,7 @@ export const makeTestSettings = (fields: Partial<SettingsShape> = {}): SettingsS
   rayAddress: { _tag: "Auto" },
   nodes: 1,
   statusTimeoutSec: 5,
+  startTimeoutSec: 120,
   headPort: 6379,
   rayExecutable: undefined,
   rayPython: undefined,

@@ -5,31 +5,16 @@
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { build } from "esbuild"
 import { initialState, renderState, type SessionState } from "../../src/domain/State.js"
+import { bundleCli } from "../support/bundle.js"
 
-const root = path.resolve(import.meta.dirname, "../..")
 let work: string
 let cli: string
 
 beforeAll(async () => {
-  work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-cli-"))
-  cli = path.join(work, "hyperloom.mjs")
-  await build({
-    entryPoints: [path.join(root, "src/cli/main.ts")],
-    outfile: cli,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "esm",
-    logLevel: "warning",
-    banner: {
-      js: "import { createRequire as __hyperloomRequire } from 'node:module';\nconst require = __hyperloomRequire(import.meta.url);"
-    }
-  })
+  ;({ work, cli } = await bundleCli())
 }, 60_000)
 
 afterAll(() => {
