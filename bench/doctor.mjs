@@ -1,6 +1,8 @@
 // `hyperloom ray doctor --json` against `ray status` on the same idle head, alternating, cold
-// (a fresh process each run); then a warm snapshot + verdict inside one process; then both
-// against a dead explicit address. Needs `npm run build` first; starts and stops its own head.
+// (a fresh process each run; the first doctor run after a build also writes the executable's code
+// cache, and a third case runs with the cache off); then a warm snapshot + verdict inside one
+// process; then both against a dead explicit address. Needs `npm run build` first; starts and
+// stops its own head.
 //
 //   node bench/doctor.mjs [runs]        (default 7)
 import { Effect, Layer } from "effect"
@@ -22,7 +24,13 @@ try {
       run: () => time(["node", cli, "ray", "doctor", "--json"]),
       check: (r) => must("doctor", r)
     },
-    { name: "ray status", run: () => time([ray, "status"]), check: (r) => must("ray status", r) }
+    { name: "ray status", run: () => time([ray, "status"]), check: (r) => must("ray status", r) },
+    // For reference: the same without the executable's V8 code cache (a command's first run).
+    {
+      name: "hyperloom ray doctor --json (code cache off)",
+      run: () => time(["node", cli, "ray", "doctor", "--json"], { HYPERLOOM_NO_CODE_CACHE: "1" }),
+      check: (r) => must("doctor", r)
+    }
   ])
   const coldRatio = report(
     `idle head, ${runs} runs each, alternating`,
@@ -31,6 +39,9 @@ try {
     "ray status"
   )
   console.log(`  goal: <= 0.5x -> ${coldRatio <= 0.5 ? "met" : "NOT met"}`)
+  const offRatio =
+    median(cold["hyperloom ray doctor --json (code cache off)"]) / median(cold["ray status"])
+  console.log(`  (code cache off / ray status: ${offRatio.toFixed(3)}x)`)
 
   // Warm: one process, the live layers built once, snapshot + verdict repeated.
   const lib = await import(`${root}/dist/lib/index.js`)

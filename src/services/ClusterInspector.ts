@@ -26,6 +26,7 @@ import type {
   ResourceDemand,
   ResourceMap
 } from "../domain/Snapshot.js"
+import type { GcsMethod, GcsMethods } from "./GcsProto.js"
 import { packageFile } from "./PackagePaths.js"
 import { ProcFs } from "./ProcFs.js"
 import { Settings, type SettingsShape } from "./Settings.js"
@@ -71,8 +72,7 @@ type MethodName = keyof typeof SERVICES
 
 interface GrpcRuntime {
   readonly grpc: typeof Grpc
-  readonly definition: ProtoLoader.PackageDefinition
-  readonly methods: Readonly<Record<MethodName, ProtoLoader.MethodDefinition<object, any>>>
+  readonly methods: Readonly<Record<MethodName, GcsMethod>>
 }
 
 let runtime: Promise<GrpcRuntime> | undefined
@@ -81,34 +81,30 @@ const interop = <A extends object>(mod: A, probe: string): A =>
   probe in mod ? mod : ((mod as { default?: A }).default ?? mod)
 
 /**
- * grpc-js, proto-loader and the parsed proto, loaded lazily and once per process (importing
- * grpc-js costs ~50 ms: commands that never read the GCS never pay it).
+ * grpc-js and the GCS methods, loaded lazily and once per process (importing grpc-js costs
+ * ~50 ms: commands that never read the GCS never pay it). The methods come from GcsProto.ts: the
+ * proto parsed at run time, or in the bundled CLI static code generated from it at build time.
  */
 export const loadGrpcRuntime = (): Promise<GrpcRuntime> => {
   runtime ??= (async () => {
-    const [grpcModule, loaderModule] = await Promise.all([
-      import("@grpc/grpc-js"),
-      import("@grpc/proto-loader")
-    ])
-    ;(globalThis as any).__T?.push(["grpcreq", performance.now()])
+    const [grpcModule, gcsProto] = await Promise.all([import("@grpc/grpc-js"), import("./GcsProto.js")])
     const grpc = interop(grpcModule, "Client")
-    const loader = interop(loaderModule, "loadSync")
     const file = gcsProtoPath()
-    let definition: ProtoLoader.PackageDefinition
+    let all: GcsMethods
     try {
-      definition = loader.loadSync(file, PROTO_LOADER_OPTIONS)
+      all = await gcsProto.loadGcsMethods(file, PROTO_LOADER_OPTIONS)
     } catch (e) {
       throw new Error(
         `hyperloom: cannot load the GCS proto ${file}: ${e instanceof Error ? e.message : String(e)}`
       )
     }
-    const methods = {} as Record<MethodName, ProtoLoader.MethodDefinition<object, any>>
+    const methods = {} as Record<MethodName, GcsMethod>
     for (const [method, service] of Object.entries(SERVICES) as Array<[MethodName, string]>) {
-      const def = (definition[service] as ProtoLoader.ServiceDefinition | undefined)?.[method]
+      const def = all[`${service}/${method}`]
       if (def === undefined) throw new Error(`hyperloom: ${file} lacks ${service}.${method}`)
       methods[method] = def
     }
-    return { grpc, definition, methods }
+    return { grpc, methods }
   })()
   runtime.catch(() => {
     runtime = undefined
@@ -383,11 +379,8 @@ export const makeLive = (options: LiveOptions = {}) =>
 
     const snapshot = Effect.fn("ClusterInspector.snapshot")(function* (gcsAddress: string) {
       yield* Effect.annotateCurrentSpan("gcsAddress", gcsAddress)
-      ;(globalThis as any).__T?.push(["snap", performance.now()])
       const rt = yield* Effect.promise(() => loadGrpcRuntime())
-      ;(globalThis as any).__T?.push(["rt", performance.now()])
       const conn = yield* connect(rt, gcsAddress)
-      ;(globalThis as any).__T?.push(["conn", performance.now()])
       const replies = yield* Effect.all(
         {
           clusterId: call(rt, conn, gcsAddress, "GetClusterId", {}),
@@ -399,7 +392,6 @@ export const makeLive = (options: LiveOptions = {}) =>
         },
         { concurrency: "unbounded" }
       ).pipe(Effect.tapError(() => evict(gcsAddress)))
-      ;(globalThis as any).__T?.push(["calls", performance.now()])
       const usage = replies.usage.resource_usage_data ?? {}
       const version = str(replies.alive.ray_version)
       const result: ClusterSnapshot = {
