@@ -2,14 +2,32 @@
  * The hyperloom executable: provides the live layers (Live.ts) per command, reads argv and maps
  * every outcome to a stable exit code (see Exit.ts).
  */
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Effect, Exit, Logger, LogLevel, Option } from "effect"
+import { Cause, Console, Effect, Exit, Logger, LogLevel, Option } from "effect"
 import * as Live from "../Live.js"
 import { AppLayer } from "./AppLayer.js"
 import { cli } from "./Cli.js"
 import { EXIT, exitCodeFor } from "./Exit.js"
+
+/** Help text without colour codes when stdout is not a terminal (piped to a pager, a file, grep). */
+const ANSI = /\u001b\[[0-9;]*m/g
+const plain = (arg: unknown) => (typeof arg === "string" ? arg.replace(ANSI, "") : arg)
+const withPlainConsole = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  process.stdout.isTTY && !process.env.NO_COLOR
+    ? effect
+    : Effect.flatMap(Console.consoleWith(Effect.succeed), (console) =>
+        Effect.withConsole(effect, {
+          ...console,
+          log: (...args: ReadonlyArray<unknown>) => console.log(...args.map(plain)),
+          unsafe: {
+            ...console.unsafe,
+            log: (...args: ReadonlyArray<unknown>) => console.unsafe.log(...args.map(plain))
+          }
+        })
+      )
 
 /** Diagnostics go to stderr, one line each; stdout is for results. */
 const stderrLogger = Logger.make(({ logLevel, message }) => {
@@ -49,9 +67,13 @@ const trimmedErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   )
 
 const program = Effect.suspend(() => cli(process.argv)).pipe(
+  withPlainConsole,
   trimmedErrors,
   Effect.provideService(AppLayer, Live.layer),
   Effect.provide(NodeContext.layer),
+  // --help shows hyperloom's own options; the built-ins (--completions, --log-level, --wizard)
+  // still work but would bury them.
+  Effect.provide(CliConfig.layer({ showBuiltIns: false })),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
   Logger.withMinimumLogLevel(process.env.HYPERLOOM_DEBUG ? LogLevel.Debug : LogLevel.Info),
   Effect.matchCauseEffect({
