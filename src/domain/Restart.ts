@@ -24,19 +24,22 @@ export const restartPlan = (
   numGpusOverride: number | undefined
 ): RestartPlan => {
   const head = snapshot.nodes.find((n) => n.isHead && n.state === "ALIVE") ?? snapshot.nodes[0]
+  // The resource table is what feasibility reads; the node record is the fallback.
   const totals: ResourceMap =
-    snapshot.resources.find((r) => r.nodeId === head?.nodeId)?.total ?? head?.resourcesTotal ?? {}
+    head === undefined
+      ? {}
+      : (snapshot.resources.find((r) => r.nodeId === head.nodeId)?.total ?? head.resourcesTotal)
   const custom: Record<string, number> = {}
   for (const [name, amount] of Object.entries(totals)) {
-    if (!isBuiltinResource(name) && name !== SERVING_SLOT) custom[name] = amount
+    if (!isBuiltinResource(name)) custom[name] = amount
   }
-  custom[SERVING_SLOT] = 1
+  custom[SERVING_SLOT] = 1 // whatever the old head had: one per host
   const cpus = totals.CPU
   const gpus = totals.GPU
   return {
     port,
     numCpus: cpus !== undefined ? Math.round(cpus) : undefined,
-    numGpus: numGpusOverride ?? (gpus !== undefined && gpus > 0 ? Math.round(gpus) : undefined),
+    numGpus: numGpusOverride ?? ((gpus ?? 0) > 0 ? Math.round(gpus!) : undefined),
     resources: custom
   }
 }

@@ -54,4 +54,50 @@ describe("restartPlan", () => {
     assert.strictEqual(plan.numCpus, 4)
     assert.deepStrictEqual(plan.resources, { bar: 1, serving_slot: 1 })
   })
+
+  it("leaves the CPU count to Ray when the old head reported none", () => {
+    assert.isUndefined(restartPlan(head({ GPU: 1 }), 6379, undefined).numCpus)
+  })
+
+  it("takes the alive head over a dead head record that comes first", () => {
+    const snapshot = head({ CPU: 4 })
+    const dead = node({ nodeId: nodeId(9), state: "DEAD", resourcesTotal: { CPU: 64, stale: 1 } })
+    const withDead = {
+      ...snapshot,
+      nodes: [dead, ...snapshot.nodes],
+      resources: [
+        nodeResources({ nodeId: nodeId(9), total: { CPU: 64, stale: 1 }, available: {} }),
+        ...snapshot.resources
+      ]
+    }
+    const plan = restartPlan(withDead, 6379, undefined)
+    assert.strictEqual(plan.numCpus, 4)
+    assert.deepStrictEqual(plan.resources, { serving_slot: 1 })
+  })
+
+  it("reads the resource table first and falls back to the node record", () => {
+    const snapshot = head({ CPU: 4, fromTable: 2 })
+    const recordOnly = {
+      ...snapshot,
+      nodes: snapshot.nodes.map((n) => ({ ...n, resourcesTotal: { CPU: 8, fromRecord: 1 } }))
+    }
+    assert.deepStrictEqual(restartPlan(recordOnly, 6379, undefined).resources, {
+      fromTable: 2,
+      serving_slot: 1
+    })
+    const noTable = { ...recordOnly, resources: [] }
+    const plan = restartPlan(noTable, 6379, undefined)
+    assert.strictEqual(plan.numCpus, 8)
+    assert.deepStrictEqual(plan.resources, { fromRecord: 1, serving_slot: 1 })
+  })
+
+  it("plans a bare slot-only head from an empty snapshot", () => {
+    const empty = { ...head({}), nodes: [], resources: [] }
+    assert.deepStrictEqual(restartPlan(empty, 6379, undefined), {
+      port: 6379,
+      numCpus: undefined,
+      numGpus: undefined,
+      resources: { serving_slot: 1 }
+    })
+  })
 })
