@@ -39,8 +39,7 @@ try {
     "ray status"
   )
   console.log(`  goal: <= 0.5x -> ${coldRatio <= 0.5 ? "met" : "NOT met"}`)
-  const offRatio =
-    median(cold["hyperloom ray doctor --json (code cache off)"]) / median(cold["ray status"])
+  const offRatio = median(cold["hyperloom ray doctor --json (code cache off)"]) / median(cold["ray status"])
   console.log(`  (code cache off / ray status: ${offRatio.toFixed(3)}x)`)
 
   // Warm: one process, the live layers built once, snapshot + verdict repeated.

@@ -107,6 +107,21 @@ export const attemptPaths = (sessionDir: string, n: number) => {
 /** Output kept per attempt for its error text (the classifier keeps at most 2000 characters of it). */
 const TAIL_CHARS = 64 * 1024
 
+/** An attempt's output so far, one tail per stream. */
+interface AttemptOutput {
+  readonly startedMs: number
+  stdout: string
+  stderr: string
+}
+
+/**
+ * The attempt's output as its error text: stdout's tail, then stderr's. Never interleaved by
+ * arrival: the two pipes race, and the same failure must read the same every time (its folded
+ * signature decides the same-failure stop). stderr last, so the error tail ends with it.
+ */
+const joinTails = (stdout: string, stderr: string): string =>
+  [stdout, stderr].filter((t) => t.trim() !== "").join("\n")
+
 const iso = (millis: number) => new Date(millis).toISOString()
 
 const fmtSec = (s: number) => (s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`)
@@ -247,7 +262,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
   let why = ""
   let attemptsRun = 0
   // The attempt in flight, for the cancel handler.
-  let running: { readonly startedMs: number; tail: string } | undefined
+  let running: AttemptOutput | undefined
 
   const remainingMs = Effect.map(now, (t) =>
     deadlineAt === undefined ? Number.POSITIVE_INFINITY : deadlineAt - t
@@ -329,7 +344,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       attemptsRun++
       const paths = attemptPaths(dir, n)
       yield* files.prepare(paths.dir, paths.resultFile)
-      const attempt = { startedMs, tail: "" }
+      const attempt: AttemptOutput = { startedMs, stdout: "", stderr: "" }
       running = attempt
       yield* Effect.logInfo(
         `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})` +
@@ -338,8 +353,8 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       const onOutput = (o: LeaseOutput) =>
         Effect.zipRight(
           Effect.sync(() => {
-            attempt.tail = `${attempt.tail}${o.line}\n`
-            if (attempt.tail.length > TAIL_CHARS) attempt.tail = attempt.tail.slice(-TAIL_CHARS)
+            const kept = `${attempt[o.stream]}${o.line}\n`
+            attempt[o.stream] = kept.length > TAIL_CHARS ? kept.slice(-TAIL_CHARS) : kept
           }),
           print(`[attempt ${n}] ${o.line}`)
         )
@@ -359,9 +374,9 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       const ran = yield* withinDeadline(Effect.either(options.runAttempt(spec)))
       const endedMs = yield* now
       const outputTail = (r?: LeaseRunResult) =>
-        attempt.tail.trim() !== "" || r === undefined
-          ? attempt.tail
-          : [r.stdoutTail, r.stderrTail].filter((t) => t.trim() !== "").join("\n")
+        attempt.stdout.trim() !== "" || attempt.stderr.trim() !== "" || r === undefined
+          ? joinTails(attempt.stdout, attempt.stderr)
+          : joinTails(r.stdoutTail, r.stderrTail)
 
       let result: AttemptResult
       if (Option.isNone(ran)) {
@@ -461,7 +476,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
           AttemptOutcome.StoppedByRun({
             cause: "cancel",
             runtimeSec: Math.max(0, (endedMs - startedMs) / 1000),
-            outputTail: running?.tail ?? ""
+            outputTail: running === undefined ? "" : joinTails(running.stdout, running.stderr)
           })
         ),
         { now: iso(endedMs), enablementAvailable }

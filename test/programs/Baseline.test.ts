@@ -27,6 +27,8 @@ interface FakeAttempt {
   readonly exitCode?: number
   /** Written to HYPERLOOM_RESULT_FILE as `{"throughput": …}` when defined. */
   readonly throughput?: unknown
+  /** Lines with their stream, in arrival order (instead of `output`, which is all stderr). */
+  readonly lines?: ReadonlyArray<{ readonly stream: "stdout" | "stderr"; readonly line: string }>
   /** The lease fails with this. */
   readonly error?: RayClusterInfeasible | EnsureRefused
   readonly timedOut?: boolean
@@ -53,6 +55,7 @@ const makeRunner = (memory: AttemptFiles.MemoryAttemptFiles, script: (n: number)
       const a = script(specs.length)
       if (a.error !== undefined) return yield* Effect.fail(a.error)
       for (const line of a.output ?? []) yield* spec.onOutput?.({ stream: "stderr", line }) ?? Effect.void
+      for (const o of a.lines ?? []) yield* spec.onOutput?.(o) ?? Effect.void
       if (started !== undefined) yield* Deferred.succeed(started, undefined)
       if (a.hang === true) return yield* Effect.never
       if (a.runtimeSec !== undefined) yield* Effect.sleep(Duration.seconds(a.runtimeSec))
@@ -217,6 +220,38 @@ describe("Baseline.run", () => {
       assert.strictEqual(report.state.baseline_arg_error_streak, 2)
     }).pipe(Effect.provide(t.layer))
   })
+
+  it.effect(
+    "the same failure whose stdout and stderr lines arrive in another order is still the same failure",
+    () => {
+      // The two pipes race: the crash line may come before or after the last progress line.
+      const progress = (n: number) => ({ stream: "stdout" as const, line: `bench: attempt ${n}; warmup 4/4` })
+      const crash = (n: number) => ({
+        stream: "stderr" as const,
+        line: `RuntimeError: worker pid ${1000 + n} lost 10.0.0.${n}:${4000 + n}`
+      })
+      const t = setup({
+        script: (n) => ({
+          exitCode: 1,
+          lines: n % 2 === 1 ? [crash(n), progress(n)] : [progress(n), crash(n)]
+        })
+      })
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runBaseline(t.options({})))
+        yield* TestClock.adjust(Duration.minutes(1))
+        const report = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(classes(report.state), ["subprocess_nonzero", "subprocess_nonzero"])
+        assert.strictEqual(
+          report.state.baseline_attempts[0]!.signature,
+          report.state.baseline_attempts[1]!.signature
+        )
+        assert.isTrue(
+          report.state.baseline_attempts[0]!.error!.endsWith("lost 10.0.0.1:4001"),
+          "stderr comes last"
+        )
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
 
   it.effect(
     "an argument error is fast by the command's own runtime, not the lease's (ensure and bridge excluded)",

@@ -4,15 +4,16 @@
  * (scope end, fiber interruption, SIGKILL of the process holding the lease, SIGKILL of the
  * actor's worker). Each test starts its own head and tears it down.
  */
+
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
-import { build } from "esbuild"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as Settings from "../../src/services/Settings.js"
+import { bundle } from "../support/bundle.js"
 import {
   closeGcs,
   gcsActors,
@@ -341,19 +342,8 @@ describe("LeaseBridge errors", () => {
 })
 
 /** Bundles test/support/leaseChild.ts inside the package tree (so it finds the package root). */
-const buildLeaseChild = async (): Promise<string> => {
-  const outfile = path.join(projectRoot, "node_modules", ".cache", "hyperloom-test", "lease-child.mjs")
-  await build({
-    entryPoints: [path.join(projectRoot, "test", "support", "leaseChild.ts")],
-    outfile,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "esm",
-    logLevel: "warning",
-    banner: {
-      js: "import { createRequire as __r } from 'node:module'; const require = __r(import.meta.url);"
-    }
-  })
-  return outfile
-}
+const buildLeaseChild = (): Promise<string> =>
+  bundle(
+    path.join(projectRoot, "test", "support", "leaseChild.ts"),
+    path.join(projectRoot, "node_modules", ".cache", "hyperloom-test", "lease-child.mjs")
+  )

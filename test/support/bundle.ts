@@ -1,4 +1,4 @@
-/** Bundles the real executable into a temp folder, for CLI tests that need no Ray (unit project). */
+/** Bundles for tests: the real executable into a temp folder (CLI tests without Ray), or a test helper. */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -6,13 +6,11 @@ import { build } from "esbuild"
 
 export const root = path.resolve(import.meta.dirname, "../..")
 
-/** Builds `<temp dir>/hyperloom.mjs` from src/cli/main.ts; returns the dir and the bundle's path. */
-export const bundleCli = async (): Promise<{ readonly work: string; readonly cli: string }> => {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-cli-"))
-  const cli = path.join(work, "hyperloom.mjs")
+/** Bundles one entry point into an ES module with a `require` (grpc-js and friends need one). */
+export const bundle = async (entry: string, outfile: string): Promise<string> => {
   await build({
-    entryPoints: [path.join(root, "src/cli/main.ts")],
-    outfile: cli,
+    entryPoints: [entry],
+    outfile,
     bundle: true,
     platform: "node",
     target: "node20",
@@ -22,5 +20,12 @@ export const bundleCli = async (): Promise<{ readonly work: string; readonly cli
       js: "import { createRequire as __hyperloomRequire } from 'node:module';\nconst require = __hyperloomRequire(import.meta.url);"
     }
   })
+  return outfile
+}
+
+/** Builds `<temp dir>/hyperloom.mjs` from src/cli/main.ts; returns the dir and the bundle's path. */
+export const bundleCli = async (): Promise<{ readonly work: string; readonly cli: string }> => {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-cli-"))
+  const cli = await bundle(path.join(root, "src/cli/main.ts"), path.join(work, "hyperloom.mjs"))
   return { work, cli }
 }
