@@ -113,7 +113,11 @@ describe("baseline run on real heads", () => {
     assert.deepStrictEqual(
       classes(state),
       ["subprocess_nonzero", "subprocess_nonzero"],
-      JSON.stringify(state.baseline_attempts.map((a: any) => ({ error: a.error, signature: a.signature })), null, 1)
+      JSON.stringify(
+        state.baseline_attempts.map((a: any) => ({ error: a.error, signature: a.signature })),
+        null,
+        1
+      )
     )
     const [a1, a2] = state.baseline_attempts
     assert.notStrictEqual(a1.error, a2.error, "the raw errors differ (pids, ports, ids)")
