@@ -40,7 +40,7 @@ interface Dump {
   readonly rayVersion: string
 }
 
-const PY_DUMP = String.raw`
+const PY_DUMP = `
 import json, sys
 import ray
 from ray.core.generated import gcs_service_pb2, gcs_pb2, common_pb2, autoscaler_pb2  # noqa: F401
