@@ -4,6 +4,9 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
 import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
+import { holdLockFile, isNotFound, pidAlive } from "./LockFile.js"
+
+export { pidAlive }
 
 /**
  * Persists a baseline session's state in `<session>/state.json` (SPEC §6).
@@ -86,25 +89,6 @@ const fromProblem = (
       : new StateCorrupt({ path, detail: p.detail })
   )
 
-const isNotFound = (e: PlatformError) => e._tag === "SystemError" && e.reason === "NotFound"
-const isAlreadyExists = (e: PlatformError) => e._tag === "SystemError" && e.reason === "AlreadyExists"
-
-/** Whether a process with this pid exists (EPERM: it exists but belongs to someone else). */
-export const pidAlive = (pid: number): boolean => {
-  if (!Number.isInteger(pid) || pid <= 0) return false
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
-const parsePid = (text: string): number | undefined => {
-  const t = text.trim()
-  return /^\d+$/.test(t) ? Number(t) : undefined
-}
-
 let tempCounter = 0
 const tempName = (base: string) => `.${base}.${process.pid}.${Date.now()}.${++tempCounter}.tmp`
 
@@ -165,55 +149,18 @@ export const makeFileStateStore = Effect.gen(function* () {
     yield* syncDir(sessionDir)
   })
 
-  const acquire = Effect.fn("StateStore.lock")(function* (sessionDir: string) {
+  const lock = Effect.fn("StateStore.lock")(function* (sessionDir: string) {
     yield* ensureDir(sessionDir)
     const lockPath = path.join(sessionDir, LOCK_FILE)
-    const mine = `${process.pid}\n`
-    const temp = path.join(sessionDir, tempName(LOCK_FILE))
-    const attempt = Effect.gen(function* () {
-      yield* writeNew(temp, mine).pipe(Effect.mapError(io("create", temp)))
-      // A holder that vanished between our link and our read, or a stale lock we just removed:
-      // try again; three rounds are plenty for one contender, and a loser of a race sees a live pid.
-      for (let round = 0; round < 3; round++) {
-        const linked = yield* fs.link(temp, lockPath).pipe(
-          Effect.as(true),
-          Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
-          Effect.mapError(io("create", lockPath))
-        )
-        if (linked) return
-        const held = yield* readIfExists(lockPath)
-        if (Option.isNone(held)) continue
-        const pid = parsePid(held.value)
-        if (pid !== undefined && pidAlive(pid)) return yield* new SessionLocked({ path: lockPath, pid })
-        // Stale (dead pid or unreadable content): take it over, unless it changed meanwhile.
-        const again = yield* readIfExists(lockPath)
-        if (Option.isSome(again) && again.value === held.value) {
-          yield* fs.remove(lockPath).pipe(
-            Effect.catchIf(isNotFound, () => Effect.void),
-            Effect.mapError(io("remove", lockPath))
-          )
-        }
-      }
-      return yield* new StateIoFailed({
-        path: lockPath,
-        operation: "take the lock",
-        detail: "another process keeps replacing it"
-      })
-    })
-    yield* attempt.pipe(Effect.ensuring(removeQuietly(temp)))
-    return lockPath
-  })
-
-  /** Removes the lock only while it is still ours. */
-  const release = (lockPath: string) =>
-    readIfExists(lockPath).pipe(
-      Effect.flatMap((held) =>
-        Option.isSome(held) && parsePid(held.value) === process.pid ? fs.remove(lockPath) : Effect.void
-      ),
-      Effect.ignore
+    yield* holdLockFile(lockPath).pipe(
+      Effect.provideService(FileSystem.FileSystem, fs),
+      Effect.mapError((e): SessionLocked | StateIoFailed =>
+        e._tag === "LockHeld"
+          ? new SessionLocked({ path: lockPath, pid: e.holderPid })
+          : io("take the lock", lockPath)(e)
+      )
     )
-
-  const lock = (sessionDir: string) => Effect.asVoid(Effect.acquireRelease(acquire(sessionDir), release))
+  })
 
   return { load, save, lock } satisfies StateStoreShape as StateStoreShape
 })
