@@ -293,6 +293,7 @@ def make_actor_class(ray):
     class HyperloomLease:
         def __init__(self):
             self._proc = None
+            self._stopped = False
             self._lock = threading.Lock()
 
         @ray.method(num_returns="streaming")
@@ -311,6 +312,10 @@ def make_actor_class(ray):
                 cmd += ["--cwd", cwd]
             cmd += ["--"] + [str(a) for a in argv]
             with self._lock:
+                if self._stopped:  # released before CMD started: never start it
+                    os.close(r)
+                    os.close(w)
+                    return
                 try:
                     proc = subprocess.Popen(
                         cmd,
@@ -433,6 +438,7 @@ def make_actor_class(ray):
         def stop(self, grace):
             """TERM to the supervisor (it forwards to CMD's group, KILLs after `grace`)."""
             with self._lock:
+                self._stopped = True
                 proc = self._proc
             if proc is None:
                 return None
@@ -688,12 +694,18 @@ class Bridge:
             self.emit_error("protocol", bad)
             code = 1
         if self.actor is not None:
-            if self.started and not self.exited:
+            if not self.exited:
+                # Stop CMD through the actor before killing it: Ray SIGKILLs the worker's direct
+                # children (the supervisor) with it, which would orphan CMD. Also when `started`
+                # has not been relayed yet: the command may already run. An actor still waiting
+                # to be scheduled cannot answer: give it a short while, then just kill it.
+                wait = self.grace + 5.0 if self.started else 1.5
                 try:
-                    self.ray.get(self.actor.stop.remote(self.grace), timeout=self.grace + 5.0)
+                    self.ray.get(self.actor.stop.remote(self.grace), timeout=wait)
                     self.drain_until_exit(2.0)
                 except Exception as e:
-                    sys.stderr.write("hyperloom bridge: stopping the command failed: %s\n" % describe(e))
+                    if self.started:
+                        sys.stderr.write("hyperloom bridge: stopping the command failed: %s\n" % describe(e))
             self.kill_actor()
         if self.connected:
             t = threading.Thread(target=self.ray.shutdown, daemon=True)
