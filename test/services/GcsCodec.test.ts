@@ -3,26 +3,16 @@
  * time (scripts/gcs-codec.mjs); the library and the other tests parse the proto at run time with
  * @grpc/proto-loader (src/services/GcsProto.ts). Both must give the same objects.
  */
-import * as loader from "@grpc/proto-loader"
+import type * as loader from "@grpc/proto-loader"
 import * as protobuf from "protobufjs/minimal.js"
 import { assert, describe, it } from "vitest"
 import { generateGcsCodecBody } from "../../scripts/gcs-codec.mjs"
 import { gcsProtoPath, PROTO_LOADER_OPTIONS } from "../../src/services/ClusterInspector.js"
 import { type GcsMethods, loadGcsMethods } from "../../src/services/GcsProto.js"
-import { loadReplies } from "../support/fakeGcs.js"
+import { loadReplies, recordedDefinition } from "../support/fakeGcs.js"
 
 const staticMethods = (): GcsMethods =>
   new Function("$protobuf", "options", generateGcsCodecBody(gcsProtoPath()))(protobuf, PROTO_LOADER_OPTIONS)
-
-/** Encodes a recorded reply (bytes as base64, 64-bit integers as strings, enums by name) as the GCS would. */
-const recordedShape = () =>
-  loader.loadSync(gcsProtoPath(), {
-    keepCase: true,
-    longs: String,
-    enums: String,
-    bytes: String,
-    defaults: true
-  })
 
 const methodOf = (definition: loader.PackageDefinition, key: string) => {
   const [service, method] = key.split("/") as [string, string]
@@ -41,7 +31,7 @@ describe("static GCS codec", () => {
   it("decodes the recorded replies of a busy head like proto-loader", async () => {
     const runtime = await loadGcsMethods(gcsProtoPath(), PROTO_LOADER_OPTIONS)
     const generated = staticMethods()
-    const recorded = recordedShape()
+    const recorded = recordedDefinition()
     const replies = loadReplies("busy-head")
     const keys = Object.keys(runtime).filter((k) => k.split("/")[1]! in replies)
     assert.isAtLeast(keys.length, 6)

@@ -48,8 +48,8 @@ export interface FakeGcs {
   stop(): Promise<void>
 }
 
-// Same shapes as the recordings: bytes as base64, 64-bit integers as strings, enums by name.
-const definition = () =>
+/** The proto loaded in the recordings' shapes: bytes as base64, 64-bit integers as strings, enums by name. */
+export const recordedDefinition = () =>
   loader.loadSync(gcsProtoPath(), {
     keepCase: true,
     longs: String,
@@ -66,7 +66,7 @@ const SERVICES = [
 ]
 
 export const startFakeGcs = async (options: FakeGcsOptions): Promise<FakeGcs> => {
-  const def = definition()
+  const def = recordedDefinition()
   const server = new grpc.Server()
   const calls: Array<RecordedCall> = []
   const hanging = new Set<grpc.ServerUnaryCall<unknown, unknown>>()
