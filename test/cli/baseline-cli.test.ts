@@ -3,12 +3,11 @@
  * executable (bundled here into a temp folder), without Ray: `HYPERLOOM_RAY` points nowhere, so a
  * command that wrongly got as far as Ray would fail with exit 3 instead of touching a cluster.
  */
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { initialState, renderState, type SessionState } from "../../src/domain/State.js"
-import { bundleCli } from "../support/bundle.js"
+import { bundleCli, runBundled } from "../support/bundle.js"
 
 let work: string
 let cli: string
@@ -21,13 +20,9 @@ afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true })
 })
 
-const run = (args: ReadonlyArray<string>) => {
-  const env: NodeJS.ProcessEnv = { ...process.env, HYPERLOOM_RAY: "/nonexistent/hyperloom-test/ray" }
-  delete env.RAY_ADDRESS
-  delete env.HYPERLOOM_NODES
-  const r = spawnSync(process.execPath, [cli, ...args], { env, encoding: "utf8", cwd: work, timeout: 30_000 })
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr }
-}
+// HYPERLOOM_RAY points nowhere: a command that wrongly got as far as Ray fails with exit 3.
+const run = (args: ReadonlyArray<string>) =>
+  runBundled(cli, work, args, { HYPERLOOM_RAY: "/nonexistent/hyperloom-test/ray" })
 
 const stderrLines = (stderr: string) => stderr.split("\n").filter((l) => l !== "")
 

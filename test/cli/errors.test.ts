@@ -2,10 +2,9 @@
  * Bad input an operator can give without any Ray running: each is one clear line on stderr and a
  * documented exit code, never a stack trace (SPEC §8). Drives the real executable.
  */
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { bundleCli } from "../support/bundle.js"
+import { bundleCli, runBundled } from "../support/bundle.js"
 
 let work: string
 let cli: string
@@ -18,18 +17,8 @@ afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true })
 })
 
-const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const base: NodeJS.ProcessEnv = { ...process.env }
-  delete base.RAY_ADDRESS
-  delete base.HYPERLOOM_NODES
-  const r = spawnSync(process.execPath, [cli, ...args], {
-    env: { ...base, ...env },
-    encoding: "utf8",
-    cwd: work,
-    timeout: 30_000
-  })
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr }
-}
+const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  runBundled(cli, work, args, env)
 
 /** Exactly one non-empty stderr line, no stack frame, containing every fragment. */
 const oneLine = (stderr: string, ...fragments: ReadonlyArray<string>) => {

@@ -1,8 +1,11 @@
 /** Bundles for tests: the real executable into a temp folder (CLI tests without Ray), or a test helper. */
+
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { build } from "esbuild"
+import { cleanEnv } from "./cli.js"
 
 export const root = path.resolve(import.meta.dirname, "../..")
 
@@ -28,4 +31,20 @@ export const bundleCli = async (): Promise<{ readonly work: string; readonly cli
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-cli-"))
   const cli = await bundle(path.join(root, "src/cli/main.ts"), path.join(work, "hyperloom.mjs"))
   return { work, cli }
+}
+
+/** Runs a bundled CLI to completion, without any RAY_ADDRESS / HYPERLOOM_NODES of the test's own. */
+export const runBundled = (
+  cli: string,
+  cwd: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+) => {
+  const r = spawnSync(process.execPath, [cli, ...args], {
+    env: cleanEnv(env),
+    encoding: "utf8",
+    cwd,
+    timeout: 30_000
+  })
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
