@@ -52,7 +52,13 @@ export type AttemptOutcome = Data.TaggedEnum<{
    */
   LeaseInfeasible: { readonly message: string }
   /** CMD ran past the attempt timeout and was killed. */
-  TimedOut: { readonly runtimeSec: number; readonly timeoutSec: number; readonly outputTail: string }
+  TimedOut: {
+    readonly runtimeSec: number
+    readonly timeoutSec: number
+    readonly outputTail: string
+    /** The `v2:` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
+    readonly outputSignature?: string | undefined
+  }
   /** The run stopped the attempt: the session deadline passed, or the operator cancelled. */
   StoppedByRun: {
     readonly cause: "deadline" | "cancel"
@@ -69,6 +75,8 @@ export type AttemptOutcome = Data.TaggedEnum<{
     readonly runtimeSec: number
     readonly outputTail: string
     readonly throughput: unknown
+    /** The `v2:` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
+    readonly outputSignature?: string | undefined
   }
 }>
 
@@ -89,6 +97,11 @@ export interface AttemptResult {
   readonly launchLog: string
   /** The measurement when it is a finite number (also for `invalid_measurement` of 0 or < 0). */
   readonly throughput: number | null
+  /**
+   * The signature of the attempt's whole output (`v2:…`), recorded for a counted failure instead of
+   * the fold of the displayed tail; absent when the attempt had no output of its own to digest.
+   */
+  readonly outputSignature?: string | undefined
 }
 
 const KV_CACHE_OOM_PATTERNS = [
@@ -203,13 +216,14 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
         throughput: null
       }
     },
-    TimedOut: ({ outputTail, runtimeSec, timeoutSec }): AttemptResult => ({
+    TimedOut: ({ outputSignature, outputTail, runtimeSec, timeoutSec }): AttemptResult => ({
       errorClass: "timeout",
       exitCode: null,
       runtimeSec,
       error: boundedErrorText(outputTail, `attempt timed out after ${fmtSec(timeoutSec)} s and was killed`),
       launchLog: boundedErrorText(outputTail),
-      throughput: null
+      throughput: null,
+      outputSignature
     }),
     StoppedByRun: ({ cause, outputTail, runtimeSec }): AttemptResult => ({
       errorClass: cause === "deadline" ? "session_time_exhausted" : "orchestrator_cancelled",
@@ -224,7 +238,7 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
       launchLog: boundedErrorText(outputTail),
       throughput: null
     }),
-    Exited: ({ exitCode, outputTail, runtimeSec, throughput }): AttemptResult => {
+    Exited: ({ exitCode, outputSignature, outputTail, runtimeSec, throughput }): AttemptResult => {
       const launchLog = boundedErrorText(outputTail)
       const measured = typeof throughput === "number" && Number.isFinite(throughput) ? throughput : null
       if (exitCode !== 0) {
@@ -235,7 +249,7 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
             : "subprocess_nonzero"
         // The output tail is the error; a silent failure gets a one-line description instead.
         const error = launchLog !== "" ? launchLog : `exited with code ${exitCode} and printed nothing`
-        return { errorClass, exitCode, runtimeSec, error, launchLog, throughput: measured }
+        return { errorClass, exitCode, runtimeSec, error, launchLog, throughput: measured, outputSignature }
       }
       if (throughput === undefined) {
         return {
@@ -244,7 +258,8 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
           runtimeSec,
           error: boundedErrorText(outputTail, "exited 0 but reported no throughput in HYPERLOOM_RESULT_FILE"),
           launchLog,
-          throughput: null
+          throughput: null,
+          outputSignature
         }
       }
       if (!isValidThroughput(throughput)) {
@@ -257,7 +272,8 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
             `exited 0 but reported throughput ${describe(throughput)}, not a positive finite number`
           ),
           launchLog,
-          throughput: measured
+          throughput: measured,
+          outputSignature
         }
       }
       return { errorClass: null, exitCode, runtimeSec, error: null, launchLog: "", throughput }

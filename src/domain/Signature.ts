@@ -1,6 +1,19 @@
+import { Sha256, sha256Hex } from "./Sha256.js"
+
 /**
  * Failure signatures (SPEC §6 rule 4): an error text with its volatile tokens folded into
  * placeholders, so that "the same failure again" can be told from "a different failure".
+ *
+ * Two versions exist:
+ *
+ * - `v1:<folded text>` (`foldSignature`): the fold of one text. Used where an attempt has no output
+ *   of its own (the lease's infeasibility error) and by the migration of old state files.
+ * - `v2:<sha-256 hex>` (`OutputDigest`): the attempt's WHOLE output, every line of every stream,
+ *   each line folded as below and fed into a streaming digest per stream (memory stays flat however
+ *   long the output). The stored 2000-character tail is only what is displayed: two different root
+ *   causes followed by the same long traceback (vLLM's "Engine core initialization failed. See root
+ *   cause above") have equal tails but different signatures. Streams are digested apart and combined
+ *   in name order, so how the two pipes interleaved on arrival cannot change the signature.
  *
  * The fold is versioned: a stored signature is `v1:<folded text>`. Changing any pattern below
  * changes what equal means, so it must come with a new version (and old signatures then never
@@ -108,6 +121,53 @@ export const foldText = (text: string): string => {
 /** The stored signature of an error text: `v1:<folded>`. */
 export const foldSignature = (text: string): string => SIGNATURE_PREFIX + foldText(text)
 
-/** The folded body of a stored signature, or undefined when it is not of the current version. */
+/** The folded body of a stored `v1:` signature, or undefined when it is not one. */
 export const signatureBody = (signature: string): string | undefined =>
   signature.startsWith(SIGNATURE_PREFIX) ? signature.slice(SIGNATURE_PREFIX.length) : undefined
+
+export const OUTPUT_SIGNATURE_PREFIX = "v2:"
+
+/**
+ * The `v2:` signature of an attempt's whole output, built line by line as the output arrives.
+ * `add(channel, line)` folds the line (volatile tokens → placeholders, whitespace collapsed; blank
+ * lines carry nothing and are skipped) and feeds it to the channel's digest; `signature()` combines
+ * the channels (sorted by name, so arrival order across channels does not matter). Lines of one
+ * channel count in their order. Constant memory per channel.
+ */
+export class OutputDigest {
+  private readonly channels = new Map<string, { hash: Sha256; lines: number }>()
+
+  add(channel: string, line: string): void {
+    const folded = foldText(line)
+    if (folded === "") return
+    let c = this.channels.get(channel)
+    if (c === undefined) {
+      c = { hash: new Sha256(), lines: 0 }
+      this.channels.set(channel, c)
+    }
+    c.hash.update(`${folded}\n`)
+    c.lines++
+  }
+
+  /** Lines fed (after skipping blank ones), all channels. */
+  get lines(): number {
+    let n = 0
+    for (const c of this.channels.values()) n += c.lines
+    return n
+  }
+
+  /** `v2:<hex>`; call once, after the last line (a channel's digest is finished by it). */
+  signature(): string {
+    const parts = [...this.channels.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([name, c]) => `${name}\u0000${c.lines}\u0000${c.hash.hex()}\n`)
+    return OUTPUT_SIGNATURE_PREFIX + sha256Hex(parts.join(""))
+  }
+}
+
+/** The `v2:` signature of a whole text given per channel (each split into lines). */
+export const outputSignature = (channels: Readonly<Record<string, string>>): string => {
+  const d = new OutputDigest()
+  for (const [name, text] of Object.entries(channels)) for (const line of text.split("\n")) d.add(name, line)
+  return d.signature()
+}

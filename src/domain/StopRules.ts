@@ -154,7 +154,8 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
     error_class: errorClass,
     exit_code: result.exitCode !== null && Number.isInteger(result.exitCode) ? result.exitCode : null,
     error: errorText,
-    signature: counted && errorText !== null ? foldSignature(errorText) : null,
+    // The whole output's signature when the program kept one; else the fold of the error text.
+    signature: counted && errorText !== null ? (result.outputSignature ?? foldSignature(errorText)) : null,
     throughput: finiteOrNull(result.throughput)
   }
   const recorded: SessionState = {

@@ -48,6 +48,7 @@ import { Clock, Console, Duration, Effect, Either, Option } from "effect"
 import type { RayClusterInfeasible } from "../domain/Errors.js"
 import { AttemptOutcome, type AttemptResult, boundedErrorText, classifyAttempt } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import { OutputDigest, outputSignature } from "../domain/Signature.js"
 import {
   beginAttempt,
   finishEnablement,
@@ -107,11 +108,15 @@ export const attemptPaths = (sessionDir: string, n: number) => {
 /** Output kept per attempt for its error text (the classifier keeps at most 2000 characters of it). */
 const TAIL_CHARS = 64 * 1024
 
-/** An attempt's output so far, one tail per stream. */
+/**
+ * An attempt's output so far: one tail per stream (the displayed error text), and the digest of
+ * every line of both streams (the signature the same-failure rule compares, SPEC §6 rule 4).
+ */
 interface AttemptOutput {
   readonly startedMs: number
   stdout: string
   stderr: string
+  readonly digest: OutputDigest
 }
 
 /**
@@ -344,7 +349,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       attemptsRun++
       const paths = attemptPaths(dir, n)
       yield* files.prepare(paths.dir, paths.resultFile)
-      const attempt: AttemptOutput = { startedMs, stdout: "", stderr: "" }
+      const attempt: AttemptOutput = { startedMs, stdout: "", stderr: "", digest: new OutputDigest() }
       running = attempt
       yield* Effect.logInfo(
         `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})` +
@@ -355,6 +360,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
           Effect.sync(() => {
             const kept = `${attempt[o.stream]}${o.line}\n`
             attempt[o.stream] = kept.length > TAIL_CHARS ? kept.slice(-TAIL_CHARS) : kept
+            attempt.digest.add(o.stream, o.line)
           }),
           print(`[attempt ${n}] ${o.line}`)
         )
@@ -373,10 +379,15 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       }
       const ran = yield* withinDeadline(Effect.either(options.runAttempt(spec)))
       const endedMs = yield* now
-      const outputTail = (r?: LeaseRunResult) =>
+      const streamed = (r?: LeaseRunResult) =>
         attempt.stdout.trim() !== "" || attempt.stderr.trim() !== "" || r === undefined
-          ? joinTails(attempt.stdout, attempt.stderr)
-          : joinTails(r.stdoutTail, r.stderrTail)
+      const outputTail = (r?: LeaseRunResult) =>
+        streamed(r) ? joinTails(attempt.stdout, attempt.stderr) : joinTails(r!.stdoutTail, r!.stderrTail)
+      // The whole output's signature; a runner that streamed nothing leaves only its tails to digest.
+      const signatureOf = (r?: LeaseRunResult) =>
+        streamed(r)
+          ? attempt.digest.signature()
+          : outputSignature({ stdout: r!.stdoutTail, stderr: r!.stderrTail })
 
       let result: AttemptResult
       if (Option.isNone(ran)) {
@@ -425,7 +436,8 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
             AttemptOutcome.TimedOut({
               runtimeSec,
               timeoutSec: options.attemptTimeoutSec ?? runtimeSec,
-              outputTail: outputTail(r)
+              outputTail: outputTail(r),
+              outputSignature: signatureOf(r)
             })
           )
         } else {
@@ -434,6 +446,7 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
               exitCode: r.exitCode,
               runtimeSec,
               outputTail: outputTail(r),
+              outputSignature: signatureOf(r),
               throughput: yield* files.readThroughput(paths.resultFile)
             })
           )

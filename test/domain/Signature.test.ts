@@ -1,6 +1,16 @@
+import { createHash } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import { foldSignature, foldText, SIGNATURE_PREFIX, signatureBody } from "../../src/domain/Signature.js"
+import { Sha256, sha256Hex } from "../../src/domain/Sha256.js"
+import {
+  foldSignature,
+  foldText,
+  OUTPUT_SIGNATURE_PREFIX,
+  OutputDigest,
+  outputSignature,
+  SIGNATURE_PREFIX,
+  signatureBody
+} from "../../src/domain/Signature.js"
 
 describe("foldSignature examples", () => {
   it("is versioned", () => {
@@ -201,5 +211,75 @@ describe("foldSignature properties", () => {
 
   it.prop("the folded body holds no digits", [noisyText], ([text]) => {
     assert.notMatch(foldText(text), /\d/)
+  })
+})
+
+describe("Sha256", () => {
+  it.each([
+    ["", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"],
+    ["abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"],
+    [
+      "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+    ]
+  ])("the digest of %j is the FIPS 180-4 example's", (input, hex) => {
+    assert.strictEqual(sha256Hex(input), hex)
+  })
+
+  it("hashes the UTF-8 bytes of non-ASCII text like node:crypto", () => {
+    const text = "é€𝄞 KV cache"
+    assert.strictEqual(sha256Hex(text), createHash("sha256").update(text, "utf8").digest("hex"))
+  })
+
+  it.prop(
+    "fed in pieces it equals node:crypto on the whole",
+    [fc.array(fc.string({ unit: "binary", maxLength: 200 }), { maxLength: 12 })],
+    ([pieces]) => {
+      const h = new Sha256()
+      for (const p of pieces) h.update(p)
+      assert.strictEqual(h.hex(), createHash("sha256").update(pieces.join(""), "utf8").digest("hex"))
+    }
+  )
+})
+
+describe("OutputDigest (v2: the whole output)", () => {
+  it("is versioned v2 and ignores blank lines and volatile tokens", () => {
+    const a = outputSignature({ stdout: "worker 3 died at 10.0.0.1:6379\n\n", stderr: "boom" })
+    const b = outputSignature({ stdout: "worker 17   died at 10.0.0.2:7000", stderr: "\nboom\n" })
+    assert.isTrue(a.startsWith(OUTPUT_SIGNATURE_PREFIX) && OUTPUT_SIGNATURE_PREFIX === "v2:", a)
+    assert.strictEqual(a, b)
+  })
+
+  it("tells apart outputs whose tails are equal", () => {
+    const tail = Array.from({ length: 500 }, (_, i) => `  File "x.py", line ${i}, in f`).join("\n")
+    const a = outputSignature({ stderr: `ValueError: cause one\n${tail}` })
+    const b = outputSignature({ stderr: `ValueError: cause two\n${tail}` })
+    assert.notStrictEqual(a, b)
+  })
+
+  it("the stream a line came on matters, the order across streams does not", () => {
+    const d1 = new OutputDigest()
+    d1.add("stdout", "a")
+    d1.add("stderr", "b")
+    const d2 = new OutputDigest()
+    d2.add("stderr", "b")
+    d2.add("stdout", "a")
+    assert.strictEqual(d1.signature(), d2.signature())
+    assert.notStrictEqual(
+      outputSignature({ stdout: "a", stderr: "b" }),
+      outputSignature({ stdout: "b", stderr: "a" })
+    )
+    assert.notStrictEqual(outputSignature({ stdout: "a\nb" }), outputSignature({ stdout: "b\na" }))
+  })
+
+  it("keeps memory flat: many lines leave only the per-stream state", () => {
+    const d = new OutputDigest()
+    for (let i = 0; i < 50_000; i++) d.add(i % 2 === 0 ? "stdout" : "stderr", `line ${i} of the output`)
+    assert.strictEqual(d.lines, 50_000)
+    // every line folds to the same text: the digest is that of 100k equal lines per stream
+    const again = new OutputDigest()
+    for (let i = 0; i < 50_000; i++)
+      again.add(i % 2 === 0 ? "stderr" : "stdout", `line ${i + 7} of the output`)
+    assert.strictEqual(d.signature(), again.signature())
   })
 })

@@ -162,7 +162,7 @@ describe("Baseline.run", () => {
   )
 
   it.effect(
-    "the same failure with changing pids, ports, hex ids and times stops at the second with a v1 signature",
+    "the same failure with changing pids, ports, hex ids and times stops at the second with a v2 signature",
     () => {
       const t = setup({ script: crash })
       return Effect.gen(function* () {
@@ -176,7 +176,7 @@ describe("Baseline.run", () => {
         assert.strictEqual(a1!.signature, a2!.signature)
         const sig = report.state.baseline_last_failure_signature
         assert.isNotNull(sig)
-        assert.isTrue(sig!.startsWith("v1:"), sig!)
+        assert.isTrue(sig!.startsWith("v2:"), sig!)
         assert.strictEqual(sig, a2!.signature)
         assert.include(report.why, "the same way")
         assert.strictEqual(a1!.runtime_sec, 41)
@@ -200,6 +200,84 @@ describe("Baseline.run", () => {
       assert.strictEqual(report.state.baseline_attempts.length, 3)
       assert.strictEqual(report.state.baseline_total_failures, 3)
       assert.include(report.why, "3 failures")
+    }).pipe(Effect.provide(t.layer))
+  })
+
+  it.effect(
+    "two different root causes followed by the same long traceback are different failures (whole output, not the tail)",
+    () => {
+      // vLLM's shape: the engine core logs the root cause, then the API server's long traceback
+      // ends every such failure the same way. The tails (2000 characters) are identical.
+      const traceback = [
+        "Traceback (most recent call last):",
+        ...Array.from(
+          { length: 60 },
+          (_, i) =>
+            `  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core_client.py", line ${100 + i}, in frame_${i}`
+        ),
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+      ]
+      const causes = [
+        "ValueError: some model-specific setting the engine core rejected at load time",
+        "torch.OutOfMemoryError: CUDA out of memory while compiling the graph of the model",
+        "OSError: the tokenizer files of the model could not be read from the cache"
+      ]
+      const t = setup({
+        script: (n) => ({
+          exitCode: 1,
+          runtimeSec: 45,
+          lines: [
+            { stream: "stdout", line: `(EngineCore pid=${300 + n}) ${causes[n - 1] ?? "?"}` },
+            ...traceback.map((line) => ({ stream: "stderr" as const, line }))
+          ]
+        })
+      })
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runBaseline(t.options()))
+        yield* TestClock.adjust(Duration.minutes(5))
+        const report = yield* Fiber.join(fiber)
+        const [a1, a2, a3] = report.state.baseline_attempts
+        // the displayed errors are the same tail, the signatures are not
+        assert.strictEqual(a1!.error, a2!.error)
+        assert.notStrictEqual(a1!.signature, a2!.signature)
+        assert.isTrue(a1!.signature!.startsWith("v2:"), a1!.signature!)
+        assert.strictEqual(report.state.baseline_attempts.length, 3)
+        assert.deepStrictEqual(classes(report.state), [
+          "subprocess_nonzero",
+          "subprocess_nonzero",
+          "subprocess_nonzero"
+        ])
+        assert.isDefined(a3)
+        assert.include(report.why, "3 failures")
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+
+  it.effect("the same whole output on other pipes' interleaving is still the same failure", () => {
+    const t = setup({
+      script: (n) => ({
+        exitCode: 1,
+        runtimeSec: 45,
+        lines:
+          n % 2 === 1
+            ? [
+                { stream: "stdout", line: `step ${n} loading` },
+                { stream: "stderr", line: `worker ${n} crashed at 10.0.0.${n}:5000` },
+                { stream: "stdout", line: "giving up" }
+              ]
+            : [
+                { stream: "stderr", line: `worker ${n} crashed at 10.0.0.${n}:5000` },
+                { stream: "stdout", line: `step ${n} loading` },
+                { stream: "stdout", line: "giving up" }
+              ]
+      })
+    })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runBaseline(t.options()))
+      yield* TestClock.adjust(Duration.minutes(5))
+      const report = yield* Fiber.join(fiber)
+      assert.strictEqual(report.state.baseline_attempts.length, 2)
+      assert.include(report.why, "the same way")
     }).pipe(Effect.provide(t.layer))
   })
 

@@ -101,7 +101,7 @@ describe("baseline run on real heads", () => {
     assert.include(r.stderr, "next: stop (baseline_failed)")
   })
 
-  it("the same crash with changing pids, ports and hex ids: stops at 2 with a v1 signature", async () => {
+  it("the same crash with changing pids, ports and hex ids: stops at 2 with a v2 signature", async () => {
     await startHead({ port: PORT, slot: true, numGpus: 1 })
     const session = newSession()
     const r = await baseline(session, ["--gpus", "1"], [...bench, "--fail=crash", "--sleep=0.2"])
@@ -122,11 +122,8 @@ describe("baseline run on real heads", () => {
     const [a1, a2] = state.baseline_attempts
     assert.notStrictEqual(a1.error, a2.error, "the raw errors differ (pids, ports, ids)")
     assert.strictEqual(a1.signature, a2.signature)
-    assert.isTrue(
-      state.baseline_last_failure_signature.startsWith("v1:"),
-      state.baseline_last_failure_signature
-    )
-    assert.include(state.baseline_last_failure_signature, "<ip>")
+    // v2: the digest of the whole output, folded line by line (SPEC §6 rule 4)
+    assert.match(state.baseline_last_failure_signature, /^v2:[0-9a-f]{64}$/)
     // Live output, prefixed, with the lease's GPU.
     assert.include(r.stderr, "[attempt 1] fake-serving-bench: attempt 1; CUDA_VISIBLE_DEVICES=0")
     assert.include(r.stderr, "[attempt 2] RuntimeError: worker pid")
