@@ -20,7 +20,8 @@
  *      `HYPERLOOM_SESSION_DIR` and `HYPERLOOM_ATTEMPT` in its environment, each output line
  *      streamed through `onOutput` (default: stderr, prefixed `[attempt n] `);
  *    - turn what happened into an `AttemptOutcome`: the lease's typed `RayClusterInfeasible` becomes
- *      `LeaseInfeasible` (its message starts with the marker), a lease timeout `TimedOut`, an exit
+ *      `LeaseInfeasible` (its message starts with the marker), the command outliving the attempt
+ *      timeout (counted from the command's start, never from the wait for the slot) `TimedOut`, an exit
  *      `Exited` with the throughput read from the result file;
  *    - classify, apply the stop rules, save, log the attempt (number, class, streaks, what happens
  *      next and why);
@@ -72,7 +73,11 @@ export interface BaselineOptions<E, R> {
   readonly request: LeaseRequest
   /** The baseline command. */
   readonly argv: ReadonlyArray<string>
-  /** Bounds each attempt (waiting for the lease included); past it the attempt is a `timeout`. */
+  /**
+   * Bounds each attempt's command, from its start (SPEC §9: waiting for a slot held by another
+   * lease is never charged); past it the attempt is a `timeout`. The wait is bounded by the
+   * session deadline and interruption only.
+   */
   readonly attemptTimeoutSec?: number | undefined
   /** Bounds the whole run, from its start; past it the run stops as `session_time_exhausted`. */
   readonly deadlineSec?: number | undefined

@@ -1,4 +1,4 @@
-import { Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { SERVING_SLOT } from "../domain/Feasibility.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
@@ -19,7 +19,11 @@ export interface LeaseRunSpec {
   /** The command's whole environment (the actor's GPU variables are laid over it). */
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
-  /** Bounds the whole lease: waiting for the slot and running the command. */
+  /**
+   * Bounds the command's run, from its start in the actor (SPEC §9 "waiting is not failing"):
+   * the wait for a slot or GPUs held by another lease is never charged to it. The caller's own
+   * bounds (a session deadline, interruption) still cover the wait.
+   */
   readonly timeoutSec?: number | undefined
   readonly name?: string | undefined
   /** Each output line as it comes. */
@@ -115,9 +119,12 @@ export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<Leas
   )
 })
 
-/** Holds a lease, runs the command in it, and releases it on every exit path. */
+/**
+ * Holds a lease, runs the command in it, and releases it on every exit path. `timeoutSec` starts
+ * when the command starts: a lease that waits behind another holder is not timed out by it.
+ */
 export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
-  const began = Date.now()
+  const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }
   const onOutput = (o: LeaseOutput) =>
     Effect.zipRight(
@@ -134,35 +141,35 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
       startedAt: 0,
       waitedSec: 0
     }
-  const leased = Effect.scoped(
+  const outcome = yield* Effect.scoped(
     Effect.gen(function* () {
       const lease = yield* acquireLease({ ...spec, onOutput })
       progress.gcsAddress = lease.gcsAddress
-      const waitStart = Date.now()
+      const waitStart = yield* Clock.currentTimeMillis
       const reporter = yield* Effect.fork(
         Effect.delay(reportContention(lease.gcsAddress, spec.request, lease.session), Duration.seconds(1))
       )
       progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
-      progress.startedAt = Date.now()
+      progress.startedAt = yield* Clock.currentTimeMillis
       progress.waitedSec = (progress.startedAt - waitStart) / 1000
       if (progress.waitedSec > 1.5) {
         yield* Effect.logInfo(`lease granted after waiting ${progress.waitedSec.toFixed(1)} s`)
       }
-      return yield* lease.session.awaitExit
+      // The timeout runs from here: the command has started.
+      return spec.timeoutSec !== undefined
+        ? yield* Effect.timeoutOption(lease.session.awaitExit, Duration.seconds(spec.timeoutSec))
+        : Option.some(yield* lease.session.awaitExit)
     })
   )
-  const outcome =
-    spec.timeoutSec !== undefined
-      ? yield* Effect.timeoutOption(leased, Duration.seconds(spec.timeoutSec))
-      : Option.some(yield* leased)
+  const ended = yield* Clock.currentTimeMillis
   return {
     exitCode: Option.match(outcome, { onNone: () => null, onSome: (e) => e.exitCode }),
     timedOut: Option.isNone(outcome),
     stdoutTail: Option.match(outcome, { onNone: () => tails.stdout, onSome: (e) => e.stdoutTail }),
     stderrTail: Option.match(outcome, { onNone: () => tails.stderr, onSome: (e) => e.stderrTail }),
-    runtimeSec: (Date.now() - began) / 1000,
+    runtimeSec: (ended - began) / 1000,
     waitedSec: progress.waitedSec,
-    commandSec: progress.startedAt > 0 ? (Date.now() - progress.startedAt) / 1000 : 0,
+    commandSec: progress.startedAt > 0 ? (ended - progress.startedAt) / 1000 : 0,
     gcsAddress: progress.gcsAddress,
     started: progress.started
   } satisfies LeaseRunResult

@@ -24,7 +24,7 @@ import { session } from "./state.js"
 
 const attemptTimeout = positiveSeconds(
   "attempt-timeout",
-  "Bound each attempt (waiting for the lease included); an attempt past it is killed and counts as a `timeout` failure."
+  "Bound each attempt's command, counted from when it starts (time spent waiting for a slot held by another lease is not charged; --deadline and Ctrl-C still bound the wait); an attempt past it is killed and counts as a `timeout` failure."
 )
 
 const deadline = positiveSeconds(

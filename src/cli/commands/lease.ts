@@ -8,7 +8,7 @@ import { runWith } from "./ray.js"
 
 const timeout = positiveSeconds(
   "timeout",
-  "Give up after S seconds (waiting for the slot included): the command's process tree is stopped, the actor killed, and hyperloom exits 124."
+  "Stop CMD once it has run S seconds, counted from when it starts (time spent waiting for a slot held by another lease is not counted; Ctrl-C ends the wait): CMD's process tree is stopped, the actor killed, and hyperloom exits 124."
 )
 
 const cmd = Args.text({ name: "CMD" }).pipe(

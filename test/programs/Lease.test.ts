@@ -1,0 +1,230 @@
+/**
+ * The lease program (acquireLease / runLeased) through test layers: the scripted LeaseBridge fake,
+ * a healthy cluster from the ClusterInspector test layer, a scripted RayCli. What it shows:
+ * "lease submitted" is marked before the actor creation is sent (and stays marked when the open
+ * fails); the lease is released on every exit path (exit, failure, timeout, interruption while
+ * waiting and while running); the timeout counts from the command's start, never from the wait
+ * for the slot (SPEC §9 "waiting is not failing").
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { RayClusterInfeasible } from "../../src/domain/Errors.js"
+import { acquireLease, type LeaseRunSpec, runLeased } from "../../src/programs/Lease.js"
+import * as ClusterInspector from "../../src/services/ClusterInspector.js"
+import * as LeaseBridge from "../../src/services/LeaseBridge.js"
+import * as ProcFs from "../../src/services/ProcFs.js"
+import { makeFakeRayCli } from "../../src/services/RayCli.js"
+import * as Settings from "../../src/services/Settings.js"
+import { WorkGate } from "../../src/services/WorkGate.js"
+import { idleHeadSnapshot } from "../support/snapshots.js"
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-program-"))
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }))
+
+const ADDRESS = ClusterInspector.DEFAULT_TEST_CLUSTER.gcsAddress
+const healthy = idleHeadSnapshot({ ip: "192.0.2.2", port: 6379 })
+const noSlot = (() => {
+  const { serving_slot: _, ...rest } = healthy.nodes[0]!.resourcesTotal
+  return idleHeadSnapshot({ ip: "192.0.2.2", port: 6379, resources: rest })
+})()
+
+/**
+ * The program's layers around a scripted bridge. The bridge is wrapped to record, at the moment
+ * each `open` (the actor creation) is sent, whether the gate already says "lease submitted".
+ */
+const layers = (
+  script: (spec: LeaseBridge.LeaseSpec, n: number) => LeaseBridge.FakeLease,
+  options: { snapshot?: typeof healthy } = {}
+) => {
+  const seenAtOpen: boolean[] = []
+  const settings = Settings.layerTest({ rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray") })
+  const gate = WorkGate.Default.pipe(Layer.provide(settings), Layer.provide(NodeFileSystem.layer))
+  const spying = Layer.effect(
+    LeaseBridge.LeaseBridge,
+    Effect.gen(function* () {
+      const work = yield* WorkGate
+      const inner = yield* LeaseBridge.LeaseBridge
+      return LeaseBridge.LeaseBridge.of({
+        open: (spec) =>
+          Effect.flatMap(work.leaseSubmitted, (marked) => {
+            seenAtOpen.push(marked)
+            return inner.open(spec)
+          })
+      })
+    })
+  ).pipe(Layer.provideMerge(LeaseBridge.layerTest(script)), Layer.provideMerge(gate))
+  const layer = Layer.mergeAll(
+    spying,
+    settings,
+    makeFakeRayCli({}).layer,
+    ProcFs.layerTest([]),
+    ClusterInspector.layerTest({ snapshots: { [ADDRESS]: options.snapshot ?? healthy } })
+  )
+  return { layer, seenAtOpen }
+}
+
+const spec = (timeoutSec?: number): LeaseRunSpec => ({
+  request: { gpus: 1, servingSlot: true },
+  argv: ["bench"],
+  env: { PATH: "/usr/bin" },
+  cwd: "/",
+  timeoutSec
+})
+
+const logOf = Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)
+
+/**
+ * Waits (in real time) until the forked program has sent the actor creation and settled: the
+ * host lock's file I/O around it is real, so the TestClock must not move before it is done.
+ */
+const opened = Effect.gen(function* () {
+  const realSleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+  while ((yield* logOf).opened.length === 0) yield* realSleep(5)
+  yield* realSleep(50)
+})
+
+describe("acquireLease", () => {
+  it.effect("marks the lease submitted before the actor creation is sent", () => {
+    const { layer, seenAtOpen } = layers(() => ({}))
+    return Effect.gen(function* () {
+      const gate = yield* WorkGate
+      assert.isFalse(yield* gate.leaseSubmitted)
+      yield* Effect.scoped(acquireLease(spec()))
+      assert.deepStrictEqual(seenAtOpen, [true])
+      assert.isTrue(yield* gate.leaseSubmitted)
+      // The bridge's job was our own while the lease lived, and is no longer once it is released.
+      assert.deepStrictEqual(yield* gate.ownJobIds, [])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a failed open still counts as submitted (the creation may have been sent)", () => {
+    const { layer, seenAtOpen } = layers(() => ({
+      openError: new LeaseBridge.LeaseActorFailed({ kind: "actor_creation", actorId: undefined, reason: "x" })
+    }))
+    return Effect.gen(function* () {
+      const exit = yield* Effect.exit(Effect.scoped(acquireLease(spec())))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.deepStrictEqual(seenAtOpen, [true])
+      assert.isTrue(yield* (yield* WorkGate).leaseSubmitted)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("an infeasible cluster fails before anything is submitted", () => {
+    const { layer, seenAtOpen } = layers(() => ({}), { snapshot: noSlot })
+    return Effect.gen(function* () {
+      // No /proc daemons in the test layer: the repair is refused, the typed error comes back.
+      const error = yield* Effect.flip(Effect.scoped(acquireLease(spec())))
+      assert.instanceOf(error, RayClusterInfeasible)
+      assert.deepStrictEqual(seenAtOpen, [])
+      assert.isFalse(yield* (yield* WorkGate).leaseSubmitted)
+      assert.strictEqual((yield* logOf).opened.length, 0)
+    }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("runLeased releases the lease on every exit path", () => {
+  it.effect("normal exit: the command's code, released once", () => {
+    const { layer } = layers(() => ({ exitCode: 3, runFor: "1 second" }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("2 seconds")
+      const r = yield* Fiber.join(fiber)
+      assert.strictEqual(r.exitCode, 3)
+      assert.isFalse(r.timedOut)
+      const log = yield* logOf
+      assert.deepStrictEqual([log.released, log.active], [1, 0])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("the lease fails (actor died): the error comes back, released", () => {
+    const died = new LeaseBridge.LeaseActorFailed({ kind: "actor_died", actorId: "a", reason: "gone" })
+    const { layer } = layers(() => ({ failWith: died, runFor: "1 second" }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(Effect.flip(runLeased(spec())))
+      yield* opened
+      yield* TestClock.adjust("2 seconds")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error._tag, "LeaseActorFailed")
+      assert.strictEqual((error as LeaseBridge.LeaseActorFailed).kind, "actor_died")
+      const log = yield* logOf
+      assert.deepStrictEqual([log.released, log.active], [1, 0])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("interrupted while waiting for the slot: released, the command never started", () => {
+    const { layer } = layers(() => ({ startAfter: "1 hour" }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("10 seconds")
+      assert.strictEqual((yield* logOf).active, 1)
+      yield* Fiber.interrupt(fiber)
+      const log = yield* logOf
+      assert.deepStrictEqual([log.released, log.active], [1, 0])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("interrupted while the command runs: released", () => {
+    const { layer } = layers(() => ({ hang: true }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.interrupt(fiber)
+      const log = yield* logOf
+      assert.deepStrictEqual([log.released, log.active], [1, 0])
+    }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("runLeased: the timeout counts from the command's start (waiting is not failing)", () => {
+  it.effect("a lease that waits 30 s for the slot, then runs 1 s, is not timed out by a 2 s timeout", () => {
+    const { layer } = layers(() => ({ startAfter: "30 seconds", runFor: "1 second", exitCode: 0 }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec(2)))
+      yield* opened
+      yield* TestClock.adjust("40 seconds")
+      const r = yield* Fiber.join(fiber)
+      assert.isFalse(r.timedOut)
+      assert.strictEqual(r.exitCode, 0)
+      assert.strictEqual(r.waitedSec, 30)
+      assert.strictEqual(r.commandSec, 1)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("the command running past the timeout is stopped: timed out, released", () => {
+    const { layer } = layers(() => ({ startAfter: "30 seconds", hang: true }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec(2)))
+      yield* opened
+      yield* TestClock.adjust("31 seconds")
+      assert.strictEqual((yield* logOf).active, 1, "still running 1 s after its start")
+      yield* TestClock.adjust("2 seconds")
+      const r = yield* Fiber.join(fiber)
+      assert.isTrue(r.timedOut)
+      assert.isNull(r.exitCode)
+      assert.strictEqual(r.waitedSec, 30)
+      assert.strictEqual(r.commandSec, 2)
+      const log = yield* logOf
+      assert.deepStrictEqual([log.released, log.active], [1, 0])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a command that never starts is bounded by the caller (interruption), not by the timeout", () => {
+    const { layer } = layers(() => ({ startAfter: "1 hour" }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(Effect.timeoutOption(runLeased(spec(2)), Duration.minutes(10)))
+      yield* opened
+      yield* TestClock.adjust("11 minutes")
+      const outcome = yield* Fiber.join(fiber)
+      assert.isTrue(outcome._tag === "None", "still waiting after 10 minutes: the 2 s timeout did not fire")
+      const log = yield* logOf
+      assert.deepStrictEqual([log.released, log.active], [1, 0])
+    }).pipe(Effect.provide(layer))
+  })
+})

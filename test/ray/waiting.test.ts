@@ -1,0 +1,134 @@
+/**
+ * SPEC §9 "Waiting is not failing" on a real head, through the bundled CLI: a lease that waits
+ * behind another holder of the slot is not timed out by `--attempt-timeout` / `--timeout`, which
+ * count from the command's start. One head for the file; a holder lease keeps the slot busy for
+ * HOLD_SEC while a baseline (attempt timeout 2 s) and a `lease run --timeout 2` wait behind it.
+ * Before the fix the baseline spent three attempts waiting, each timed out, and stopped as
+ * `baseline_failed`; the lease exited 124 without its command ever running.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { cleanEnv, cliPath, runCli } from "../support/cli.js"
+import { markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
+import { prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
+
+const PORT = 6388
+/** How long the holder keeps the slot: longer than three timed-out attempts took before the fix. */
+const HOLD_SEC = 16
+
+let session = ""
+
+beforeAll(async () => {
+  await prepareRay()
+  await startHead({ port: PORT, slot: true, numGpus: 1 })
+  session = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-waiting-"))
+})
+
+afterAll(async () => {
+  await teardownRay()
+  if (session !== "") fs.rmSync(session, { recursive: true, force: true })
+})
+
+describe("waiting for a busy slot is not charged (real head)", () => {
+  it("a baseline and a lease wait behind a holder past their timeouts, then run and succeed", async () => {
+    const marker = markerSleep(HOLD_SEC)
+    const holder: ChildProcess = spawn(
+      process.execPath,
+      [cliPath, "lease", "run", "--gpus", "0", "--", "sh", "-c", `echo holding; exec sleep ${marker}`],
+      { cwd: projectRoot, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let holderOut = ""
+    let holderErr = ""
+    holder.stdout!.on("data", (d) => (holderOut += d))
+    holder.stderr!.on("data", (d) => (holderErr += d))
+    try {
+      await waitFor(
+        `the holder's command to run (${holderErr.slice(-300)})`,
+        () => (holderOut.includes("holding") ? true : undefined),
+        90_000
+      )
+      const heldFrom = Date.now()
+      const report = `{"throughput": 7}`
+      const [base, lease] = await Promise.all([
+        runCli(
+          [
+            "baseline",
+            "run",
+            "--session",
+            session,
+            "--json",
+            "--gpus",
+            "0",
+            "--attempt-timeout",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            `printf '%s' '${report}' > "$HYPERLOOM_RESULT_FILE"`
+          ],
+          { timeoutMs: 150_000 }
+        ),
+        runCli(["lease", "run", "--json", "--gpus", "0", "--timeout", "2", "--", "sh", "-c", "echo ran"], {
+          timeoutMs: 150_000
+        })
+      ])
+      const waitedMs = Date.now() - heldFrom
+      console.log(
+        `[waiting] baseline: exit ${base.code}, ${base.json?.baseline_attempts?.length ?? "?"} attempt(s), ${base.json?.status}; lease: exit ${lease.code}, waited ${lease.json?.waited_sec} s; ${waitedMs} ms after the holder started`
+      )
+      // Both waited for the holder (longer than their timeouts) …
+      assert.isAbove(waitedMs, (HOLD_SEC - 4) * 1000)
+      assert.isAbove(lease.json?.waited_sec ?? 0, 2)
+      // … and were not charged for it.
+      assert.strictEqual(base.code, 0, base.stderr)
+      assert.strictEqual(base.json.status, "succeeded")
+      assert.strictEqual(base.json.baseline_tput, 7)
+      assert.strictEqual(base.json.baseline_attempts.length, 1)
+      assert.strictEqual(base.json.baseline_total_failures, 0)
+      assert.isBelow(base.json.baseline_attempts[0].runtime_sec, 2)
+      assert.include(base.stderr, "waiting for serving_slot")
+      assert.strictEqual(lease.code, 0, lease.stderr)
+      assert.strictEqual(lease.json.timed_out, false)
+      assert.strictEqual(lease.json.exit_code, 0)
+      assert.include(lease.stderr, "ran")
+    } finally {
+      if (holder.exitCode === null) holder.kill("SIGINT")
+    }
+    await waitGone("the holder's command", () => pidsWithArg(marker), 30_000)
+  })
+
+  it("--attempt-timeout still bounds the command itself once it runs", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-waiting-"))
+    try {
+      const marker = markerSleep(60)
+      const r = await runCli(
+        [
+          "baseline",
+          "run",
+          "--session",
+          dir,
+          "--json",
+          "--gpus",
+          "0",
+          "--attempt-timeout",
+          "1",
+          "--",
+          "sleep",
+          marker
+        ],
+        { timeoutMs: 150_000 }
+      )
+      assert.strictEqual(r.json?.status, "stopped", r.stderr)
+      assert.deepStrictEqual(
+        r.json.baseline_attempts.map((a: { error_class: string }) => a.error_class),
+        ["timeout", "timeout", "timeout"]
+      )
+      assert.deepStrictEqual(pidsWithArg(marker), [])
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
