@@ -20,13 +20,32 @@ const isMemory = (name: string) => name === "memory" || name === "object_store_m
 /** `name avail/total` for the resources an operator cares about (node:… markers left out). */
 export const renderResources = (total: Record<string, number>, available: Record<string, number>) =>
   Object.keys(total)
-    .filter((k) => !k.startsWith("node:"))
+    // node:… markers, and the per-placement-group resources Ray adds (`GPU_group_0_<pg>`…)
+    .filter((k) => !k.startsWith("node:") && !/_group_(\d+_)?[0-9a-f]{16,}$/.test(k))
     .sort((a, b) => (a === "CPU" ? -1 : b === "CPU" ? 1 : a.localeCompare(b)))
     .map((k) => {
       const f = isMemory(k) ? bytes : amount
       return `${k} ${f(available[k] ?? 0)}/${f(total[k] ?? 0)}`
     })
     .join(", ")
+
+type NodeSlotReport = NonNullable<StatusReport["nodes"][number]["serving_slot"]>
+
+/** A node's slot: none, free, or who holds it (an actor, a group's rank, a bare group reservation). */
+export const renderSlot = (s: NodeSlotReport): string => {
+  if (s.declared <= 0) return "no serving_slot"
+  if (s.held <= 0 && s.holders.length === 0) return "serving_slot free"
+  const holders = s.holders.map(
+    (h) =>
+      `actor ${h.name || h.class_name || short(h.actor_id)} pid ${h.pid} job ${h.job_id}` +
+      (h.driver_pid !== null ? ` driver pid ${h.driver_pid}` : "") +
+      (h.placement_group !== null ? ` (group ${short(h.placement_group)} rank bundle ${h.bundle})` : "")
+  )
+  if (holders.length > 0) return `serving_slot held by ${holders.join(", ")}`
+  if (s.placement_groups.length > 0)
+    return `serving_slot reserved by placement group ${s.placement_groups.map(short).join(", ")} (no rank running yet)`
+  return "serving_slot held (holder not visible)"
+}
 
 export const renderStatus = (r: StatusReport): string => {
   const lines: string[] = []
@@ -35,7 +54,8 @@ export const renderStatus = (r: StatusReport): string => {
   const alive = r.nodes.filter((n) => n.state === "ALIVE")
   lines.push(`nodes      ${alive.length} alive, ${r.nodes.length - alive.length} dead`)
   for (const n of r.nodes) {
-    lines.push(`  ${short(n.node_id)} ${n.state}${n.is_head ? " head" : ""} ${n.address}`)
+    const slot = n.serving_slot === null ? "" : `   ${renderSlot(n.serving_slot)}`
+    lines.push(`  ${short(n.node_id)} ${n.state}${n.is_head ? " head" : ""} ${n.address}${slot}`)
   }
   lines.push(
     `resources  ${renderResources(r.resources.total, r.resources.available) || "none"}   (available/total)`
@@ -77,11 +97,18 @@ const renderGuards = (guards: DoctorReport["repair"]["guards"]) =>
 
 export const renderDoctor = (r: DoctorReport): string => {
   const lines: string[] = []
-  const want = `${r.request.gpus} GPU(s)${r.request.servingSlot ? " + serving_slot" : ""}`
+  const perRank = `${r.request.gpus} GPU(s)${r.request.servingSlot ? " + serving_slot" : ""}`
+  const want =
+    r.group === null ? perRank : `a group of ${r.group.nodes} ranks, each ${perRank} on its own node`
   lines.push(`cluster  ${r.cluster.address}${r.cluster.explicit ? " (explicit RAY_ADDRESS)" : ""}`)
   lines.push(
     r.feasible ? `lease    feasible (${want})` : `lease    INFEASIBLE (${want}): ${r.infeasible?.message}`
   )
+  if (r.group !== null) {
+    lines.push(
+      `nodes    ${r.group.eligible.length} can hold a rank${r.group.eligible.length > 0 ? `: ${r.group.eligible.map((n) => `${short(n.node_id)} ${n.address}`).join(", ")}` : ""}`
+    )
+  }
   lines.push(
     `repair   ${r.repair.allowed ? "allowed: every guard holds" : "refused: hyperloom will not restart this head"}`
   )

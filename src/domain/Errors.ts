@@ -3,7 +3,7 @@ import { Data } from "effect"
 /** The stable marker carried by every infeasibility error through the baseline program. */
 export const INFEASIBLE_MARKER = "ray_cluster_infeasible"
 
-export type InfeasibleReason = "no_serving_slot" | "insufficient_gpus"
+export type InfeasibleReason = "no_serving_slot" | "insufficient_gpus" | "insufficient_nodes"
 
 /**
  * A serving lease can never be granted by the connected cluster as it is.

@@ -1,6 +1,7 @@
 import { Effect, Either } from "effect"
 import { INFEASIBLE_MARKER, type InfeasibleReason } from "../domain/Errors.js"
 import { checkFeasibility, type LeaseRequest } from "../domain/Feasibility.js"
+import { checkGroupFeasibility, slotHolders } from "../domain/Group.js"
 import { evaluateGuards, type GuardResult, repairAllowed } from "../domain/Guards.js"
 import {
   availableResources,
@@ -69,14 +70,27 @@ export interface DoctorReport {
   } | null
   readonly repair: { readonly allowed: boolean; readonly guards: ReadonlyArray<GuardResult> }
   readonly warnings: ReadonlyArray<string>
+  /** For a group (--nodes N >= 2, SPEC §11): the nodes that can hold a rank and what the others lack. */
+  readonly group: {
+    readonly nodes: number
+    readonly eligible: ReadonlyArray<{ readonly node_id: string; readonly address: string }>
+    readonly short: ReadonlyArray<{
+      readonly node_id: string
+      readonly address: string
+      readonly lacks_serving_slot: boolean
+      readonly gpus_short: number | null
+    }>
+  } | null
 }
 
 export const doctorReport = (
   inspection: Inspection,
   request: LeaseRequest,
-  guards: ReadonlyArray<GuardResult>
+  guards: ReadonlyArray<GuardResult>,
+  nodes = 1
 ) => {
-  const verdict = checkFeasibility(inspection.snapshot, request)
+  const group = nodes >= 2 ? checkGroupFeasibility(inspection.snapshot, { ...request, nodes }) : undefined
+  const verdict = group ?? checkFeasibility(inspection.snapshot, request)
   const warnings = [...verdict.warnings]
   if (Either.isLeft(inspection.daemons))
     warnings.push(`could not read the host's processes: ${inspection.daemons.left}`)
@@ -97,35 +111,71 @@ export const doctorReport = (
             message: verdict.infeasible.message
           },
     repair: { allowed: repairAllowed(guards), guards },
-    warnings
+    warnings,
+    group:
+      group === undefined
+        ? null
+        : {
+            nodes,
+            eligible: group.eligible.map((n) => ({ node_id: n.nodeId, address: n.address })),
+            short: group.short.map((s) => ({
+              node_id: s.node.nodeId,
+              address: s.node.address,
+              lacks_serving_slot: s.lacksSlot,
+              gpus_short: s.gpusShort ?? null
+            }))
+          }
   } satisfies DoctorReport
 }
 
 /** Feasibility of a lease and the repair verdict with every guard, without changing anything. */
 export const doctor = Effect.fn("doctor")(function* (request: LeaseRequest) {
+  const settings = yield* Settings
   const inspection = yield* inspect()
   const guards = yield* guardsFor(inspection)
-  return doctorReport(inspection, request, guards)
+  return doctorReport(inspection, request, guards, settings.nodes)
 })
 
 /** `hyperloom ray status`: the cluster snapshot and the host's daemons (SPEC §7). */
 export const status = Effect.fn("status")(function* () {
   const inspection = yield* inspect()
   const { snapshot } = inspection
+  const slots = slotHolders(snapshot)
   return {
     address: inspection.resolved.gcsAddress,
     explicit: inspection.resolved.explicit,
     source: inspection.resolved.source,
     cluster_id: snapshot.clusterId,
     ray_version: snapshot.rayVersion ?? null,
-    nodes: snapshot.nodes.map((n) => ({
-      node_id: n.nodeId,
-      state: n.state,
-      is_head: n.isHead,
-      address: n.address,
-      hostname: n.hostname,
-      resources_total: n.resourcesTotal
-    })),
+    nodes: snapshot.nodes.map((n) => {
+      const slot = slots.find((x) => x.nodeId === n.nodeId)
+      return {
+        node_id: n.nodeId,
+        state: n.state,
+        is_head: n.isHead,
+        address: n.address,
+        hostname: n.hostname,
+        resources_total: n.resourcesTotal,
+        serving_slot:
+          slot === undefined
+            ? null
+            : {
+                declared: slot.declared,
+                held: slot.held,
+                holders: slot.holders.map((h) => ({
+                  actor_id: h.actorId,
+                  name: h.name,
+                  class_name: h.className,
+                  pid: h.pid,
+                  job_id: h.jobId,
+                  driver_pid: h.driverPid,
+                  placement_group: h.placementGroup,
+                  bundle: h.bundle
+                })),
+                placement_groups: slot.placementGroups
+              }
+      }
+    }),
     resources: { total: totalResources(snapshot), available: availableResources(snapshot) },
     resources_by_node: snapshot.resources.map((r) => ({
       node_id: r.nodeId,
