@@ -8,6 +8,7 @@ import { Effect, Layer } from "effect"
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
+import * as GroupBridge from "./services/GroupBridge.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
 import * as ProcFs from "./services/ProcFs.js"
 import * as RayCli from "./services/RayCli.js"
@@ -37,6 +38,7 @@ export const layer = (overrides: Settings.SettingsOverrides = {}) => {
     inspector,
     WorkGate.Default,
     LeaseBridge.layer,
+    GroupBridge.layer,
     StateStore.Live,
     AttemptFiles.layer,
     Enablement.layer

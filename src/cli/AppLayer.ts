@@ -3,6 +3,7 @@ import type { InvalidAddress, InvalidSetting } from "../domain/Errors.js"
 import type { AttemptFiles } from "../services/AttemptFiles.js"
 import type { ClusterInspector } from "../services/ClusterInspector.js"
 import type { Enablement } from "../services/Enablement.js"
+import type { GroupBridge } from "../services/GroupBridge.js"
 import type { LeaseBridge } from "../services/LeaseBridge.js"
 import type { ProcFs } from "../services/ProcFs.js"
 import type { RayCli } from "../services/RayCli.js"
@@ -18,6 +19,7 @@ export type AppServices =
   | ClusterInspector
   | WorkGate
   | LeaseBridge
+  | GroupBridge
   | StateStore
   | AttemptFiles
   | Enablement

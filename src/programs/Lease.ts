@@ -1,6 +1,6 @@
 import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { SERVING_SLOT } from "../domain/Feasibility.js"
+import { wantsSlot } from "../domain/Group.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import {
@@ -52,8 +52,7 @@ const CONTENTION_POLL = Duration.seconds(2)
 /** Who holds what this lease waits for, as an operator reads it; undefined when nobody visibly does. */
 export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
   const wants = (a: ClusterSnapshot["actors"][number]) =>
-    (request.servingSlot && (a.requiredResources[SERVING_SLOT] ?? 0) > 0) ||
-    (request.gpus > 0 && (a.requiredResources.GPU ?? 0) > 0)
+    (request.servingSlot && wantsSlot(a)) || (request.gpus > 0 && (a.requiredResources.GPU ?? 0) > 0)
   const holders = snapshot.actors.filter(
     (a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a)
   )

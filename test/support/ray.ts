@@ -81,6 +81,9 @@ export const daemonPids = (): DaemonPids => {
     let comm: string
     try {
       comm = fs.readFileSync(`/proc/${entry}/comm`, "utf8").trim()
+      // A zombie is dead (its parent has not reaped it yet, e.g. a PID 1 that never reaps).
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue
     } catch {
       continue
     }
@@ -159,7 +162,7 @@ export const startHead = async (opts: HeadOptions = {}): Promise<Head> => {
 /** Joins a worker raylet on this host to a head. */
 export const startWorker = async (
   head: Head,
-  opts: { resources?: Record<string, number>; numCpus?: number } = {}
+  opts: { resources?: Record<string, number>; numCpus?: number; numGpus?: number } = {}
 ) => {
   await ray(
     [
@@ -167,6 +170,7 @@ export const startWorker = async (
       `--address=${head.gcsAddress}`,
       "--disable-usage-stats",
       ...(opts.numCpus !== undefined ? [`--num-cpus=${opts.numCpus}`] : []),
+      ...(opts.numGpus !== undefined ? [`--num-gpus=${opts.numGpus}`] : []),
       ...(opts.resources ? [`--resources=${JSON.stringify(opts.resources)}`] : [])
     ],
     { timeoutMs: 90_000 }

@@ -1,7 +1,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import { Effect, Option } from "effect"
-import { runLeased } from "../../programs/Lease.js"
+import { isGroupResult, runServing } from "../../programs/Group.js"
 import { EXIT } from "../Exit.js"
 import { gpus, json, leaseRequestOf, nodes, noServingSlot, overridesOf, positiveSeconds } from "../Shared.js"
 import { runWith } from "./ray.js"
@@ -28,7 +28,7 @@ const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes
   runWith(
     overridesOf(o),
     o.json,
-    runLeased({
+    runServing({
       request: leaseRequestOf(o),
       argv: o.cmd,
       env: process.env,
@@ -47,7 +47,25 @@ const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes
         address: r.gcsAddress,
         pid: r.started?.pid ?? null,
         node_id: r.started?.nodeId ?? null,
-        cuda_visible_devices: r.started?.cudaVisibleDevices ?? null
+        cuda_visible_devices: r.started?.cudaVisibleDevices ?? null,
+        // A group (--nodes N >= 2, SPEC §11): its placement group and every rank.
+        group: isGroupResult(r)
+          ? {
+              nodes: r.nodes,
+              placement_group_id: r.placementGroupId,
+              leader_host: r.group?.leaderHost ?? null,
+              leader_port: r.group?.leaderPort ?? null,
+              failed_rank: r.failedRank ?? null,
+              ranks: (r.group?.ranks ?? []).map((k) => ({
+                rank: k.rank,
+                node_id: k.nodeId,
+                pid: k.pid ?? null,
+                actor_id: k.actorId,
+                cuda_visible_devices: k.cudaVisibleDevices ?? null,
+                exit_code: r.exits.find((e) => e.rank === k.rank)?.code ?? null
+              }))
+            }
+          : null
       }))
     ),
     {

@@ -1,0 +1,465 @@
+#!/usr/bin/env python3
+"""hyperloom group bridge: holds one serving group (SPEC §11) for hyperloom.
+
+A group is one Ray placement group of N bundles {"GPU": G, "serving_slot": 1} with strategy
+STRICT_SPREAD (one bundle per node) and one rank actor per bundle. Each rank is the lease actor of
+hyperloom_bridge.py (same class, same command supervisor: everything SPEC §9 says of a lease holds
+per rank), with one extra method that tells rank 0's node address and a free port on it.
+Standard library and `ray` only; this file sits beside hyperloom_bridge.py and imports it.
+
+Protocol (version 1), JSON lines as in hyperloom_bridge.py (stdout carries protocol lines only):
+
+hyperloom -> bridge (stdin):
+
+    {"op": "group", "address": "host:port", "nodes": N, "gpus": G, "serving_slot": true,
+     "argv": [...], "env": {...}, "cwd": "/dir", "name": "optional placement group name",
+     "namespace": "optional", "stop_grace_sec": 3}
+        N >= 1 (hyperloom sends N >= 2). Each rank's command gets `env` plus HYPERLOOM_RANK,
+        HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
+        device variables (CUDA_VISIBLE_DEVICES…) laid over it.
+    {"op": "release"}
+        Stop every rank's command, kill the rank actors, remove the placement group, disconnect,
+        exit. Also on EOF on stdin, SIGTERM/SIGINT/SIGHUP, and stdout closed.
+
+bridge -> hyperloom (stdout):
+
+    {"event": "connected", "job_id": "<hex>"}
+    {"event": "submitted", "placement_group_id": "<hex>"}   the placement group was asked for
+                                                            (waits while another lease holds a slot)
+    {"event": "placed", "node_ids": ["<hex>", ...]}          every bundle is reserved (bundle i on
+                                                            node_ids[i]); the ranks are created now
+    {"event": "leader", "host": "a.b.c.d", "port": P}       rank 0's node address and free port
+    {"event": "started", "rank": r, "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
+     "cuda_visible_devices": "0"|null, "actor_id": "<hex>"}
+    {"event": "output", "rank": r, "stream": "stdout"|"stderr", "line": "..."}
+    {"event": "exit", "rank": r, "code": N}                 a rank's command ended. When one
+                                                            exits non-zero, the others are stopped
+                                                            (their exits follow, 143 for TERM)
+    {"event": "ended", "code": N, "failed_rank": r|null}    every rank ended; the actors are
+                                                            killed and the placement group removed
+                                                            (the slots are free); N is the first
+                                                            failing rank's code, else 0
+    {"event": "error", "kind": K, "message": "..."}          as in hyperloom_bridge.py, plus
+                                                            K "placement" (the group could not be
+                                                            asked for) and "rank_died" (a rank's
+                                                            actor died)
+    {"event": "released"}                                   last line
+
+Exit status: 0 after a release with no error, 1 after an error event.
+"""
+
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+
+import hyperloom_bridge as hb
+
+
+class GroupBridge:
+    def __init__(self, out):
+        self.out = out
+        self.out_lock = threading.Lock()
+        self.inbox = queue.SimpleQueue()
+        self.stdout_gone = False
+        self.ray = None
+        self.connected = False
+        self.pg = None
+        self.pg_removed = False
+        self.ranks = []  # per rank: {"actor", "started", "exited", "code"}
+        self.exits = []  # (rank, code) in arrival order
+        self.ended = False
+        self.grace = hb.DEFAULT_STOP_GRACE_SEC
+        self.spec = None
+        self.releasing = False
+
+    # -- output / input (as in hyperloom_bridge.Bridge)
+
+    def emit(self, event, **fields):
+        line = json.dumps(dict(event=event, **fields), ensure_ascii=True, separators=(",", ":"))
+        with self.out_lock:
+            if self.stdout_gone:
+                return
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+            except (OSError, ValueError):
+                self.stdout_gone = True
+                self.inbox.put(("stdout_closed", None))
+
+    def emit_error(self, kind, message):
+        text = " ".join(str(message).split()) or kind
+        if len(text) > 2000:
+            text = text[:2000] + "..."
+        self.emit("error", kind=kind, message=text)
+
+    def read_stdin(self):
+        try:
+            for raw in sys.stdin.buffer:
+                text = raw.decode("utf-8", "replace").strip()
+                if not text:
+                    continue
+                try:
+                    msg = json.loads(text)
+                except ValueError:
+                    self.inbox.put(("bad", "not JSON: %s" % text[:200]))
+                    continue
+                if not isinstance(msg, dict):
+                    self.inbox.put(("bad", "not a JSON object: %s" % text[:200]))
+                    continue
+                self.inbox.put(("msg", msg))
+        except (OSError, ValueError):
+            pass
+        self.inbox.put(("eof", None))
+
+    def on_signal(self, signum, frame):
+        self.inbox.put(("signal", signum))
+
+    def install_signal_handlers(self):
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(s, self.on_signal)
+
+    # -- lifecycle
+
+    def main(self):
+        threading.Thread(target=self.read_stdin, daemon=True).start()
+        self.install_signal_handlers()
+        try:
+            import ray
+        except Exception as e:
+            self.emit_error("ray_import", "cannot import ray in %s: %s" % (sys.executable, e))
+            return self.release(1)
+        self.ray = ray
+        kind, payload = self.inbox.get()
+        if kind != "msg":
+            return self.release(1 if kind == "bad" else 0, bad=payload if kind == "bad" else None)
+        op = payload.get("op")
+        if op == "release":
+            return self.release(0)
+        if op != "group":
+            return self.release(1, bad="expected op group or release, got %r" % (op,))
+        try:
+            self.spec = parse_group(payload)
+        except hb.ProtocolError as e:
+            return self.release(1, bad=str(e))
+        code = self.submit()
+        if code is not None:
+            return self.release(code)
+        return self.serve()
+
+    def submit(self):
+        """Connects and asks for the placement group. None on success, else the exit status."""
+        ray = self.ray
+        spec = self.spec
+        import logging
+        from ray.util.placement_group import placement_group
+
+        self.grace = spec["stop_grace_sec"]
+        unreachable = hb.probe_tcp(spec["address"])
+        if unreachable is not None:
+            self.emit_error("ray_init", "cannot reach the GCS: %s" % unreachable)
+            return 1
+        try:
+            ray.init(
+                address=spec["address"],
+                namespace=spec["namespace"],
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+            )
+        except BaseException as e:
+            self.emit_error("ray_init", hb.describe(e))
+            return 1
+        self.connected = True
+        self.install_signal_handlers()  # ray.init installs its own
+        self.emit("connected", job_id=ray.get_runtime_context().get_job_id())
+        try:
+            options = {"strategy": "STRICT_SPREAD"}
+            if spec["name"]:
+                options["name"] = spec["name"]
+            self.pg = placement_group([dict(spec["bundle"]) for _ in range(spec["nodes"])], **options)
+        except Exception as e:
+            self.emit_error("placement", hb.describe(e))
+            return 1
+        self.emit("submitted", placement_group_id=self.pg.id.hex())
+        threading.Thread(target=self.wait_placed, daemon=True).start()
+        return None
+
+    def wait_placed(self):
+        try:
+            self.ray.get(self.pg.ready())
+            self.inbox.put(("placed", None))
+        except BaseException as e:
+            self.inbox.put(("placement_error", e))
+
+    def start_ranks(self):
+        """Every bundle is placed: create one rank actor per bundle, then start CMD in each."""
+        ray = self.ray
+        spec = self.spec
+        from ray.util.placement_group import placement_group_table
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        table = placement_group_table(self.pg)
+        by_bundle = table.get("bundles_to_node_id") or {}
+        self.emit("placed", node_ids=[by_bundle.get(i, by_bundle.get(str(i), "")) for i in range(spec["nodes"])])
+        cls = ray.remote(make_rank_class(ray))
+        for i in range(spec["nodes"]):
+            options = dict(
+                num_cpus=0,
+                num_gpus=spec["gpus"],
+                max_concurrency=4,
+                max_restarts=0,
+                max_task_retries=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=self.pg, placement_group_bundle_index=i
+                ),
+            )
+            if spec["serving_slot"]:
+                options["resources"] = {"serving_slot": 1}
+            actor = cls.options(**options).remote()
+            self.ranks.append({"actor": actor, "started": False, "exited": False, "code": None})
+        host, port = ray.get(self.ranks[0]["actor"].endpoint.remote())
+        self.emit("leader", host=host, port=port)
+        world = str(spec["nodes"])
+        for rank, r in enumerate(self.ranks):
+            env = dict(spec["env"])
+            env.update(
+                HYPERLOOM_RANK=str(rank),
+                HYPERLOOM_WORLD_SIZE=world,
+                HYPERLOOM_LEADER_HOST=host,
+                HYPERLOOM_LEADER_PORT=str(port),
+            )
+            gen = r["actor"].run.remote(spec["argv"], env, spec["cwd"], self.grace)
+            threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
+
+    def pump(self, rank, gen):
+        ray = self.ray
+        try:
+            for ref in gen:
+                self.inbox.put(("batch", (rank, ray.get(ref))))
+            self.inbox.put(("pump_done", rank))
+        except BaseException as e:
+            self.inbox.put(("pump_error", (rank, e)))
+
+    def serve(self):
+        ray = self.ray
+        while True:
+            kind, payload = self.inbox.get()
+            if kind == "placed":
+                try:
+                    self.start_ranks()
+                except BaseException as e:
+                    if isinstance(e, ray.exceptions.RayActorError):
+                        self.emit_error("rank_died", hb.describe(e))
+                    else:
+                        self.emit_error("actor_creation", hb.describe(e))
+                    return self.release(1)
+            elif kind == "placement_error":
+                if self.releasing:
+                    continue
+                self.emit_error("placement", hb.describe(payload))
+                return self.release(1)
+            elif kind == "batch":
+                rank, batch = payload
+                self.relay(rank, batch)
+            elif kind == "pump_done":
+                rank = payload
+                if not self.ranks[rank]["exited"] and not self.ended:
+                    self.emit_error("actor_failed", "rank %d's output stream ended without an exit code" % rank)
+                    return self.release(1)
+            elif kind == "pump_error":
+                rank, e = payload
+                if self.ranks[rank]["exited"] or self.releasing or self.ended:
+                    continue
+                if isinstance(e, ray.exceptions.RayActorError):
+                    self.emit_error("rank_died", "rank %d: %s" % (rank, hb.describe(e)))
+                else:
+                    self.emit_error("actor_failed", "rank %d: %s" % (rank, hb.describe(e)))
+                return self.release(1)
+            elif kind == "msg":
+                if payload.get("op") == "release":
+                    return self.release(0)
+                return self.release(1, bad="unexpected op %r after group" % (payload.get("op"),))
+            elif kind == "bad":
+                return self.release(1, bad=payload)
+            elif kind == "stopped":
+                pass
+            else:  # eof, signal, stdout_closed
+                return self.release(0)
+
+    def relay(self, rank, batch):
+        r = self.ranks[rank]
+        for ev in batch:
+            name = ev.pop("event")
+            ev["rank"] = rank
+            if name == "started":
+                r["started"] = True
+                try:
+                    ev["actor_id"] = r["actor"]._actor_id.hex()
+                except Exception:
+                    pass
+            self.emit(name, **ev)
+            if name == "exit":
+                self.on_rank_exit(rank, ev["code"])
+
+    def on_rank_exit(self, rank, code):
+        r = self.ranks[rank]
+        r["exited"] = True
+        r["code"] = code
+        first_failure = code != 0 and all(c == 0 for _, c in self.exits)
+        self.exits.append((rank, code))
+        self.kill_actor(r)
+        if first_failure:
+            # All ranks or none: one rank failed, the others stop now.
+            for other in self.ranks:
+                if not other["exited"]:
+                    threading.Thread(target=self.stop_rank, args=(other,), daemon=True).start()
+        if all(x["exited"] for x in self.ranks):
+            failed = next(((k, c) for k, c in self.exits if c != 0), None)
+            self.remove_group()
+            self.ended = True
+            self.emit("ended", code=failed[1] if failed else 0, failed_rank=failed[0] if failed else None)
+
+    def stop_rank(self, r, wait=None):
+        actor = r.get("actor")
+        if actor is None:
+            return
+        try:
+            self.ray.get(actor.stop.remote(self.grace), timeout=wait if wait is not None else self.grace + 5.0)
+        except Exception as e:
+            if r["started"] and not r["exited"]:
+                sys.stderr.write("hyperloom group: stopping a rank failed: %s\n" % hb.describe(e))
+        self.inbox.put(("stopped", None))
+
+    def kill_actor(self, r):
+        actor, r["actor"] = r.get("actor"), None
+        if actor is None:
+            return
+        try:
+            self.ray.kill(actor, no_restart=True)
+        except Exception as e:
+            sys.stderr.write("hyperloom group: ray.kill failed: %s\n" % hb.describe(e))
+
+    def remove_group(self):
+        if self.pg is None or self.pg_removed:
+            return
+        self.pg_removed = True
+        try:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.pg)
+        except Exception as e:
+            sys.stderr.write("hyperloom group: removing the placement group failed: %s\n" % hb.describe(e))
+
+    def drain(self, timeout):
+        """After stopping the ranks: relays their last output and exit codes if they come in time."""
+        deadline = time.monotonic() + timeout
+        while not all(r["exited"] for r in self.ranks):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                kind, payload = self.inbox.get(timeout=left)
+            except queue.Empty:
+                return
+            if kind == "batch":
+                self.relay(*payload)
+
+    def release(self, code, bad=None):
+        self.releasing = True
+        if bad is not None:
+            self.emit_error("protocol", bad)
+            code = 1
+        running = [r for r in self.ranks if not r["exited"] and r.get("actor") is not None]
+        if running:
+            # Stop each command through its actor before killing it (Ray SIGKILLs a worker's
+            # direct children with it); a rank not started yet gets a short while.
+            threads = []
+            for r in running:
+                t = threading.Thread(
+                    target=self.stop_rank, args=(r, self.grace + 5.0 if r["started"] else 1.5), daemon=True
+                )
+                t.start()
+                threads.append(t)
+            for t in threads:
+                t.join(self.grace + 6.0)
+            self.drain(2.0)
+        for r in self.ranks:
+            self.kill_actor(r)
+        self.remove_group()
+        if self.connected:
+            t = threading.Thread(target=self.ray.shutdown, daemon=True)
+            t.start()
+            t.join(10.0)
+        self.emit("released")
+        return code
+
+
+def make_rank_class(ray):
+    """The lease actor of hyperloom_bridge.py, plus `endpoint` (rank 0's address and a free port)."""
+    base = hb.make_actor_class(ray)
+
+    class HyperloomGroupRank(base):
+        def endpoint(self):
+            import socket
+
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("", 0))
+                port = s.getsockname()[1]
+            finally:
+                s.close()
+            return ray.util.get_node_ip_address(), port
+
+    # Ray names actors by their class's qualified name: not "make_rank_class.<locals>.…".
+    HyperloomGroupRank.__qualname__ = "HyperloomGroupRank"
+    return HyperloomGroupRank
+
+
+def parse_group(msg):
+    def need(cond, what):
+        if not cond:
+            raise hb.ProtocolError("group: %s" % what)
+
+    nodes = msg.get("nodes")
+    need(isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1, "nodes must be a whole number >= 1")
+    lease = hb.parse_lease(dict(msg, op="lease"))
+    bundle = {}
+    if lease["gpus"] > 0:
+        bundle["GPU"] = lease["gpus"]
+    if lease["serving_slot"]:
+        bundle["serving_slot"] = 1
+    need(bundle, "a group needs GPUs or the serving slot in each bundle")
+    lease.update(nodes=nodes, bundle=bundle)
+    return lease
+
+
+def main(argv):
+    if argv:
+        sys.stderr.write("usage: hyperloom_group.py (JSON lines on stdin/stdout)\n")
+        return 2
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
+    bridge = GroupBridge(out)
+    try:
+        code = bridge.main()
+    except BaseException as e:
+        bridge.emit_error("internal", hb.describe(e))
+        try:
+            code = bridge.release(1)
+        except BaseException:
+            code = 1
+    try:
+        out.flush()
+    except (OSError, ValueError):
+        pass
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,224 @@
+/**
+ * Serving groups (SPEC §11): `--nodes N` (N >= 2) holds one placement group of N bundles
+ * `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD) and runs the command as N ranks, one per node.
+ * Nothing is ever started or restarted for a group: the cluster must answer and have N nodes that
+ * each declare the slot and G GPUs, else the typed infeasibility (`insufficient_nodes`).
+ */
+import { Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { EnsureRefused, InvalidAddress } from "../domain/Errors.js"
+import type { LeaseRequest } from "../domain/Feasibility.js"
+import {
+  checkGroupFeasibility,
+  describeHolder,
+  type GroupRequest,
+  type RankExit,
+  slotHolders
+} from "../domain/Group.js"
+import { ClusterInspector } from "../services/ClusterInspector.js"
+import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
+import type { LeaseOutput } from "../services/LeaseBridge.js"
+import { RayCli } from "../services/RayCli.js"
+import { Settings } from "../services/Settings.js"
+import { keepTail } from "../services/Subprocess.js"
+import { WorkGate } from "../services/WorkGate.js"
+import { inspect } from "./Inspect.js"
+import { type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
+
+const TAIL = 64 * 1024
+const CONTENTION_POLL = Duration.seconds(2)
+
+/**
+ * SPEC §3 for a group, for a caller holding the work permit: the cluster must answer (a group
+ * never starts a head) and be able to place the group (never repaired). Returns its GCS address.
+ */
+export const ensureGroupLocked = Effect.fn("ensureGroup")(function* (request: GroupRequest) {
+  const settings = yield* Settings
+  const rayCli = yield* RayCli
+  if (settings.rayAddress._tag === "RayClient") {
+    return yield* new InvalidAddress({
+      value: settings.rayAddress.raw,
+      reason:
+        "a ray:// Ray Client URL cannot be read over the GCS; set RAY_ADDRESS to the GCS host:port (e.g. 10.0.0.5:6379)"
+    })
+  }
+  const probe = yield* rayCli.probe()
+  if (!probe.answered) {
+    const why = probe.timedOut
+      ? `\`ray status\` did not answer within ${settings.statusTimeoutSec} s`
+      : `\`ray status\` exited with code ${probe.exitCode}`
+    return yield* new EnsureRefused({
+      detail: `this is a multi-node run (${request.nodes} nodes) and ${why}; start the cluster's head and join its nodes first (docs/multi-node.md)`
+    })
+  }
+  const inspection = yield* inspect()
+  const verdict = checkGroupFeasibility(inspection.snapshot, request)
+  for (const w of verdict.warnings) yield* Effect.logWarning(w)
+  if (verdict.infeasible !== undefined) return yield* Effect.fail(verdict.infeasible)
+  return { gcsAddress: inspection.resolved.gcsAddress, eligible: verdict.eligible }
+})
+
+export interface GroupRunResult extends LeaseRunResult {
+  readonly nodes: number
+  readonly placementGroupId: string
+  readonly group: GroupStarted | null
+  readonly exits: ReadonlyArray<RankExit>
+  readonly failedRank: number | undefined
+}
+
+/** While the placement group waits, say so and name who holds the slots it waits for, whenever that changes. */
+const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
+  Effect.gen(function* () {
+    const inspector = yield* ClusterInspector
+    let last: string | undefined
+    const what = `${request.nodes} nodes with ${request.servingSlot ? "serving_slot and " : ""}${request.gpus} GPU(s) each`
+    yield* inspector.snapshot(gcsAddress).pipe(
+      Effect.map((s) => {
+        const held = slotHolders(s).filter((n) => n.declared > 0 && (n.held > 0 || n.holders.length > 0))
+        if (held.length === 0) return "resources held elsewhere"
+        return held
+          .map(
+            (n) =>
+              `node ${n.nodeId.slice(0, 12)}… (${n.address}): ${
+                n.holders.length > 0
+                  ? n.holders.map(describeHolder).join(", ")
+                  : `placement group ${n.placementGroups.map((p) => p.slice(0, 12)).join(", ")}`
+              }`
+          )
+          .join("; ")
+      }),
+      Effect.orElseSucceed(() => "unknown (the GCS did not answer)"),
+      Effect.flatMap((holder) => {
+        if (holder === last) return Effect.void
+        last = holder
+        return Effect.logInfo(`waiting for ${what}: held by ${holder}`)
+      }),
+      Effect.repeat(Schedule.spaced(CONTENTION_POLL))
+    )
+  })
+
+/**
+ * Acquires a group for the enclosing scope: under the work permit, ensure the cluster can place
+ * it, mark "lease submitted", and ask for the placement group. The permit is released once that
+ * is sent; the group lives until the scope closes (every rank stopped, placement group removed).
+ */
+export const acquireGroup = Effect.fn("acquireGroup")(function* (
+  spec: Omit<LeaseRunSpec, "timeoutSec" | "onOutput">,
+  nodes: number,
+  onOutput: (o: LeaseOutput & { readonly rank: number }) => Effect.Effect<void>
+) {
+  const gate = yield* WorkGate
+  const bridge = yield* GroupBridge
+  const request: GroupRequest = { ...spec.request, nodes }
+  return yield* gate.withPermit(
+    Effect.gen(function* () {
+      const ensured = yield* ensureGroupLocked(request)
+      yield* gate.markLeaseSubmitted
+      const session: GroupSession = yield* bridge.open({
+        gcsAddress: ensured.gcsAddress,
+        nodes,
+        gpus: spec.request.gpus,
+        servingSlot: spec.request.servingSlot,
+        argv: spec.argv,
+        env: spec.env,
+        cwd: spec.cwd,
+        name: spec.name,
+        onOutput
+      })
+      yield* gate.addOwnJob(session.jobId)
+      yield* Effect.addFinalizer(() => gate.removeOwnJob(session.jobId))
+      return { session, gcsAddress: ensured.gcsAddress }
+    })
+  )
+})
+
+/**
+ * Holds a group, runs the command as its ranks (output lines prefixed `[rank r] `), and releases
+ * it on every exit path. The exit code is the first failing rank's (the others are stopped).
+ */
+export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: LeaseRunSpec, nodes: number) {
+  const began = Date.now()
+  const tails = { stdout: "", stderr: "" }
+  const onOutput = (o: LeaseOutput & { readonly rank: number }) => {
+    const line = `${rankPrefix(o.rank)}${o.line}`
+    return Effect.zipRight(
+      Effect.sync(() => {
+        tails[o.stream] = keepTail(`${tails[o.stream]}${line}\n`, TAIL)
+      }),
+      spec.onOutput?.({ stream: o.stream, line }) ?? Effect.void
+    )
+  }
+  const progress = {
+    gcsAddress: "",
+    placementGroupId: "",
+    group: null as GroupStarted | null,
+    startedAt: 0,
+    waitedSec: 0
+  }
+  const request: GroupRequest = { ...spec.request, nodes }
+  const held = Effect.scoped(
+    Effect.gen(function* () {
+      const { session, gcsAddress } = yield* acquireGroup(spec, nodes, onOutput)
+      progress.gcsAddress = gcsAddress
+      progress.placementGroupId = session.placementGroupId
+      const waitStart = Date.now()
+      const reporter = yield* Effect.fork(
+        Effect.delay(reportGroupContention(gcsAddress, request), Duration.seconds(1))
+      )
+      const placed = yield* session.awaitPlaced.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+      progress.waitedSec = (Date.now() - waitStart) / 1000
+      if (progress.waitedSec > 1.5) {
+        yield* Effect.logInfo(`group placed after waiting ${progress.waitedSec.toFixed(1)} s`)
+      }
+      yield* Effect.logInfo(
+        `group of ${nodes} ranks placed on nodes ${placed.nodeIds.map((n) => n.slice(0, 12)).join(", ")}`
+      )
+      progress.group = yield* session.awaitStarted
+      progress.startedAt = Date.now()
+      return yield* session.awaitExit
+    })
+  )
+  const outcome =
+    spec.timeoutSec !== undefined
+      ? yield* Effect.timeoutOption(held, Duration.seconds(spec.timeoutSec))
+      : Option.some(yield* held)
+  const exit = Option.getOrUndefined(outcome)
+  const rank0 = progress.group?.ranks[0]
+  return {
+    exitCode: exit?.exitCode ?? null,
+    timedOut: exit === undefined,
+    stdoutTail: exit?.stdoutTail ?? tails.stdout,
+    stderrTail: exit?.stderrTail ?? tails.stderr,
+    runtimeSec: (Date.now() - began) / 1000,
+    waitedSec: progress.waitedSec,
+    commandSec: progress.startedAt > 0 ? (Date.now() - progress.startedAt) / 1000 : 0,
+    gcsAddress: progress.gcsAddress,
+    started:
+      rank0 === undefined
+        ? null
+        : {
+            pid: rank0.pid,
+            pgid: rank0.pgid,
+            actorPid: rank0.actorPid,
+            nodeId: rank0.nodeId,
+            cudaVisibleDevices: rank0.cudaVisibleDevices
+          },
+    nodes,
+    placementGroupId: progress.placementGroupId,
+    group: progress.group,
+    exits: exit?.exits ?? [],
+    failedRank: exit?.failedRank
+  } satisfies GroupRunResult
+})
+
+/** Whether a serving run's result is a group's. */
+export const isGroupResult = (r: LeaseRunResult): r is GroupRunResult => "placementGroupId" in r
+
+/** A lease on one node, or a group when the run spans nodes (--nodes / HYPERLOOM_NODES >= 2). */
+export const runServing = Effect.fn("runServing")(function* (spec: LeaseRunSpec) {
+  const settings = yield* Settings
+  const result: LeaseRunResult | GroupRunResult =
+    settings.nodes >= 2 ? yield* runGroupLeased(spec, settings.nodes) : yield* runLeased(spec)
+  return result
+})
+
+export type { LeaseRequest }

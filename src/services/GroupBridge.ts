@@ -1,0 +1,581 @@
+/**
+ * GroupBridge: holds serving groups (SPEC §11) through the Python group bridge shipped in the
+ * package (`python/hyperloom_group.py`, its header documents the JSON-lines protocol). One bridge
+ * process per group, started with the Ray installation's Python: it asks Ray for one placement
+ * group of N bundles `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD), and once every bundle is
+ * placed starts one rank actor per bundle, each the lease actor of `hyperloom_bridge.py` (so
+ * every rank's command is supervised exactly as a single lease's). The group lives as long as the
+ * scope `open` runs in: closing it stops every rank, kills the actors and removes the placement
+ * group; if hyperloom dies, the bridge sees EOF on its stdin and does the same; if the bridge dies,
+ * Ray removes its job's placement group and actors.
+ */
+import * as Command from "@effect/platform/Command"
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import {
+  Cause,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Queue,
+  Ref,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
+import type { RayNotFound } from "../domain/Errors.js"
+import { groupExitCode, type RankExit } from "../domain/Group.js"
+import {
+  LeaseActorFailed,
+  type LeaseBridgeError,
+  LeaseBridgeProtocolError,
+  LeaseBridgeStartFailed,
+  type LeaseOutput,
+  LeaseRayInitFailed
+} from "./LeaseBridge.js"
+import { packageFile } from "./PackagePaths.js"
+import { rayPython } from "./RayInstall.js"
+import { Settings } from "./Settings.js"
+
+export interface GroupSpec {
+  readonly gcsAddress: string
+  /** Ranks: one bundle, one node each (>= 2 for a real group). */
+  readonly nodes: number
+  /** GPUs per rank. */
+  readonly gpus: number
+  readonly servingSlot: boolean
+  readonly argv: ReadonlyArray<string>
+  /** Every rank's environment; the rank variables and the actor's device variables are laid over it. */
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly cwd: string
+  /** The placement group's name (optional). */
+  readonly name?: string | undefined
+  readonly stopGraceSec?: number | undefined
+  readonly releaseTimeoutSec?: number | undefined
+  readonly connectTimeoutSec?: number | undefined
+  /** Each output line of each rank, in order per rank. */
+  readonly onOutput?: ((output: RankOutput) => Effect.Effect<void>) | undefined
+}
+
+export interface RankOutput extends LeaseOutput {
+  readonly rank: number
+}
+
+export interface RankStarted {
+  readonly rank: number
+  readonly pid: number | undefined
+  readonly pgid: number
+  readonly actorPid: number
+  readonly actorId: string
+  readonly nodeId: string
+  readonly cudaVisibleDevices: string | undefined
+}
+
+export interface GroupPlaced {
+  /** The node of each bundle (rank r runs on nodeIds[r]). */
+  readonly nodeIds: ReadonlyArray<string>
+}
+
+export interface GroupStarted {
+  readonly leaderHost: string
+  readonly leaderPort: number
+  readonly ranks: ReadonlyArray<RankStarted>
+}
+
+export interface GroupExit {
+  /** The first failing rank's exit code, else 0. */
+  readonly exitCode: number
+  readonly failedRank: number | undefined
+  /** Every rank's exit, in the order they came. */
+  readonly exits: ReadonlyArray<RankExit>
+  /** All ranks' output, `[rank r] ` prefixed, at most TAIL_CHARS per stream. */
+  readonly stdoutTail: string
+  readonly stderrTail: string
+}
+
+export interface GroupSession {
+  readonly jobId: string
+  readonly placementGroupId: string
+  readonly bridgePid: number
+  /** Resolves once every bundle is reserved (after any wait for slots held by others). */
+  readonly awaitPlaced: Effect.Effect<GroupPlaced, LeaseBridgeError>
+  /** Resolves once every rank's command was started. */
+  readonly awaitStarted: Effect.Effect<GroupStarted, LeaseBridgeError>
+  /** Resolves when every rank ended (the actors are then killed and the placement group removed). */
+  readonly awaitExit: Effect.Effect<GroupExit, LeaseBridgeError>
+}
+
+export interface GroupBridgeShape {
+  /** Starts a group bridge and returns once the placement group is asked for (mark "lease submitted" first). */
+  readonly open: (spec: GroupSpec) => Effect.Effect<GroupSession, LeaseBridgeError | RayNotFound, Scope.Scope>
+}
+
+export class GroupBridge extends Context.Tag("hyperloom/services/GroupBridge")<
+  GroupBridge,
+  GroupBridgeShape
+>() {}
+
+export const TAIL_CHARS = 64 * 1024
+const DEFAULT_STOP_GRACE_SEC = 3
+const DEFAULT_CONNECT_TIMEOUT_SEC = 60
+const RELEASE_MARGIN_SEC = 15
+const KILL_WAIT = Duration.seconds(2)
+
+/** The rank prefix of every output line. */
+export const rankPrefix = (rank: number) => `[rank ${rank}] `
+
+class Tail {
+  private text_ = ""
+  constructor(private readonly max: number) {}
+  push(line: string): void {
+    this.text_ += `${line}\n`
+    if (this.text_.length > this.max * 2) this.text_ = this.text_.slice(-this.max)
+  }
+  text(): string {
+    const t = this.text_.endsWith("\n") ? this.text_.slice(0, -1) : this.text_
+    return t.length > this.max ? t.slice(t.length - this.max) : t
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protocol (python/hyperloom_group.py)
+
+const GroupEvent = Schema.Union(
+  Schema.Struct({ event: Schema.Literal("connected"), job_id: Schema.String }),
+  Schema.Struct({ event: Schema.Literal("submitted"), placement_group_id: Schema.String }),
+  Schema.Struct({ event: Schema.Literal("placed"), node_ids: Schema.Array(Schema.String) }),
+  Schema.Struct({ event: Schema.Literal("leader"), host: Schema.String, port: Schema.Number }),
+  Schema.Struct({
+    event: Schema.Literal("started"),
+    rank: Schema.Number,
+    pid: Schema.NullOr(Schema.Number),
+    pgid: Schema.Number,
+    actor_pid: Schema.Number,
+    actor_id: Schema.optional(Schema.String),
+    node_id: Schema.String,
+    cuda_visible_devices: Schema.NullOr(Schema.String)
+  }),
+  Schema.Struct({
+    event: Schema.Literal("output"),
+    rank: Schema.Number,
+    stream: Schema.Literal("stdout", "stderr"),
+    line: Schema.String
+  }),
+  Schema.Struct({ event: Schema.Literal("exit"), rank: Schema.Number, code: Schema.Number }),
+  Schema.Struct({
+    event: Schema.Literal("ended"),
+    code: Schema.Number,
+    failed_rank: Schema.NullOr(Schema.Number)
+  }),
+  Schema.Struct({ event: Schema.Literal("error"), kind: Schema.String, message: Schema.String }),
+  Schema.Struct({ event: Schema.Literal("released") })
+)
+type GroupEvent = typeof GroupEvent.Type
+
+const decodeEvent = Schema.decodeUnknownEither(Schema.parseJson(GroupEvent))
+
+const definedEntries = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v
+  return out
+}
+
+/** The `group` request line. */
+export const groupRequest = (spec: GroupSpec): string =>
+  JSON.stringify({
+    op: "group",
+    address: spec.gcsAddress,
+    nodes: spec.nodes,
+    gpus: spec.gpus,
+    serving_slot: spec.servingSlot,
+    argv: spec.argv,
+    env: definedEntries(spec.env),
+    cwd: spec.cwd,
+    ...(spec.name !== undefined ? { name: spec.name } : {}),
+    stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
+  })
+
+const errorFromEvent = (kind: string, message: string, python: string, address: string): LeaseBridgeError => {
+  switch (kind) {
+    case "ray_import":
+      return new LeaseBridgeStartFailed({ python, detail: message })
+    case "ray_init":
+      return new LeaseRayInitFailed({ address, reason: message })
+    case "placement":
+    case "actor_creation":
+      return new LeaseActorFailed({ kind: "actor_creation", actorId: undefined, reason: message })
+    case "rank_died":
+      return new LeaseActorFailed({ kind: "actor_died", actorId: undefined, reason: message })
+    case "actor_failed":
+      return new LeaseActorFailed({ kind: "actor_failed", actorId: undefined, reason: message })
+    default:
+      return new LeaseBridgeProtocolError({ detail: `${kind}: ${message}` })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live implementation
+
+const make = Effect.gen(function* () {
+  const settings = yield* Settings
+  const executor = yield* CommandExecutor.CommandExecutor
+
+  const startBridge = (scope: Scope.Scope, spec: GroupSpec, python: string) =>
+    Effect.gen(function* () {
+      const script = packageFile("python", "hyperloom_group.py")
+      const command = Command.make(python, script).pipe(
+        Command.env(definedEntries(settings.env), { extendEnv: false }),
+        Command.stdin("pipe"),
+        Command.stdout("pipe"),
+        Command.stderr("pipe")
+      )
+      const proc = yield* executor.start(command).pipe(
+        Scope.extend(scope),
+        Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
+      )
+      const submitted = yield* Deferred.make<{ jobId: string; pgId: string }, LeaseBridgeError>()
+      const placed = yield* Deferred.make<GroupPlaced, LeaseBridgeError>()
+      const started = yield* Deferred.make<GroupStarted, LeaseBridgeError>()
+      const exited = yield* Deferred.make<GroupExit, LeaseBridgeError>()
+      const released = yield* Ref.make(false)
+      const bridgeStderr: Array<string> = []
+      const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
+      const ranks = new Map<number, RankStarted>()
+      const exits: Array<RankExit> = []
+      const state = { jobId: "", leaderHost: "", leaderPort: 0 }
+
+      const failAll = (error: LeaseBridgeError) =>
+        Effect.all(
+          [
+            Deferred.fail(submitted, error),
+            Deferred.fail(placed, error),
+            Deferred.fail(started, error),
+            Deferred.fail(exited, error)
+          ],
+          { discard: true }
+        )
+
+      const onEvent = (ev: GroupEvent): Effect.Effect<void> => {
+        switch (ev.event) {
+          case "connected":
+            return Effect.sync(() => {
+              state.jobId = ev.job_id
+            })
+          case "submitted":
+            return Deferred.succeed(submitted, { jobId: state.jobId, pgId: ev.placement_group_id }).pipe(
+              Effect.asVoid
+            )
+          case "placed":
+            return Deferred.succeed(placed, { nodeIds: ev.node_ids }).pipe(Effect.asVoid)
+          case "leader":
+            return Effect.sync(() => {
+              state.leaderHost = ev.host
+              state.leaderPort = ev.port
+            })
+          case "started": {
+            ranks.set(ev.rank, {
+              rank: ev.rank,
+              pid: ev.pid ?? undefined,
+              pgid: ev.pgid,
+              actorPid: ev.actor_pid,
+              actorId: ev.actor_id ?? "",
+              nodeId: ev.node_id,
+              cudaVisibleDevices: ev.cuda_visible_devices ?? undefined
+            })
+            if (ranks.size < spec.nodes) return Effect.void
+            return Deferred.succeed(started, {
+              leaderHost: state.leaderHost,
+              leaderPort: state.leaderPort,
+              ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank)
+            }).pipe(Effect.asVoid)
+          }
+          case "output": {
+            tails[ev.stream].push(`${rankPrefix(ev.rank)}${ev.line}`)
+            return spec.onOutput !== undefined
+              ? spec.onOutput({ rank: ev.rank, stream: ev.stream, line: ev.line })
+              : Effect.void
+          }
+          case "exit":
+            return Effect.sync(() => {
+              exits.push({ rank: ev.rank, code: ev.code })
+            })
+          case "ended":
+            return Deferred.succeed(exited, {
+              exitCode: groupExitCode(exits),
+              failedRank: exits.find((e) => e.code !== 0)?.rank,
+              exits: [...exits],
+              stdoutTail: tails.stdout.text(),
+              stderrTail: tails.stderr.text()
+            }).pipe(Effect.asVoid)
+          case "error":
+            return failAll(errorFromEvent(ev.kind, ev.message, python, spec.gcsAddress))
+          case "released":
+            return Ref.set(released, true)
+        }
+      }
+
+      const readProtocol = proc.stdout.pipe(
+        Stream.decodeText(),
+        Stream.splitLines,
+        Stream.runForEach((line) =>
+          Either.match(decodeEvent(line), {
+            onLeft: () =>
+              failAll(
+                new LeaseBridgeProtocolError({
+                  detail: `unexpected line from the group bridge: ${line.slice(0, 200)}`
+                })
+              ),
+            onRight: onEvent
+          })
+        ),
+        Effect.exit,
+        Effect.zipRight(proc.exitCode.pipe(Effect.either, Effect.timeout(KILL_WAIT), Effect.option)),
+        Effect.flatMap((code) =>
+          Effect.gen(function* () {
+            const status = Option.match(Option.flatten(Option.map(code, Either.getRight)), {
+              onNone: () => "was killed",
+              onSome: (c) => `exited with code ${c}`
+            })
+            const stderr = bridgeStderr.slice(-3).join(" | ")
+            const ended = (yield* Ref.get(released))
+              ? "the group bridge released the group before every rank ended"
+              : `the group bridge ${status} before the group ended`
+            yield* failAll(new LeaseBridgeProtocolError({ detail: stderr ? `${ended}: ${stderr}` : ended }))
+          })
+        ),
+        Effect.catchAllCause((cause) =>
+          failAll(
+            new LeaseBridgeProtocolError({
+              detail: `reading the group bridge failed: ${Cause.pretty(cause)}`
+            })
+          )
+        )
+      )
+      const readStderr = proc.stderr.pipe(
+        Stream.decodeText(),
+        Stream.splitLines,
+        Stream.runForEach((line) =>
+          Effect.sync(() => {
+            bridgeStderr.push(line)
+            if (bridgeStderr.length > 50) bridgeStderr.shift()
+          })
+        ),
+        Effect.ignore
+      )
+      const inbox = yield* Queue.unbounded<string | null>()
+      const writeStdin = Stream.fromQueue(inbox).pipe(
+        Stream.takeWhile((line): line is string => line !== null),
+        Stream.map((line) => new TextEncoder().encode(`${line}\n`)),
+        Stream.run(proc.stdin),
+        Effect.ignore
+      )
+      yield* Effect.forkIn(Effect.interruptible(readStderr), scope)
+      yield* Effect.forkIn(Effect.interruptible(readProtocol), scope)
+      yield* Effect.forkIn(Effect.interruptible(writeStdin), scope)
+
+      const grace = spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
+      const kill = (signal: "SIGTERM" | "SIGKILL") =>
+        proc.kill(signal).pipe(Effect.exit, Effect.interruptible, Effect.timeout(KILL_WAIT), Effect.option)
+      const release = Effect.gen(function* () {
+        yield* Queue.offerAll(inbox, [JSON.stringify({ op: "release" }), null])
+        const done = yield* proc.exitCode.pipe(
+          Effect.exit,
+          Effect.interruptible,
+          Effect.timeout(Duration.seconds(spec.releaseTimeoutSec ?? grace + RELEASE_MARGIN_SEC)),
+          Effect.option
+        )
+        if (Option.isSome(done)) return
+        yield* Effect.logWarning("group bridge did not release in time; killing it").pipe(
+          Effect.annotateLogs({ bridgePid: proc.pid })
+        )
+        const termed = yield* kill("SIGTERM")
+        if (Option.isNone(termed)) yield* kill("SIGKILL")
+      }).pipe(Effect.ensuring(Queue.shutdown(inbox)), Effect.withSpan("GroupBridge.release"))
+      yield* Scope.addFinalizer(scope, release)
+      yield* Queue.offer(inbox, groupRequest(spec))
+      return { proc, state, submitted, placed, started, exited }
+    }).pipe(Effect.uninterruptible)
+
+  const openIn = (scope: Scope.Scope, spec: GroupSpec, python: string) =>
+    Effect.gen(function* () {
+      const b = yield* startBridge(scope, spec, python)
+      const connectTimeout = Duration.seconds(spec.connectTimeoutSec ?? DEFAULT_CONNECT_TIMEOUT_SEC)
+      const { jobId, pgId } = yield* Deferred.await(b.submitted).pipe(
+        Effect.timeoutFail({
+          duration: connectTimeout,
+          onTimeout: () =>
+            b.state.jobId === ""
+              ? new LeaseRayInitFailed({
+                  address: spec.gcsAddress,
+                  reason: `no answer within ${Duration.format(connectTimeout)}`
+                })
+              : new LeaseActorFailed({
+                  kind: "actor_creation",
+                  actorId: undefined,
+                  reason: `the placement group was not submitted within ${Duration.format(connectTimeout)}`
+                })
+        })
+      )
+      return {
+        jobId,
+        placementGroupId: pgId,
+        bridgePid: b.proc.pid,
+        awaitPlaced: Deferred.await(b.placed),
+        awaitStarted: Deferred.await(b.started),
+        awaitExit: Deferred.await(b.exited)
+      } satisfies GroupSession
+    })
+
+  const open = Effect.fn("GroupBridge.open")(function* (spec: GroupSpec) {
+    const python = yield* rayPython(settings)
+    const outer = yield* Effect.scope
+    const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
+    return yield* openIn(scope, spec, python).pipe(
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
+    )
+  })
+
+  return GroupBridge.of({ open })
+})
+
+/** The live service: needs Settings and a CommandExecutor. */
+export const layer: Layer.Layer<GroupBridge, never, Settings | CommandExecutor.CommandExecutor> =
+  Layer.effect(GroupBridge, make)
+
+/** The live service on Node's CommandExecutor. */
+export const layerNode: Layer.Layer<GroupBridge, never, Settings> = layer.pipe(
+  Layer.provide(NodeCommandExecutor.layer),
+  Layer.provide(NodeFileSystem.layer)
+)
+
+// ---------------------------------------------------------------------------------------------
+// Test implementation: a scripted fake
+
+/** What a fake group does (defaults: placed at once, every rank exits 0). */
+export interface FakeGroup {
+  readonly openError?: LeaseBridgeError | undefined
+  /** Time from open to placed (a wait for slots). */
+  readonly placeAfter?: Duration.DurationInput | undefined
+  readonly placeError?: LeaseBridgeError | undefined
+  /** Per rank: output lines, run time, exit code (default 0), or hang until stopped. */
+  readonly ranks?:
+    | ReadonlyArray<{
+        readonly output?: ReadonlyArray<LeaseOutput> | undefined
+        readonly runFor?: Duration.DurationInput | undefined
+        readonly exitCode?: number | undefined
+        readonly hang?: boolean | undefined
+      }>
+    | undefined
+}
+
+export interface FakeGroupLog {
+  readonly opened: ReadonlyArray<GroupSpec>
+  readonly released: number
+  readonly active: number
+}
+
+export class FakeGroupBridgeLog extends Context.Tag("hyperloom/services/GroupBridge/FakeLog")<
+  FakeGroupBridgeLog,
+  Effect.Effect<FakeGroupLog>
+>() {}
+
+/**
+ * A fake GroupBridge following `script(spec, n)` for the n-th open. Ranks run on the Clock; when
+ * one exits non-zero, the others end at once with 143 (stopped), as the real bridge does.
+ */
+export const layerTest = (
+  script: (spec: GroupSpec, n: number) => FakeGroup = () => ({})
+): Layer.Layer<GroupBridge | FakeGroupBridgeLog> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const log = yield* Ref.make<FakeGroupLog>({ opened: [], released: 0, active: 0 })
+      const open = Effect.fn("GroupBridge.open")(function* (spec: GroupSpec) {
+        const n = (yield* Ref.getAndUpdate(log, (l) => ({ ...l, opened: [...l.opened, spec] }))).opened.length
+        const fake = script(spec, n)
+        if (fake.openError !== undefined) return yield* fake.openError
+        yield* Effect.acquireRelease(
+          Ref.update(log, (l) => ({ ...l, active: l.active + 1 })),
+          () => Ref.update(log, (l) => ({ ...l, active: l.active - 1, released: l.released + 1 }))
+        )
+        const nodeIds = Array.from({ length: spec.nodes }, (_, r) =>
+          String(r + 1)
+            .repeat(56)
+            .slice(0, 56)
+        )
+        const placed = yield* Effect.forkScoped(
+          Effect.sleep(fake.placeAfter ?? 0).pipe(
+            Effect.zipRight(
+              fake.placeError !== undefined ? Effect.fail(fake.placeError) : Effect.succeed({ nodeIds })
+            )
+          )
+        )
+        const startedInfo: GroupStarted = {
+          leaderHost: "10.0.0.5",
+          leaderPort: 29500,
+          ranks: nodeIds.map((nodeId, rank) => ({
+            rank,
+            pid: 1000 + rank,
+            pgid: 1000 + rank,
+            actorPid: 900 + rank,
+            actorId: `${rank}`.repeat(32),
+            nodeId,
+            cudaVisibleDevices: spec.gpus > 0 ? "0" : undefined
+          }))
+        }
+        const exited = yield* Effect.forkScoped(
+          Effect.gen(function* () {
+            yield* Fiber.join(placed)
+            const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
+            const exits: Array<RankExit> = []
+            const failed = yield* Deferred.make<void>()
+            const rankRun = (rank: number) =>
+              Effect.gen(function* () {
+                const r = fake.ranks?.[rank] ?? {}
+                for (const o of r.output ?? []) {
+                  tails[o.stream].push(`${rankPrefix(rank)}${o.line}`)
+                  if (spec.onOutput !== undefined) yield* spec.onOutput({ ...o, rank })
+                }
+                const own = Effect.sleep(r.runFor ?? 0).pipe(
+                  Effect.zipRight(r.hang === true ? Effect.never : Effect.succeed(r.exitCode ?? 0))
+                )
+                const code = yield* Effect.raceFirst(own, Deferred.await(failed).pipe(Effect.as(143)))
+                exits.push({ rank, code })
+                if (code !== 0) yield* Deferred.succeed(failed, undefined)
+              })
+            yield* Effect.all(
+              Array.from({ length: spec.nodes }, (_, r) => rankRun(r)),
+              { concurrency: "unbounded", discard: true }
+            )
+            const exit: GroupExit = {
+              exitCode: groupExitCode(exits),
+              failedRank: exits.find((e) => e.code !== 0)?.rank,
+              exits,
+              stdoutTail: tails.stdout.text(),
+              stderrTail: tails.stderr.text()
+            }
+            return exit
+          })
+        )
+        const session: GroupSession = {
+          jobId: (n + 1).toString(16).padStart(2, "0").padEnd(8, "0"),
+          placementGroupId: "e".repeat(36),
+          bridgePid: 3000 + n,
+          awaitPlaced: Fiber.join(placed),
+          awaitStarted: Fiber.join(placed).pipe(Effect.as(startedInfo)),
+          awaitExit: Fiber.join(exited)
+        }
+        return session
+      })
+      return Context.make(GroupBridge, GroupBridge.of({ open })).pipe(
+        Context.add(FakeGroupBridgeLog, Ref.get(log))
+      )
+    })
+  )

@@ -1,0 +1,272 @@
+/**
+ * Serving groups (SPEC §11) on one machine: a head and worker raylets joined to it are separate
+ * Ray nodes. One cluster for the whole file (read-only checks and groups that clean up after
+ * themselves): the head and worker A declare the slot and 2 GPUs, worker B declares 2 GPUs and no
+ * slot. So `--nodes 2` places one rank on the head and one on worker A, and `--nodes 3` is
+ * infeasible because of worker B.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { cleanEnv, cliPath, runCli } from "../support/cli.js"
+import { closeGcs, gcsActors, markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
+import {
+  daemonPids,
+  type Head,
+  prepareRay,
+  projectRoot,
+  startHead,
+  startWorker,
+  teardownRay,
+  waitFor
+} from "../support/ray.js"
+
+const PORT = 6402
+
+/** The `sleep` processes carrying a marker (not the supervisors, whose argv also holds it). */
+const sleeps = (marker: string): number[] =>
+  pidsWithArg(marker).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep"
+    } catch {
+      return false
+    }
+  })
+
+/** `ray status --json`, through the CLI. */
+const status = async () => {
+  const r = await runCli(["ray", "status", "--json"])
+  assert.strictEqual(r.code, 0, r.stderr)
+  return r.json
+}
+
+const GROUP_RESOURCE = /_group_(\d+_)?[0-9a-f]{16,}$/
+
+/** Placement group resources Ray still shows on any node (a removed group leaves none). */
+const groupResources = (s: any): string[] =>
+  s.resources_by_node.flatMap((r: any) => Object.keys(r.total).filter((k) => GROUP_RESOURCE.test(k)))
+
+/** Live actors of ours (lease or group ranks). */
+const liveRanks = async (head: Head) =>
+  (await gcsActors(head)).filter((a) => a.className.includes("Hyperloom") && a.state !== "DEAD")
+
+/** Nothing of a group is left: no rank actor, no placement group resource, every slot free. */
+const assertNothingHeld = async (head: Head) => {
+  await waitFor(
+    "no live rank actor",
+    async () => ((await liveRanks(head)).length === 0 ? true : undefined),
+    15_000
+  )
+  const s = await waitFor(
+    "placement group removed and slots free",
+    async () => {
+      const st = await status()
+      const held = st.nodes.some((n: any) => n.serving_slot !== null && n.serving_slot.held > 0)
+      return groupResources(st).length === 0 && !held ? st : undefined
+    },
+    15_000
+  )
+  for (const n of s.nodes)
+    if (n.serving_slot?.declared > 0) assert.deepStrictEqual(n.serving_slot.holders, [])
+}
+
+/** Starts the CLI in the background (stdout/stderr collected). */
+const startCli = (args: ReadonlyArray<string>) => {
+  const child: ChildProcess = spawn(process.execPath, [cliPath, ...args], {
+    env: cleanEnv(),
+    cwd: projectRoot,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const out = { stdout: "", stderr: "" }
+  child.stdout!.on("data", (d) => (out.stdout += d))
+  child.stderr!.on("data", (d) => (out.stderr += d))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal }))
+  )
+  return { child, out, exited }
+}
+
+describe("serving groups across two Ray nodes on one host", () => {
+  let head: Head
+  let nodeIds: { head: string; slotWorker: string; noSlotWorker: string }
+
+  beforeAll(async () => {
+    await prepareRay()
+    head = await startHead({ port: PORT, numGpus: 2, numCpus: 1, slot: true })
+    const before = (await status()).nodes.map((n: any) => n.node_id)
+    await startWorker(head, { numCpus: 1, numGpus: 2, resources: { serving_slot: 1 } })
+    const withA = await waitFor("worker A joined", async () => {
+      const ids = (await status()).nodes.filter((n: any) => n.state === "ALIVE").map((n: any) => n.node_id)
+      return ids.length === 2 ? ids : undefined
+    })
+    await startWorker(head, { numCpus: 1, numGpus: 2 })
+    const all = await waitFor("worker B joined", async () => {
+      const ids = (await status()).nodes.filter((n: any) => n.state === "ALIVE").map((n: any) => n.node_id)
+      return ids.length === 3 ? ids : undefined
+    })
+    const slotWorker = withA.find((id: string) => !before.includes(id))!
+    nodeIds = {
+      head: before[0],
+      slotWorker,
+      noSlotWorker: all.find((id: string) => id !== before[0] && id !== slotWorker)!
+    }
+  })
+  afterAll(async () => {
+    closeGcs()
+    await teardownRay()
+  })
+
+  it("ray status shows each node's slot: declared on the head and worker A, none on worker B, all free", async () => {
+    const s = await status()
+    const byId = new Map(s.nodes.map((n: any) => [n.node_id, n]))
+    const slot = (id: string) => (byId.get(id) as any).serving_slot
+    assert.deepStrictEqual(
+      [slot(nodeIds.head).declared, slot(nodeIds.slotWorker).declared, slot(nodeIds.noSlotWorker).declared],
+      [1, 1, 0]
+    )
+    for (const id of Object.values(nodeIds)) {
+      assert.strictEqual(slot(id).held, 0)
+      assert.deepStrictEqual(slot(id).holders, [])
+    }
+  })
+
+  it("a node without the slot: doctor and lease run give insufficient_nodes with the fix, and kill nothing", async () => {
+    const ok = await runCli(["ray", "doctor", "--json", "--nodes", "2", "--gpus", "2"])
+    assert.strictEqual(ok.code, 0, ok.stderr)
+    assert.isTrue(ok.json.feasible)
+    assert.sameMembers(
+      ok.json.group.eligible.map((n: any) => n.node_id),
+      [nodeIds.head, nodeIds.slotWorker]
+    )
+
+    const before = daemonPids()
+    const doctor = await runCli(["ray", "doctor", "--json", "--nodes", "3", "--gpus", "1"])
+    assert.strictEqual(doctor.code, 7, doctor.stderr)
+    assert.isFalse(doctor.json.feasible)
+    assert.strictEqual(doctor.json.infeasible.reason, "insufficient_nodes")
+    const message: string = doctor.json.infeasible.message
+    assert.isTrue(
+      message.startsWith(
+        "ray_cluster_infeasible: cluster has 2 node(s) with serving_slot and 1 GPU(s), 3 needed"
+      ),
+      message
+    )
+    assert.include(message, `node ${nodeIds.noSlotWorker.slice(0, 12)}… (${head.host}) has no serving_slot`)
+    assert.include(
+      message,
+      `on that node: ray stop && ray start --address=${head.gcsAddress} --num-gpus=2 --resources='{"serving_slot": 1}'`
+    )
+    assert.deepStrictEqual(doctor.json.group.short, [
+      { node_id: nodeIds.noSlotWorker, address: head.host, lacks_serving_slot: true, gpus_short: null }
+    ])
+    assert.isFalse(doctor.json.repair.allowed)
+    assert.isFalse(doctor.json.repair.guards.find((g: any) => g.id === "single_node_run").ok)
+
+    const lease = await runCli(["lease", "run", "--json", "--nodes", "3", "--gpus", "1", "--", "true"])
+    assert.strictEqual(lease.code, 7, lease.stderr)
+    assert.isTrue(lease.json.error.message.startsWith("ray_cluster_infeasible: cluster has 2 node(s)"))
+    assert.include(lease.json.error.message, "--resources='{\"serving_slot\": 1}'")
+    assert.deepStrictEqual(daemonPids(), before, "an infeasible group must not stop or start any Ray process")
+    assert.deepStrictEqual(await liveRanks(head), [], "nothing was submitted")
+  })
+
+  it("a 2-rank group runs one rank per node with the rank environment, holding both slots, and leaves nothing held", async () => {
+    const env =
+      "rank=$HYPERLOOM_RANK world=$HYPERLOOM_WORLD_SIZE leader=$HYPERLOOM_LEADER_HOST:$HYPERLOOM_LEADER_PORT cvd=$CUDA_VISIBLE_DEVICES"
+    const run = startCli([
+      "lease",
+      "run",
+      "--json",
+      "--nodes",
+      "2",
+      "--gpus",
+      "1",
+      "--",
+      "sh",
+      "-c",
+      `echo "${env}"; sleep 4`
+    ])
+    // While it runs: both slots held, by the group's two ranks, on distinct nodes.
+    const during = await waitFor(
+      "both ranks holding their node's slot",
+      async () => {
+        const s = await status()
+        const held = s.nodes.filter((n: any) => n.serving_slot?.holders.length > 0)
+        return held.length === 2 ? s : undefined
+      },
+      60_000,
+      300
+    )
+    const holders = during.nodes.filter((n: any) => n.serving_slot?.holders.length > 0)
+    assert.sameMembers(
+      holders.map((n: any) => n.node_id),
+      [nodeIds.head, nodeIds.slotWorker]
+    )
+    for (const n of holders) {
+      assert.strictEqual(n.serving_slot.held, 1)
+      assert.strictEqual(n.serving_slot.holders[0].class_name, "HyperloomGroupRank")
+      assert.isString(n.serving_slot.holders[0].placement_group)
+    }
+    assert.sameMembers(
+      holders.map((n: any) => n.serving_slot.holders[0].bundle),
+      [0, 1]
+    )
+    const { code } = await run.exited
+    assert.strictEqual(code, 0, run.out.stderr)
+    const r = JSON.parse(run.out.stdout)
+    assert.strictEqual(r.exit_code, 0)
+    assert.strictEqual(r.group.nodes, 2)
+    assert.strictEqual(r.group.ranks.length, 2)
+    assert.notStrictEqual(r.group.ranks[0].node_id, r.group.ranks[1].node_id, "one rank per node")
+    assert.strictEqual(r.group.leader_host, head.host)
+    assert.isAbove(r.group.leader_port, 0)
+    // Output lines are prefixed by rank (with --json, on stderr), each with its own environment.
+    for (const rank of [0, 1]) {
+      assert.include(
+        run.out.stderr,
+        `[rank ${rank}] rank=${rank} world=2 leader=${head.host}:${r.group.leader_port} cvd=0`
+      )
+    }
+    await assertNothingHeld(head)
+  })
+
+  it("one rank failing stops the others; the exit code is the failing rank's", async () => {
+    const marker = markerSleep()
+    const t0 = Date.now()
+    const run = await runCli(
+      [
+        "lease",
+        "run",
+        "--json",
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        `if [ "$HYPERLOOM_RANK" = 1 ]; then sleep 1; echo failing >&2; exit 3; fi; exec sleep ${marker}`
+      ],
+      { timeoutMs: 120_000 }
+    )
+    assert.strictEqual(run.code, 3, run.stderr)
+    assert.strictEqual(run.json.exit_code, 3)
+    assert.strictEqual(run.json.group.failed_rank, 1)
+    const rank0 = run.json.group.ranks.find((k: any) => k.rank === 0)
+    assert.strictEqual(rank0.exit_code, 143, "rank 0 was stopped with SIGTERM")
+    assert.include(run.stderr, "[rank 1] failing")
+    assert.isBelow(Date.now() - t0, 60_000)
+    assert.deepStrictEqual(pidsWithArg(marker), [], "rank 0's command was stopped")
+    await assertNothingHeld(head)
+  })
+
+  it("SIGKILL of the CLI during a group leaves no rank running and no placement group", async () => {
+    const marker = markerSleep()
+    const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
+    run.child.kill("SIGKILL")
+    await run.exited
+    await waitGone("every rank's command", () => pidsWithArg(marker), 20_000)
+    await assertNothingHeld(head)
+  })
+})
