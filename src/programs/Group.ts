@@ -4,7 +4,7 @@
  * Nothing is ever started or restarted for a group: the cluster must answer and have N nodes that
  * each declare the slot and G GPUs, else the typed infeasibility (`insufficient_nodes`).
  */
-import { Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
 import { EnsureRefused, InvalidAddress } from "../domain/Errors.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import {
@@ -136,7 +136,7 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
  * it on every exit path. The exit code is the first failing rank's (the others are stopped).
  */
 export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: LeaseRunSpec, nodes: number) {
-  const began = Date.now()
+  const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }
   const onOutput = (o: LeaseOutput & { readonly rank: number }) => {
     const line = `${rankPrefix(o.rank)}${o.line}`
@@ -155,17 +155,17 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: Lease
     waitedSec: 0
   }
   const request: GroupRequest = { ...spec.request, nodes }
-  const held = Effect.scoped(
+  const outcome = yield* Effect.scoped(
     Effect.gen(function* () {
       const { session, gcsAddress } = yield* acquireGroup(spec, nodes, onOutput)
       progress.gcsAddress = gcsAddress
       progress.placementGroupId = session.placementGroupId
-      const waitStart = Date.now()
+      const waitStart = yield* Clock.currentTimeMillis
       const reporter = yield* Effect.fork(
         Effect.delay(reportGroupContention(gcsAddress, request), Duration.seconds(1))
       )
       const placed = yield* session.awaitPlaced.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
-      progress.waitedSec = (Date.now() - waitStart) / 1000
+      progress.waitedSec = ((yield* Clock.currentTimeMillis) - waitStart) / 1000
       if (progress.waitedSec > 1.5) {
         yield* Effect.logInfo(`group placed after waiting ${progress.waitedSec.toFixed(1)} s`)
       }
@@ -173,14 +173,14 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: Lease
         `group of ${nodes} ranks placed on nodes ${placed.nodeIds.map((n) => n.slice(0, 12)).join(", ")}`
       )
       progress.group = yield* session.awaitStarted
-      progress.startedAt = Date.now()
-      return yield* session.awaitExit
+      progress.startedAt = yield* Clock.currentTimeMillis
+      // As for single leases (SPEC §9), the timeout runs from the commands' start: waiting is not charged.
+      return spec.timeoutSec !== undefined
+        ? yield* Effect.timeoutOption(session.awaitExit, Duration.seconds(spec.timeoutSec))
+        : Option.some(yield* session.awaitExit)
     })
   )
-  const outcome =
-    spec.timeoutSec !== undefined
-      ? yield* Effect.timeoutOption(held, Duration.seconds(spec.timeoutSec))
-      : Option.some(yield* held)
+  const ended = yield* Clock.currentTimeMillis
   const exit = Option.getOrUndefined(outcome)
   const rank0 = progress.group?.ranks[0]
   return {
@@ -188,9 +188,9 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: Lease
     timedOut: exit === undefined,
     stdoutTail: exit?.stdoutTail ?? tails.stdout,
     stderrTail: exit?.stderrTail ?? tails.stderr,
-    runtimeSec: (Date.now() - began) / 1000,
+    runtimeSec: (ended - began) / 1000,
     waitedSec: progress.waitedSec,
-    commandSec: progress.startedAt > 0 ? (Date.now() - progress.startedAt) / 1000 : 0,
+    commandSec: progress.startedAt > 0 ? (ended - progress.startedAt) / 1000 : 0,
     gcsAddress: progress.gcsAddress,
     started:
       rank0 === undefined

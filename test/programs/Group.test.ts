@@ -1,0 +1,199 @@
+/**
+ * The group program (runServing with --nodes N >= 2) through test layers: the scripted
+ * GroupBridge fake, a two-node cluster from the ClusterInspector test layer, a scripted RayCli.
+ * What it shows: a multi-node run takes the group path; ranks' output is prefixed; the exit code
+ * is the first failing rank's; "lease submitted" is marked before the placement group is asked
+ * for; an infeasible cluster fails with insufficient_nodes before anything is submitted; a
+ * cluster that does not answer is never started (no head behind a multi-node run); the group is
+ * released on every exit path; the timeout counts from the commands' start.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, TestClock } from "effect"
+import { EnsureRefused, RayClusterInfeasible } from "../../src/domain/Errors.js"
+import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
+import { isGroupResult, runServing } from "../../src/programs/Group.js"
+import type { LeaseRunSpec } from "../../src/programs/Lease.js"
+import * as ClusterInspector from "../../src/services/ClusterInspector.js"
+import * as GroupBridge from "../../src/services/GroupBridge.js"
+import * as LeaseBridge from "../../src/services/LeaseBridge.js"
+import * as ProcFs from "../../src/services/ProcFs.js"
+import { makeFakeRayCli } from "../../src/services/RayCli.js"
+import * as Settings from "../../src/services/Settings.js"
+import { WorkGate } from "../../src/services/WorkGate.js"
+import { idleHeadSnapshot, node, nodeId, nodeResources } from "../support/snapshots.js"
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-group-program-"))
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }))
+
+const ADDRESS = ClusterInspector.DEFAULT_TEST_CLUSTER.gcsAddress
+const SLOT = { CPU: 2, GPU: 2, serving_slot: 1 }
+
+const twoNodes = (worker: Record<string, number> = SLOT): ClusterSnapshot => {
+  const base = idleHeadSnapshot({ ip: "192.0.2.2", port: 6379, resources: SLOT })
+  const id = nodeId(0x200)
+  return {
+    ...base,
+    nodes: [...base.nodes, node({ nodeId: id, isHead: false, address: "192.0.2.3", resourcesTotal: worker })],
+    resources: [...base.resources, nodeResources({ nodeId: id, total: worker, available: worker })]
+  }
+}
+
+const layers = (
+  script: (spec: GroupBridge.GroupSpec, n: number) => GroupBridge.FakeGroup,
+  options: { snapshot?: ClusterSnapshot; answers?: boolean } = {}
+) => {
+  const seenAtOpen: boolean[] = []
+  const settings = Settings.layerTest({
+    nodes: 2,
+    rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray")
+  })
+  const gate = WorkGate.Default.pipe(Layer.provide(settings), Layer.provide(NodeFileSystem.layer))
+  const spying = Layer.effect(
+    GroupBridge.GroupBridge,
+    Effect.gen(function* () {
+      const work = yield* WorkGate
+      const inner = yield* GroupBridge.GroupBridge
+      return GroupBridge.GroupBridge.of({
+        open: (spec) =>
+          Effect.flatMap(work.leaseSubmitted, (marked) => {
+            seenAtOpen.push(marked)
+            return inner.open(spec)
+          })
+      })
+    })
+  ).pipe(Layer.provideMerge(GroupBridge.layerTest(script)), Layer.provideMerge(gate))
+  const rayCli = makeFakeRayCli(
+    options.answers === false
+      ? { probe: () => ({ answered: false, exitCode: 1, timedOut: false, output: "", elapsedMs: 1 }) }
+      : {}
+  )
+  const layer = Layer.mergeAll(
+    spying,
+    settings,
+    rayCli.layer,
+    ProcFs.layerTest([]),
+    LeaseBridge.layerTest(),
+    ClusterInspector.layerTest({ snapshots: { [ADDRESS]: options.snapshot ?? twoNodes() } })
+  )
+  return { layer, seenAtOpen, rayCli }
+}
+
+const spec = (timeoutSec?: number, lines: string[] = []): LeaseRunSpec & { seen: string[] } => ({
+  request: { gpus: 1, servingSlot: true },
+  argv: ["serve"],
+  env: { PATH: "/usr/bin" },
+  cwd: "/",
+  timeoutSec,
+  seen: lines,
+  onOutput: (o) => Effect.sync(() => lines.push(`${o.stream}:${o.line}`))
+})
+
+const logOf = Effect.flatten(GroupBridge.FakeGroupBridgeLog)
+
+const opened = Effect.gen(function* () {
+  const realSleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+  while ((yield* logOf).opened.length === 0) yield* realSleep(5)
+  yield* realSleep(50)
+})
+
+describe("runServing with --nodes 2 holds a group", () => {
+  it.effect(
+    "asks for 2 ranks after marking the lease submitted; output prefixed by rank; exit 0; released",
+    () => {
+      const { layer, seenAtOpen } = layers(() => ({
+        ranks: [
+          { output: [{ stream: "stdout", line: "leader up" }], runFor: "2 seconds" },
+          { output: [{ stream: "stderr", line: "worker up" }], runFor: "1 second" }
+        ]
+      }))
+      const s = spec()
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runServing(s))
+        yield* opened
+        yield* TestClock.adjust("3 seconds")
+        const r = yield* Fiber.join(fiber)
+        assert.isTrue(isGroupResult(r))
+        if (!isGroupResult(r)) return
+        assert.strictEqual(r.exitCode, 0)
+        assert.strictEqual(r.nodes, 2)
+        assert.deepStrictEqual(seenAtOpen, [true])
+        assert.sameMembers(s.seen, ["stdout:[rank 0] leader up", "stderr:[rank 1] worker up"])
+        const log = yield* logOf
+        assert.strictEqual(log.opened[0]!.nodes, 2)
+        assert.strictEqual(log.opened[0]!.gpus, 1)
+        assert.deepStrictEqual([log.released, log.active], [1, 0])
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.effect("one rank failing: the others are stopped, the exit code is the failing rank's", () => {
+    const { layer } = layers(() => ({ ranks: [{ hang: true }, { runFor: "1 second", exitCode: 3 }] }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runServing(spec()))
+      yield* opened
+      yield* TestClock.adjust("2 seconds")
+      const r = yield* Fiber.join(fiber)
+      if (!isGroupResult(r)) return assert.fail("not a group result")
+      assert.strictEqual(r.exitCode, 3)
+      assert.strictEqual(r.failedRank, 1)
+      assert.deepStrictEqual(r.exits, [
+        { rank: 1, code: 3 },
+        { rank: 0, code: 143 }
+      ])
+      assert.strictEqual((yield* logOf).active, 0)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a node without the slot: insufficient_nodes, nothing submitted, nothing started", () => {
+    const { layer, seenAtOpen, rayCli } = layers(() => ({}), { snapshot: twoNodes({ CPU: 2, GPU: 2 }) })
+    return Effect.gen(function* () {
+      const error = yield* Effect.flip(runServing(spec()))
+      assert.instanceOf(error, RayClusterInfeasible)
+      assert.strictEqual((error as RayClusterInfeasible).reason, "insufficient_nodes")
+      assert.deepStrictEqual(seenAtOpen, [])
+      assert.isFalse(yield* (yield* WorkGate).leaseSubmitted)
+      assert.deepStrictEqual(
+        rayCli.calls.map((c) => c.op),
+        ["probe"],
+        "a multi-node run never stops or starts Ray"
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("no cluster answers: refused, never starts a head", () => {
+    const { layer, rayCli } = layers(() => ({}), { answers: false })
+    return Effect.gen(function* () {
+      const error = yield* Effect.flip(runServing(spec()))
+      assert.instanceOf(error, EnsureRefused)
+      assert.include((error as EnsureRefused).message, "multi-node run (2 nodes)")
+      assert.deepStrictEqual(
+        rayCli.calls.map((c) => c.op),
+        ["probe"]
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect(
+    "waiting to be placed is not charged to the timeout; a hung group times out and is released",
+    () => {
+      const { layer } = layers(() => ({ placeAfter: "30 seconds", ranks: [{ hang: true }, { hang: true }] }))
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runServing(spec(10)))
+        yield* opened
+        yield* TestClock.adjust("30 seconds")
+        yield* TestClock.adjust("5 seconds")
+        assert.isNull(fiber.unsafePoll(), "5 s after the ranks started: not timed out yet")
+        yield* TestClock.adjust("6 seconds")
+        const r = yield* Fiber.join(fiber)
+        assert.isTrue(r.timedOut)
+        assert.isNull(r.exitCode)
+        assert.strictEqual(r.waitedSec, 30)
+        assert.deepStrictEqual([(yield* logOf).released, (yield* logOf).active], [1, 0])
+      }).pipe(Effect.provide(layer))
+    }
+  )
+})
