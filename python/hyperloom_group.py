@@ -26,8 +26,10 @@ bridge -> hyperloom (stdout):
     {"event": "connected", "job_id": "<hex>"}
     {"event": "submitted", "placement_group_id": "<hex>"}   the placement group was asked for
                                                             (waits while another lease holds a slot)
-    {"event": "placed", "node_ids": ["<hex>", ...]}          every bundle is reserved (bundle i on
-                                                            node_ids[i]); the ranks are created now
+    {"event": "placed", "node_ids": ["<hex>", ...]}          every bundle is reserved; rank r runs on
+                                                            node_ids[r] (rank 0 on this driver's
+                                                            own node when a bundle is there); the
+                                                            ranks are created now
     {"event": "leader", "host": "a.b.c.d", "port": P}       rank 0's node address and free port
     {"event": "started", "rank": r, "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
      "cuda_visible_devices": "0"|null, "actor_id": "<hex>"}
@@ -203,9 +205,14 @@ class GroupBridge:
 
         table = placement_group_table(self.pg)
         by_bundle = table.get("bundles_to_node_id") or {}
-        self.emit("placed", node_ids=[by_bundle.get(i, by_bundle.get(str(i), "")) for i in range(spec["nodes"])])
+        node_of = [by_bundle.get(i, by_bundle.get(str(i), "")) for i in range(spec["nodes"])]
+        # Rank 0 goes to the bundle on this driver's own node when there is one, so that files
+        # rank 0 writes (the baseline's result file) land where hyperloom reads them.
+        local = ray.get_runtime_context().get_node_id()
+        order = sorted(range(spec["nodes"]), key=lambda i: 0 if node_of[i] == local else 1)
+        self.emit("placed", node_ids=[node_of[i] for i in order])
         cls = ray.remote(make_rank_class(ray))
-        for i in range(spec["nodes"]):
+        for i in order:
             options = dict(
                 num_cpus=0,
                 num_gpus=spec["gpus"],

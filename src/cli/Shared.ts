@@ -31,7 +31,7 @@ export const noServingSlot = Options.boolean("no-serving-slot").pipe(
 
 export const nodes = Options.integer("nodes").pipe(
   Options.withDescription(
-    "Nodes in this run (default: HYPERLOOM_NODES, else 1). 2 or more is a multi-node run: no repair, no local head start."
+    "Nodes in this run (default: HYPERLOOM_NODES, else 1). 2 or more is a multi-node run: no repair, no local head start; lease run and baseline run then hold a group (one placement group, one rank per node, docs/multi-node.md) and ray doctor checks that N nodes each declare serving_slot and --gpus GPUs."
   ),
   Options.mapEffect(atLeast("nodes", 1)),
   Options.optional

@@ -6,7 +6,9 @@
  * infeasible because of worker B.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { closeGcs, gcsActors, markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
@@ -258,6 +260,76 @@ describe("serving groups across two Ray nodes on one host", () => {
     assert.isBelow(Date.now() - t0, 60_000)
     assert.deepStrictEqual(pidsWithArg(marker), [], "rank 0's command was stopped")
     await assertNothingHeld(head)
+  })
+
+  it("a group waiting for a slot held by a single lease says so and by whom, then runs; the wait is not charged", async () => {
+    const holderMarker = markerSleep(6)
+    const holder = startCli(["lease", "run", "--gpus", "1", "--", "sleep", holderMarker])
+    await waitFor(
+      "the single lease running",
+      () => (sleeps(holderMarker).length === 1 ? true : undefined),
+      60_000,
+      200
+    )
+    const run = await runCli(
+      [
+        "lease",
+        "run",
+        "--json",
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--timeout",
+        "5",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1"
+      ],
+      { timeoutMs: 120_000 }
+    )
+    assert.strictEqual(run.code, 0, run.stderr)
+    assert.isAbove(run.json.waited_sec, 1.5)
+    assert.match(
+      run.stderr,
+      /waiting for 2 nodes with serving_slot and 1 GPU\(s\) each: held by node [0-9a-f]{12}… \([^)]*\): actor [\w.<>]*HyperloomLease \(pid \d+, job [0-9a-f]{8}, driver pid \d+\)/
+    )
+    assert.strictEqual((await holder.exited).code, 0)
+    await assertNothingHeld(head)
+  })
+
+  it("baseline run --nodes 2 runs its attempt as a group: rank 0 (on hyperloom's node) reports the throughput", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "hl-group-baseline-"))
+    try {
+      const r = await runCli(
+        [
+          "baseline",
+          "run",
+          "--json",
+          "--session",
+          dir,
+          "--nodes",
+          "2",
+          "--gpus",
+          "1",
+          "--",
+          "sh",
+          "-c",
+          'echo "rank $HYPERLOOM_RANK of $HYPERLOOM_WORLD_SIZE"; if [ "$HYPERLOOM_RANK" = 0 ]; then echo \'{"throughput": 7}\' > "$HYPERLOOM_RESULT_FILE"; fi'
+        ],
+        { timeoutMs: 120_000 }
+      )
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.json.status, "succeeded")
+      assert.strictEqual(r.json.baseline_tput, 7)
+      assert.strictEqual(r.json.baseline_attempts.length, 1)
+      assert.include(r.stderr, "[attempt 1] [rank 0] rank 0 of 2")
+      assert.include(r.stderr, "[attempt 1] [rank 1] rank 1 of 2")
+      await assertNothingHeld(head)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("SIGKILL of the CLI during a group leaves no rank running and no placement group", async () => {

@@ -4,7 +4,7 @@ import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
-import { runLeased } from "../../programs/Lease.js"
+import { runServing } from "../../programs/Group.js"
 import { Settings } from "../../services/Settings.js"
 import { StateStore } from "../../services/StateStore.js"
 import { AppLayer } from "../AppLayer.js"
@@ -65,7 +65,8 @@ const runCommand = Command.make(
           enablementCmd: Option.getOrUndefined(o.enablementCmd),
           env: settings.env,
           cwd: process.cwd(),
-          runAttempt: runLeased
+          // --nodes N >= 2 (or HYPERLOOM_NODES): every attempt runs as a group (SPEC §11).
+          runAttempt: runServing
         })
       }).pipe(
         // Ctrl-C: the program has saved the cancelled state by now; print it like a normal end.
