@@ -5,12 +5,13 @@
  * each declare the slot and G GPUs, else the typed infeasibility (`insufficient_nodes`).
  */
 import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
-import { EnsureRefused, InvalidAddress } from "../domain/Errors.js"
+import { EnsureRefused, InvalidAddress, InvalidSetting } from "../domain/Errors.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import {
   checkGroupFeasibility,
   describeHolder,
   type GroupRequest,
+  groupBundle,
   type RankExit,
   slotHolders
 } from "../domain/Group.js"
@@ -39,6 +40,13 @@ export const ensureGroupLocked = Effect.fn("ensureGroup")(function* (request: Gr
       value: settings.rayAddress.raw,
       reason:
         "a ray:// Ray Client URL cannot be read over the GCS; set RAY_ADDRESS to the GCS host:port (e.g. 10.0.0.5:6379)"
+    })
+  }
+  if (Object.keys(groupBundle(request)).length === 0) {
+    return yield* new InvalidSetting({
+      name: "--gpus",
+      value: String(request.gpus),
+      reason: "a group without the serving slot needs --gpus >= 1 (each bundle must ask for something)"
     })
   }
   const probe = yield* rayCli.probe()

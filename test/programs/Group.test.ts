@@ -13,7 +13,7 @@ import * as path from "node:path"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
-import { EnsureRefused, RayClusterInfeasible } from "../../src/domain/Errors.js"
+import { EnsureRefused, InvalidSetting, RayClusterInfeasible } from "../../src/domain/Errors.js"
 import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
 import { isGroupResult, runServing } from "../../src/programs/Group.js"
 import type { LeaseRunSpec } from "../../src/programs/Lease.js"
@@ -161,6 +161,16 @@ describe("runServing with --nodes 2 holds a group", () => {
         ["probe"],
         "a multi-node run never stops or starts Ray"
       )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("an empty bundle (no slot, no GPUs) is a usage error before anything is asked of Ray", () => {
+    const { layer, rayCli } = layers(() => ({}))
+    return Effect.gen(function* () {
+      const error = yield* Effect.flip(runServing({ ...spec(), request: { gpus: 0, servingSlot: false } }))
+      assert.instanceOf(error, InvalidSetting)
+      assert.deepStrictEqual(rayCli.calls, [])
+      assert.strictEqual((yield* logOf).opened.length, 0)
     }).pipe(Effect.provide(layer))
   })
 
