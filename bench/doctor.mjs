@@ -45,9 +45,9 @@ try {
   // Warm: one process, the live layers built once, snapshot + verdict repeated.
   const lib = await import(`${root}/dist/lib/index.js`)
   const { NodeContext } = await import("@effect/platform-node")
-  const layer = Layer.mergeAll(lib.ClusterInspector.layerLive, lib.WorkGate.WorkGate.Default).pipe(
-    Layer.provideMerge(lib.ProcFs.layerLive()),
-    Layer.provideMerge(lib.Settings.layerFromEnv()),
+  const layer = Layer.mergeAll(lib.ClusterInspector.layer, lib.WorkGate.layer).pipe(
+    Layer.provideMerge(lib.ProcFs.layer),
+    Layer.provideMerge(lib.Settings.layer),
     Layer.provide(NodeContext.layer)
   )
   const request = { gpus: 0, servingSlot: true }

@@ -2,9 +2,12 @@
  * The live services, composed once: what the `hyperloom` CLI runs on, and what a larger Effect
  * program provides to use hyperloom's programs. Provide it once per program: a second instance
  * would bring a second work permit (WorkGate).
+ *
+ * Every service module has the same shape: its tag, `layer` (the live layer) and `layerTest(…)`
+ * (the test layer); `layerWith(options)` where the live layer takes options.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
@@ -12,35 +15,29 @@ import * as GroupBridge from "./services/GroupBridge.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
 import * as ProcFs from "./services/ProcFs.js"
 import * as RayCli from "./services/RayCli.js"
-import * as RayInstall from "./services/RayInstall.js"
 import * as Settings from "./services/Settings.js"
-import { StateStore } from "./services/StateStore.js"
-import { WorkGate } from "./services/WorkGate.js"
+import * as StateStore from "./services/StateStore.js"
+import * as WorkGate from "./services/WorkGate.js"
 
-/** RayCli over the `ray` executable the settings point at. */
-export const rayCliLayer = Layer.effect(
-  RayCli.RayCli,
-  Effect.flatMap(Settings.Settings, (s) =>
-    RayCli.makeRayCli({ executable: RayInstall.rayExecutable(s), statusTimeoutSec: s.statusTimeoutSec })
-  )
-)
-
-/**
- * Every live service, reading the settings from the environment (with `overrides`, e.g. the
- * CLI's --nodes). Fails to build with InvalidSetting / InvalidAddress on a bad environment.
- */
-export const layer = (overrides: Settings.SettingsOverrides = {}) => {
-  const procFs = ProcFs.layerLive()
-  const inspector = ClusterInspector.layerLive.pipe(Layer.provide(procFs))
-  return Layer.mergeAll(
-    rayCliLayer,
-    procFs,
-    inspector,
-    WorkGate.Default,
+/** Every live service over the given settings layer, on Node's platform services. */
+const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) =>
+  Layer.mergeAll(
+    RayCli.layer,
+    ProcFs.layer,
+    ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer)),
+    WorkGate.layer,
     LeaseBridge.layer,
     GroupBridge.layer,
-    StateStore.Live,
+    StateStore.layer,
     AttemptFiles.layer,
     Enablement.layer
-  ).pipe(Layer.provideMerge(Settings.layerFromEnv(overrides)), Layer.provide(NodeContext.layer))
-}
+  ).pipe(Layer.provideMerge(settings), Layer.provide(NodeContext.layer))
+
+/**
+ * Every live service, reading the settings from the environment. Fails to build with
+ * InvalidSetting / InvalidAddress on a bad environment.
+ */
+export const layer = onSettings(Settings.layer)
+
+/** Every live service, with settings overridden from the command line (e.g. --nodes). */
+export const layerWith = (overrides: Settings.SettingsOverrides) => onSettings(Settings.layerWith(overrides))

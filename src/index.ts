@@ -5,7 +5,7 @@
  *
  *   import { Lease, Live } from "hyperloom"
  *   Lease.runLeased({ request: { gpus: 1, servingSlot: true }, argv: ["nvidia-smi"], env: process.env, cwd: "." })
- *     .pipe(Effect.provide(Live.layer()), NodeRuntime.runMain)
+ *     .pipe(Effect.provide(Live.layer), NodeRuntime.runMain)
  */
 export * as Address from "./domain/Address.js"
 export * as Daemons from "./domain/Daemons.js"

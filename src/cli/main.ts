@@ -69,7 +69,7 @@ const trimmedErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const program = Effect.suspend(() => cli(process.argv)).pipe(
   withPlainConsole,
   trimmedErrors,
-  Effect.provideService(AppLayer, Live.layer),
+  Effect.provideService(AppLayer, Live.layerWith),
   Effect.provide(NodeContext.layer),
   // --help shows hyperloom's own options; the built-ins (--completions, --log-level, --wizard)
   // still work but would bury them.

@@ -1,6 +1,5 @@
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Context, Effect, Layer } from "effect"
 import { StateIoFailed } from "./StateStore.js"
 
@@ -109,9 +108,6 @@ export const layer: Layer.Layer<AttemptFiles, never, FileSystem.FileSystem> = La
   AttemptFiles,
   makeLive
 )
-
-/** The live service on Node's file system. */
-export const layerNode: Layer.Layer<AttemptFiles> = layer.pipe(Layer.provide(NodeFileSystem.layer))
 
 /** A fresh in-memory service (use `makeMemoryAttemptFiles` to inspect or seed the files). */
 export const layerTest = (memory: MemoryAttemptFiles = makeMemoryAttemptFiles()): Layer.Layer<AttemptFiles> =>

@@ -438,14 +438,13 @@ export const makeLive = (options: LiveOptions = {}) =>
  * calls (dropped after a failure, so a restarted head is reached afresh) and all are closed when
  * the layer's scope closes.
  */
-export const layerLive: Layer.Layer<ClusterInspector, never, Settings | ProcFs> = Layer.scoped(
+export const layer: Layer.Layer<ClusterInspector, never, Settings | ProcFs> = Layer.scoped(
   ClusterInspector,
   makeLive()
 )
 
-export const layerLiveWith = (
-  options: LiveOptions
-): Layer.Layer<ClusterInspector, never, Settings | ProcFs> =>
+/** The live layer with options (e.g. a proto path or timeouts). */
+export const layerWith = (options: LiveOptions): Layer.Layer<ClusterInspector, never, Settings | ProcFs> =>
   Layer.scoped(ClusterInspector, makeLive(options))
 
 // ---- the test layer --------------------------------------------------------------------------
@@ -472,7 +471,7 @@ export const DEFAULT_TEST_CLUSTER: ResolvedCluster = {
   source: "current_cluster_file"
 }
 
-export const makeTest = (options: TestOptions = {}): ClusterInspectorShape => {
+const makeTest = (options: TestOptions = {}): ClusterInspectorShape => {
   const resolved = options.resolved ?? DEFAULT_TEST_CLUSTER
   const lookup = (address: string): SnapshotAnswer | undefined =>
     typeof options.snapshots === "function" ? options.snapshots(address) : options.snapshots?.[address]

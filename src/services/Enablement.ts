@@ -1,7 +1,5 @@
 import * as Command from "@effect/platform/Command"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
-import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Clock, Context, Duration, Effect, Layer, Ref, Stream } from "effect"
 import { keepTail, terminateTree } from "./Subprocess.js"
 
@@ -117,12 +115,6 @@ export const layer: Layer.Layer<Enablement, never, CommandExecutor.CommandExecut
   make
 )
 
-/** The live service on Node's CommandExecutor. */
-export const layerNode: Layer.Layer<Enablement> = layer.pipe(
-  Layer.provide(NodeCommandExecutor.layer),
-  Layer.provide(NodeFileSystem.layer)
-)
-
 /** What a fake enablement run does (defaults: exits 0 at once, prints nothing). */
 export interface FakeEnablement {
   readonly exitCode?: number | null | undefined
@@ -133,9 +125,14 @@ export interface FakeEnablement {
   readonly effect?: Effect.Effect<void> | undefined
 }
 
-/** A fake Enablement following `script(spec, n)` for the n-th run (0-based); `runs` records the specs. */
-export const makeTest = (script: (spec: EnablementSpec, n: number) => FakeEnablement = () => ({})) => {
-  const runs: Array<EnablementSpec> = []
+/**
+ * A fake Enablement following `script(spec, n)` for the n-th run (0-based), appending each run's
+ * spec to `runs` (pass your own array to read them back). Times run on the Clock.
+ */
+export const layerTest = (
+  script: (spec: EnablementSpec, n: number) => FakeEnablement = () => ({}),
+  runs: Array<EnablementSpec> = []
+): Layer.Layer<Enablement> => {
   const service: EnablementShape = {
     run: (spec) =>
       Effect.gen(function* () {
@@ -152,5 +149,5 @@ export const makeTest = (script: (spec: EnablementSpec, n: number) => FakeEnable
         } satisfies EnablementRun
       })
   }
-  return { service, runs, layer: Layer.succeed(Enablement, service) }
+  return Layer.succeed(Enablement, service)
 }

@@ -11,8 +11,6 @@
  */
 import * as Command from "@effect/platform/Command"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
-import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import {
   Cause,
   Context,
@@ -449,12 +447,6 @@ const make = Effect.gen(function* () {
 /** The live service: needs Settings and a CommandExecutor. */
 export const layer: Layer.Layer<GroupBridge, never, Settings | CommandExecutor.CommandExecutor> =
   Layer.effect(GroupBridge, make)
-
-/** The live service on Node's CommandExecutor. */
-export const layerNode: Layer.Layer<GroupBridge, never, Settings> = layer.pipe(
-  Layer.provide(NodeCommandExecutor.layer),
-  Layer.provide(NodeFileSystem.layer)
-)
 
 // ---------------------------------------------------------------------------------------------
 // Test implementation: a scripted fake

@@ -118,24 +118,21 @@ export const make = (root = "/proc"): ProcFsShape => {
   }
 }
 
-/** The live layer: reads the host's /proc (or another root, e.g. a recorded fixture tree). */
-export const layerLive = (root = "/proc"): Layer.Layer<ProcFs> => Layer.succeed(ProcFs, make(root))
+/** The live layer: reads the host's /proc. */
+export const layer: Layer.Layer<ProcFs> = Layer.sync(ProcFs, () => make("/proc"))
 
-/** A recorded tree (`test/fixtures/proc/<scenario>`) read through the live code. */
-export const layerFromTree = (dir: string): Layer.Layer<ProcFs> => layerLive(dir)
+/** The live code over another /proc tree, e.g. a recorded one (`test/fixtures/proc/<scenario>`). */
+export const layerWith = (options: { readonly root: string }): Layer.Layer<ProcFs> =>
+  Layer.sync(ProcFs, () => make(options.root))
 
-/** A test layer serving these processes (daemons parsed from them as the live layer does). */
-export const layerTest = (processes: ReadonlyArray<ProcessInfo>): Layer.Layer<ProcFs> =>
-  Layer.succeed(ProcFs, {
-    processes: Effect.succeed(processes),
-    rayDaemons: Effect.sync(() => parseRayDaemons(processes))
-  })
-
-/** A test layer whose process table cannot be read. */
-export const layerUnreadable = (
-  root = "/proc",
-  detail = "EACCES: permission denied"
-): Layer.Layer<ProcFs> => {
-  const error = new ProcUnreadable({ root, detail })
-  return Layer.succeed(ProcFs, { processes: Effect.fail(error), rayDaemons: Effect.fail(error) })
-}
+/**
+ * A test layer serving these processes (daemons parsed from them as the live layer does), or
+ * failing every read with a ProcUnreadable.
+ */
+export const layerTest = (processes: ReadonlyArray<ProcessInfo> | ProcUnreadable = []): Layer.Layer<ProcFs> =>
+  Layer.succeed(
+    ProcFs,
+    processes instanceof ProcUnreadable
+      ? { processes: Effect.fail(processes), rayDaemons: Effect.fail(processes) }
+      : { processes: Effect.succeed(processes), rayDaemons: Effect.sync(() => parseRayDaemons(processes)) }
+  )

@@ -2,6 +2,8 @@ import { CommandExecutor } from "@effect/platform"
 import { Context, Effect, Layer } from "effect"
 import { RayCommandFailed, RayCommandTimeout, type RayNotFound } from "../domain/Errors.js"
 import type { ResourceMap } from "../domain/Snapshot.js"
+import { rayExecutable } from "./RayInstall.js"
+import { Settings } from "./Settings.js"
 import { runBounded } from "./Subprocess.js"
 
 /** What `ray status` said when used as the probe. */
@@ -70,7 +72,7 @@ export const DEVICE_VARIABLES = [
  * The live RayCli over a resolved `ray` executable. Every call has a timeout and terminates the
  * child's process tree on timeout or interruption (see Subprocess.runBounded).
  */
-export const makeRayCli = (options: {
+export const make = (options: {
   readonly executable: Effect.Effect<string, RayNotFound>
   readonly statusTimeoutSec: number
   readonly env?: Readonly<Record<string, string>>
@@ -125,41 +127,54 @@ export const makeRayCli = (options: {
     })
   })
 
-/** A scripted RayCli for unit tests: records every call, answers from the script. */
-export interface FakeRayCli {
-  readonly calls: Array<{ readonly op: "probe" | "start" | "stop"; readonly spec?: HeadStartSpec }>
-  readonly layer: Layer.Layer<RayCli>
+/** The live layer: the `ray` executable and probe timeout the settings name. */
+export const layer: Layer.Layer<RayCli, never, Settings | CommandExecutor.CommandExecutor> = Layer.effect(
+  RayCli,
+  Effect.flatMap(Settings, (s) =>
+    make({ executable: rayExecutable(s), statusTimeoutSec: s.statusTimeoutSec })
+  )
+)
+
+// ---- the test layer --------------------------------------------------------------------------
+
+/** One call a test RayCli received. */
+export interface RayCliCall {
+  readonly op: "probe" | "start" | "stop"
+  readonly spec?: HeadStartSpec
 }
 
-export const makeFakeRayCli = (script: {
+/** What a test RayCli answers (defaults: the probe answers, start and stop succeed). */
+export interface TestScript {
   readonly probe?: () => ProbeResult
   readonly start?: (spec: HeadStartSpec) => Effect.Effect<void, RayCommandFailed | RayCommandTimeout>
   readonly stop?: () => Effect.Effect<void, RayCommandFailed | RayCommandTimeout>
-}): FakeRayCli => {
-  const calls: FakeRayCli["calls"] = []
+}
+
+/**
+ * A scripted RayCli: answers from `script` and appends every call to `calls` (pass your own
+ * array to read them back). Nothing is run.
+ */
+export const layerTest = (script: TestScript = {}, calls: Array<RayCliCall> = []): Layer.Layer<RayCli> => {
   const answered: ProbeResult = { answered: true, exitCode: 0, timedOut: false, output: "", elapsedMs: 1 }
-  return {
-    calls,
-    layer: Layer.succeed(
-      RayCli,
-      RayCli.of({
-        executable: Effect.succeed("ray"),
-        probe: () =>
-          Effect.sync(() => {
-            calls.push({ op: "probe" })
-            return script.probe?.() ?? answered
-          }),
-        start: (spec) =>
-          Effect.suspend(() => {
-            calls.push({ op: "start", spec })
-            return script.start?.(spec) ?? Effect.void
-          }),
-        stop: () =>
-          Effect.suspend(() => {
-            calls.push({ op: "stop" })
-            return script.stop?.() ?? Effect.void
-          })
-      })
-    )
-  }
+  return Layer.succeed(
+    RayCli,
+    RayCli.of({
+      executable: Effect.succeed("ray"),
+      probe: () =>
+        Effect.sync(() => {
+          calls.push({ op: "probe" })
+          return script.probe?.() ?? answered
+        }),
+      start: (spec) =>
+        Effect.suspend(() => {
+          calls.push({ op: "start", spec })
+          return script.start?.(spec) ?? Effect.void
+        }),
+      stop: () =>
+        Effect.suspend(() => {
+          calls.push({ op: "stop" })
+          return script.stop?.() ?? Effect.void
+        })
+    })
+  )
 }

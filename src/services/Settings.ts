@@ -98,11 +98,22 @@ export const readSettings = (
     }
   })
 
-export const layerFromEnv = (overrides: SettingsOverrides = {}) =>
-  Layer.effect(Settings, readSettings(process.env, overrides))
+/** The live layer: the settings of this process's environment. */
+export const layer: Layer.Layer<Settings, InvalidSetting | InvalidAddress> = Layer.effect(
+  Settings,
+  Effect.suspend(() => readSettings(process.env))
+)
 
-/** Settings for tests: defaults, with fields replaced. */
-export const makeTestSettings = (fields: Partial<SettingsShape> = {}): SettingsShape => ({
+/** The live layer with overrides from the command line (e.g. --nodes). */
+export const layerWith = (
+  overrides: SettingsOverrides
+): Layer.Layer<Settings, InvalidSetting | InvalidAddress> =>
+  Layer.effect(
+    Settings,
+    Effect.suspend(() => readSettings(process.env, overrides))
+  )
+
+const testSettings = (fields: Partial<SettingsShape> = {}): SettingsShape => ({
   rayAddress: { _tag: "Auto" },
   nodes: 1,
   statusTimeoutSec: 5,
@@ -119,5 +130,6 @@ export const makeTestSettings = (fields: Partial<SettingsShape> = {}): SettingsS
   ...fields
 })
 
-export const layerTest = (fields: Partial<SettingsShape> = {}) =>
-  Layer.succeed(Settings, makeTestSettings(fields))
+/** Settings for tests: the defaults of an empty environment, with `fields` replaced. */
+export const layerTest = (fields: Partial<SettingsShape> = {}): Layer.Layer<Settings> =>
+  Layer.succeed(Settings, testSettings(fields))

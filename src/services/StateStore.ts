@@ -1,7 +1,5 @@
 import { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import * as NodePath from "@effect/platform-node/NodePath"
 import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
 import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
 import { holdLockFile, isNotFound, pidAlive } from "./LockFile.js"
@@ -92,7 +90,7 @@ const fromProblem = (
 let tempCounter = 0
 const tempName = (base: string) => `.${base}.${process.pid}.${Date.now()}.${++tempCounter}.tmp`
 
-/** The live store on a platform FileSystem (Node's in `StateStore.Live`). */
+/** The live store on a platform FileSystem (see `layer`). */
 export const makeFileStateStore = Effect.gen(function* () {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
@@ -206,16 +204,14 @@ const normalize = (dir: string) => (dir.length > 1 ? dir.replace(/\/+$/, "") : d
 
 export class StateStore extends Effect.Service<StateStore>()("hyperloom/services/StateStore", {
   effect: makeFileStateStore
-}) {
-  /** The live store on Node's file system. */
-  static readonly Live: Layer.Layer<StateStore> = StateStore.Default.pipe(
-    Layer.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer))
-  )
-  /** A fresh in-memory store each time the layer is built (provide it per test). */
-  static readonly Test: Layer.Layer<StateStore> = Layer.sync(StateStore, () =>
-    StateStore.make(makeMemoryStateStore())
-  )
-  /** A fresh in-memory store seeded with raw state-file texts by session directory. */
-  static readonly testWith = (files: Readonly<Record<string, string>>): Layer.Layer<StateStore> =>
-    Layer.sync(StateStore, () => StateStore.make(makeMemoryStateStore(files)))
-}
+}) {}
+
+/** The live store on a platform file system. */
+export const layer: Layer.Layer<StateStore, never, FileSystem.FileSystem | Path.Path> = StateStore.Default
+
+/**
+ * A fresh in-memory store each time the layer is built (provide it per test), seeded with raw
+ * state-file texts by session directory.
+ */
+export const layerTest = (files: Readonly<Record<string, string>> = {}): Layer.Layer<StateStore> =>
+  Layer.sync(StateStore, () => StateStore.make(makeMemoryStateStore(files)))

@@ -1,8 +1,8 @@
 import * as path from "node:path"
 import { FileSystem } from "@effect/platform"
-import { Effect, Scope } from "effect"
+import { Effect, Layer, Scope } from "effect"
 import { holdLockFile, type LockHeld } from "./LockFile.js"
-import { Settings } from "./Settings.js"
+import { layerTest as layerTestSettings, Settings } from "./Settings.js"
 
 /** How long to wait for another hyperloom process that is working on the host's Ray head. */
 const HOST_LOCK_WAIT_MS = 300_000
@@ -60,3 +60,19 @@ export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/Wor
 }) {}
 
 export type { LockHeld }
+
+/** The live layer: one permit and the host-wide lock file next to Ray's temp dir. */
+export const layer: Layer.Layer<WorkGate, never, Settings | FileSystem.FileSystem> = WorkGate.Default
+
+/**
+ * A test layer: the same permit and process-wide facts, with the host-wide lock file in a fresh
+ * temporary directory of its own (so tests never contend with this host's hyperloom processes).
+ */
+export const layerTest: Layer.Layer<WorkGate, never, FileSystem.FileSystem> = Layer.unwrapScoped(
+  Effect.map(
+    Effect.flatMap(FileSystem.FileSystem, (fs) =>
+      fs.makeTempDirectoryScoped({ prefix: "hyperloom-workgate-" })
+    ),
+    (dir) => WorkGate.Default.pipe(Layer.provide(layerTestSettings({ rayTempDir: path.join(dir, "ray") })))
+  )
+).pipe(Layer.orDie)

@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, TestClock } from "effect"
 import { EnsureRefused, RayClusterInfeasible } from "../../src/domain/Errors.js"
@@ -15,7 +15,7 @@ import {
 import type { LeaseRunResult, LeaseRunSpec } from "../../src/programs/Lease.js"
 import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import * as Enablement from "../../src/services/Enablement.js"
-import { StateStore } from "../../src/services/StateStore.js"
+import * as StateStore from "../../src/services/StateStore.js"
 
 const SESSION = "/sessions/s1"
 
@@ -97,12 +97,12 @@ interface Setup {
 const setup = (s: Setup) => {
   const memory = AttemptFiles.makeMemoryAttemptFiles()
   const runner = makeRunner(memory, s.script)
-  const enablement = Enablement.makeTest(s.enablement)
+  const enablement = { runs: [] as Array<Enablement.EnablementSpec> }
   const lines: Array<string> = []
   const layer = Layer.mergeAll(
-    s.seed !== undefined ? StateStore.testWith(s.seed) : StateStore.Test,
+    StateStore.layerTest(s.seed),
     AttemptFiles.layerTest(memory),
-    enablement.layer,
+    Enablement.layerTest(s.enablement, enablement.runs),
     Logger.minimumLogLevel(LogLevel.None)
   )
   const options = (
@@ -117,7 +117,7 @@ const setup = (s: Setup) => {
     onOutput: (line) => Effect.sync(() => lines.push(line)),
     ...extra
   })
-  const loadState = Effect.flatMap(StateStore, (store) => store.load(SESSION)).pipe(
+  const loadState = Effect.flatMap(StateStore.StateStore, (store) => store.load(SESSION)).pipe(
     Effect.map(Option.getOrThrow)
   )
   return { memory, runner, enablement, lines, layer, options, loadState }
@@ -638,7 +638,7 @@ describe("Baseline.run", () => {
         assert.strictEqual((exit.cause.error as { _tag: string })._tag, "StateCorrupt")
       }
       assert.strictEqual(t.runner.specs.length, 0)
-      const again = yield* Effect.exit(Effect.flatMap(StateStore, (s) => s.load(SESSION)))
+      const again = yield* Effect.exit(Effect.flatMap(StateStore.StateStore, (s) => s.load(SESSION)))
       assert.isTrue(Exit.isFailure(again))
     }).pipe(Effect.provide(t.layer))
   })
@@ -662,9 +662,9 @@ describe("Baseline.run", () => {
         }).pipe(
           Effect.provide(
             Layer.mergeAll(
-              StateStore.Live,
+              StateStore.layer.pipe(Layer.provide(NodeContext.layer)),
               AttemptFiles.layerTest(memory),
-              Enablement.makeTest().layer,
+              Enablement.layerTest(),
               Logger.minimumLogLevel(LogLevel.None)
             )
           )
@@ -719,7 +719,7 @@ describe("AttemptFiles (live)", () => {
         yield* files.writeLaunchLog(paths.launchLog, "line one\nline two")
         assert.strictEqual(fs.readFileSync(paths.launchLog, "utf8"), "line one\nline two\n")
         fs.rmSync(dir, { recursive: true, force: true })
-      }).pipe(Effect.provide(AttemptFiles.layer.pipe(Layer.provide(NodeFileSystem.layer))))
+      }).pipe(Effect.provide(AttemptFiles.layer.pipe(Layer.provide(NodeContext.layer))))
   )
 })
 
@@ -744,7 +744,7 @@ describe("Enablement (live)", () => {
         assert.isTrue(fs.existsSync(path.join(dir, "fixed")))
         assert.include(run.outputTail, "oops")
         fs.rmSync(dir, { recursive: true, force: true })
-      }).pipe(Effect.provide(Enablement.layerNode))
+      }).pipe(Effect.provide(Enablement.layer.pipe(Layer.provide(NodeContext.layer))))
   )
 
   it.live("interruption stops the command's whole process group", () =>
@@ -777,7 +777,7 @@ describe("Enablement (live)", () => {
       for (let i = 0; i < 40 && alive(); i++) yield* Effect.sleep(Duration.millis(50))
       assert.isFalse(alive(), `sleep ${pid} survived`)
       fs.rmSync(dir, { recursive: true, force: true })
-    }).pipe(Effect.provide(Enablement.layerNode))
+    }).pipe(Effect.provide(Enablement.layer.pipe(Layer.provide(NodeContext.layer))))
   )
 
   it.live("a missing working directory is reported, not a failure", () =>
@@ -786,7 +786,7 @@ describe("Enablement (live)", () => {
       const run = yield* enablement.run({ command: "true", env: {}, cwd: "/nonexistent/hyperloom-test-dir" })
       assert.isNull(run.exitCode)
       assert.isString(run.startError)
-    }).pipe(Effect.provide(Enablement.layerNode))
+    }).pipe(Effect.provide(Enablement.layer.pipe(Layer.provide(NodeContext.layer))))
   )
 })
 

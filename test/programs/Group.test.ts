@@ -21,7 +21,7 @@ import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
-import { makeFakeRayCli } from "../../src/services/RayCli.js"
+import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
 import { WorkGate } from "../../src/services/WorkGate.js"
 import { idleHeadSnapshot, node, nodeId, nodeResources } from "../support/snapshots.js"
@@ -66,15 +66,17 @@ const layers = (
       })
     })
   ).pipe(Layer.provideMerge(GroupBridge.layerTest(script)), Layer.provideMerge(gate))
-  const rayCli = makeFakeRayCli(
+  const rayCli = { calls: [] as Array<RayCli.RayCliCall> }
+  const rayCliLayer = RayCli.layerTest(
     options.answers === false
       ? { probe: () => ({ answered: false, exitCode: 1, timedOut: false, output: "", elapsedMs: 1 }) }
-      : {}
+      : {},
+    rayCli.calls
   )
   const layer = Layer.mergeAll(
     spying,
     settings,
-    rayCli.layer,
+    rayCliLayer,
     ProcFs.layerTest([]),
     LeaseBridge.layerTest(),
     ClusterInspector.layerTest({ snapshots: { [ADDRESS]: options.snapshot ?? twoNodes() } })

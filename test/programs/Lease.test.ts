@@ -17,7 +17,7 @@ import { acquireLease, type LeaseRunSpec, runLeased } from "../../src/programs/L
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
-import { makeFakeRayCli } from "../../src/services/RayCli.js"
+import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
 import { WorkGate } from "../../src/services/WorkGate.js"
 import { idleHeadSnapshot } from "../support/snapshots.js"
@@ -60,7 +60,7 @@ const layers = (
   const layer = Layer.mergeAll(
     spying,
     settings,
-    makeFakeRayCli({}).layer,
+    RayCli.layerTest(),
     ProcFs.layerTest([]),
     ClusterInspector.layerTest({ snapshots: { [ADDRESS]: options.snapshot ?? healthy } })
   )

@@ -20,7 +20,7 @@ const runLive = <A, E>(effect: Effect.Effect<A, E, any>) => {
   })
   return Effect.runPromise(
     effect.pipe(
-      Effect.provide(Live.layer()),
+      Effect.provide(Live.layer),
       Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
       Effect.either,
       Effect.map((result) => ({ result, logs }))

@@ -31,10 +31,8 @@ import {
 /** The live inspector (and /proc) for one test, with its own scope. */
 const inspector = (settings: Partial<Settings.SettingsShape> = {}) => {
   const layer = Layer.merge(
-    ClusterInspector.layerLive.pipe(
-      Layer.provide(Layer.merge(Settings.layerTest(settings), ProcFs.layerLive()))
-    ),
-    ProcFs.layerLive()
+    ClusterInspector.layer.pipe(Layer.provide(Layer.merge(Settings.layerTest(settings), ProcFs.layer))),
+    ProcFs.layer
   )
   const rt = ManagedRuntime.make(layer)
   const run = <A, E>(effect: Effect.Effect<A, E, ClusterInspector.ClusterInspector | ProcFs.ProcFs>) =>

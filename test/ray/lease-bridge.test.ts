@@ -9,6 +9,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
@@ -34,7 +35,7 @@ const settingsLayer = Settings.layerTest({
   rayExecutable: process.env.HYPERLOOM_RAY,
   rayPython: process.env.HYPERLOOM_RAY_PYTHON
 })
-const layer = LeaseBridge.layerNode.pipe(Layer.provide(settingsLayer))
+const layer = LeaseBridge.layer.pipe(Layer.provide(Layer.merge(settingsLayer, NodeContext.layer)))
 
 const specFor =
   (head: Head) =>

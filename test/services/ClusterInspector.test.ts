@@ -26,9 +26,7 @@ const liveLayer = (
   procFs: Layer.Layer<ProcFs.ProcFs> = ProcFs.layerTest([]),
   options: ClusterInspector.LiveOptions = {}
 ) =>
-  ClusterInspector.layerLiveWith(options).pipe(
-    Layer.provide(Layer.merge(Settings.layerTest(settings), procFs))
-  )
+  ClusterInspector.layerWith(options).pipe(Layer.provide(Layer.merge(Settings.layerTest(settings), procFs)))
 
 /** Runs `body` against a fake GCS started for it (stopped afterwards). */
 const withFakeGcs = <A, E, R>(options: FakeGcsOptions, body: (address: string) => Effect.Effect<A, E, R>) =>
@@ -318,7 +316,7 @@ describe("ClusterInspector.snapshot with RAY_AUTH_MODE=token", () => {
 
 describe("ClusterInspector.resolve", () => {
   const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "hl-raytmp-"))
-  const tree = (s: string) => ProcFs.layerFromTree(path.join(fixturesDir, "proc", s))
+  const tree = (s: string) => ProcFs.layerWith({ root: path.join(fixturesDir, "proc", s) })
   const address = (raw: string | undefined) => Either.getOrThrow(parseRayAddress(raw))
   const resolveWith = (settings: Partial<Settings.SettingsShape>, procFs: Layer.Layer<ProcFs.ProcFs>) =>
     Effect.flatMap(ClusterInspector.ClusterInspector, (ci) => ci.resolve).pipe(
@@ -341,7 +339,10 @@ describe("ClusterInspector.resolve", () => {
       assert.strictEqual(fromFile.gcsAddress, "192.0.2.2:6380")
       assert.strictEqual(fromFile.source, "current_cluster_file")
       // the file present: /proc is not even read
-      const noProc = yield* resolveWith({ rayTempDir: dir }, ProcFs.layerUnreadable())
+      const noProc = yield* resolveWith(
+        { rayTempDir: dir },
+        ProcFs.layerTest(new ProcFs.ProcUnreadable({ root: "/proc", detail: "EACCES: permission denied" }))
+      )
       assert.strictEqual(noProc.gcsAddress, "192.0.2.2:6380")
     })
   )
@@ -357,7 +358,12 @@ describe("ClusterInspector.resolve", () => {
       ])
       const none = yield* Effect.flip(resolveWith({ rayTempDir: dir }, ProcFs.layerTest([])))
       assert.instanceOf(none, NoClusterFound)
-      const unreadable = yield* Effect.flip(resolveWith({ rayTempDir: dir }, ProcFs.layerUnreadable()))
+      const unreadable = yield* Effect.flip(
+        resolveWith(
+          { rayTempDir: dir },
+          ProcFs.layerTest(new ProcFs.ProcUnreadable({ root: "/proc", detail: "EACCES: permission denied" }))
+        )
+      )
       assert.instanceOf(unreadable, NoClusterFound)
       assert.include(unreadable.message, "EACCES")
     })

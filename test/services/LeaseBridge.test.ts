@@ -6,6 +6,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, Exit, Fiber, Layer, Scope, TestClock } from "effect"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
@@ -53,7 +54,8 @@ const fakePython = path.join(dir, "python")
 fs.writeFileSync(fakePython, FAKE_BRIDGE, { mode: 0o755 })
 
 const layerFor = (mode: string, extraEnv: Record<string, string> = {}) =>
-  LeaseBridge.layerNode.pipe(
+  LeaseBridge.layer.pipe(
+    Layer.provide(NodeContext.layer),
     Layer.provide(
       Settings.layerTest({
         rayPython: fakePython,
@@ -215,7 +217,11 @@ describe("LeaseBridge (live, scripted bridge)", () => {
       assert.include(error.message, "HYPERLOOM_RAY_PYTHON=/nonexistent/python3")
     }).pipe(
       Effect.provide(
-        LeaseBridge.layerNode.pipe(Layer.provide(Settings.layerTest({ rayPython: "/nonexistent/python3" })))
+        LeaseBridge.layer.pipe(
+          Layer.provide(
+            Layer.merge(Settings.layerTest({ rayPython: "/nonexistent/python3" }), NodeContext.layer)
+          )
+        )
       )
     )
   )

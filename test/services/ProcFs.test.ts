@@ -14,7 +14,7 @@ const read = (root: string) =>
   Effect.gen(function* () {
     const procFs = yield* ProcFs.ProcFs
     return { processes: yield* procFs.processes, daemons: yield* procFs.rayDaemons }
-  }).pipe(Effect.provide(ProcFs.layerFromTree(root)))
+  }).pipe(Effect.provide(ProcFs.layerWith({ root })))
 
 describe("ProcFs over recorded trees", () => {
   it.effect("lone-head: one gcs_server and one head raylet of the same node", () =>
@@ -216,12 +216,16 @@ describe("ProcFs test layers", () => {
     }).pipe(Effect.provide(ProcFs.layerTest(processes)))
   )
 
-  it.effect("layerUnreadable fails both reads", () =>
+  it.effect("layerTest(ProcUnreadable) fails both reads", () =>
     Effect.gen(function* () {
       const procFs = yield* ProcFs.ProcFs
       assert.strictEqual((yield* Effect.flip(procFs.processes))._tag, "ProcUnreadable")
       assert.strictEqual((yield* Effect.flip(procFs.rayDaemons))._tag, "ProcUnreadable")
-    }).pipe(Effect.provide(ProcFs.layerUnreadable()))
+    }).pipe(
+      Effect.provide(
+        ProcFs.layerTest(new ProcFs.ProcUnreadable({ root: "/proc", detail: "EACCES: permission denied" }))
+      )
+    )
   )
 })
 

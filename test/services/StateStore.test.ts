@@ -1,14 +1,14 @@
 import { spawn, spawnSync } from "node:child_process"
 import * as NodePath from "node:path"
 import { FileSystem } from "@effect/platform"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Scope } from "effect"
 import { foldSignature } from "../../src/domain/Signature.js"
 import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
-import { LOCK_FILE, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
+import { LOCK_FILE, layer, layerTest, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
 
-const live = Layer.mergeAll(StateStore.Live, NodeFileSystem.layer)
+const live = layer.pipe(Layer.provideMerge(NodeContext.layer))
 
 /** A fresh temp dir for the test, removed at the end of its scope. */
 const tempDir = Effect.flatMap(FileSystem.FileSystem, (fs) =>
@@ -64,7 +64,7 @@ const listDir = (dir: string) =>
     Effect.map((xs) => [...xs].sort())
   )
 
-describe("StateStore.Live", () => {
+describe("StateStore.layer", () => {
   it.scopedLive("load of a session without state is none", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
@@ -198,7 +198,7 @@ describe("StateStore.Live", () => {
   )
 })
 
-describe("StateStore.Live lock", () => {
+describe("StateStore.layer lock", () => {
   it.scopedLive("holds <session>/.lock with our pid, refuses a second holder, releases on scope close", () =>
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem
@@ -280,21 +280,21 @@ describe("StateStore.Live lock", () => {
   )
 })
 
-describe("StateStore.Test", () => {
+describe("StateStore.layerTest", () => {
   it.effect("saves and loads in memory", () =>
     Effect.gen(function* () {
       const store = yield* StateStore
       assert.isTrue(Option.isNone(yield* store.load("sessions/one")))
       yield* store.save("sessions/one", sample())
       assert.deepStrictEqual(yield* store.load("sessions/one/"), Option.some(sample()))
-    }).pipe(Effect.provide(StateStore.Test))
+    }).pipe(Effect.provide(layerTest()))
   )
 
   it.effect("is fresh for every test", () =>
     Effect.gen(function* () {
       const store = yield* StateStore
       assert.isTrue(Option.isNone(yield* store.load("sessions/one")))
-    }).pipe(Effect.provide(StateStore.Test))
+    }).pipe(Effect.provide(layerTest()))
   )
 
   it.effect("refuses seeded corrupt and future files like the live store, and never overwrites them", () =>
@@ -306,11 +306,7 @@ describe("StateStore.Test", () => {
       assert.strictEqual((yield* Effect.flip(store.save("new", sample())))._tag, "StateFromFuture")
       const migrated = Option.getOrThrow(yield* store.load("old"))
       assert.strictEqual(migrated.schema_version, 2)
-    }).pipe(
-      Effect.provide(
-        StateStore.testWith({ bad: "{", new: JSON.stringify({ schema_version: 7 }), old: V1_TEXT })
-      )
-    )
+    }).pipe(Effect.provide(layerTest({ bad: "{", new: JSON.stringify({ schema_version: 7 }), old: V1_TEXT })))
   )
 
   it.scoped("one lock per session", () =>
@@ -319,6 +315,6 @@ describe("StateStore.Test", () => {
       yield* store.lock("s1")
       yield* store.lock("s2")
       assert.strictEqual((yield* Effect.flip(Effect.scoped(store.lock("s1"))))._tag, "SessionLocked")
-    }).pipe(Effect.provide(StateStore.Test))
+    }).pipe(Effect.provide(layerTest()))
   )
 })

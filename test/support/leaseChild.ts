@@ -3,6 +3,7 @@
  * esbuild by `buildLeaseChild()` and run as `node lease-child.mjs '<LeaseSpec JSON>'`. Prints
  * one JSON line per step on stdout ({"opened"}, {"started"}, {"exit"}), then holds on.
  */
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer } from "effect"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
@@ -19,7 +20,7 @@ export const main = (specJson: string) => {
     yield* say({ exit: yield* session.awaitExit })
     yield* Effect.never
   }).pipe(Effect.scoped)
-  const layer = LeaseBridge.layerNode.pipe(Layer.provide(Settings.layerFromEnv()))
+  const layer = LeaseBridge.layer.pipe(Layer.provide(Layer.merge(Settings.layer, NodeContext.layer)))
   NodeRuntime.runMain(program.pipe(Effect.provide(layer)))
 }
 
