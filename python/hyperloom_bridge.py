@@ -94,7 +94,7 @@ MAX_LINE_BYTES = 64 * 1024
 
 # The supervisor: self-contained (runs under `python -I -c`, so it does not need this file on
 # the actor's node), stdlib only. argv: [--status-fd FD] [--parent PID] [--cwd DIR] [--grace S]
-# -- ARGV...  Exit status: CMD's (128+signal if killed, 127 if it could not start, 2 usage).
+# -- ARGV...  Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it could not be executed, 2 usage).
 SUPERVISOR_SOURCE = r'''
 import os, signal, subprocess, sys, threading, time
 
@@ -226,15 +226,18 @@ def _supervise(args):
     try:
         proc = subprocess.Popen(argv, cwd=cwd or None, stdin=subprocess.DEVNULL, close_fds=True)
     except OSError as e:
+        # As a shell, env or timeout do: 127 when CMD is not found, 126 when it cannot be executed.
         if isinstance(e, FileNotFoundError) and e.filename in (None, argv[0]):
             msg = "hyperloom: command not found: %s" % argv[0]
+            code = 127
         else:
-            msg = "hyperloom: cannot start %s: %s" % (argv[0], e.strerror or e)
+            msg = "hyperloom: cannot execute %s: %s" % (argv[0], e.strerror or e)
+            code = 126
         sys.stderr.write(msg + "\n")
         sys.stderr.flush()
         report("failed")
-        report("exit 127")
-        return 127
+        report("exit %d" % code)
+        return code
     report("pid %d" % proc.pid)
 
     done = threading.Event()

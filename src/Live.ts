@@ -41,3 +41,6 @@ export const layer = onSettings(Settings.layer)
 
 /** Every live service, with settings overridden from the command line (e.g. --nodes). */
 export const layerWith = (overrides: Settings.SettingsOverrides) => onSettings(Settings.layerWith(overrides))
+
+/** Every service a hyperloom program may need. */
+export type Services = Layer.Layer.Success<typeof layer>

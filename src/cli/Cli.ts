@@ -1,10 +1,19 @@
+/**
+ * The root command. Its leaves get their services from `layers` (main.ts passes the live ones,
+ * the one composition root), built per command run with that command's overrides (e.g. --nodes),
+ * so `--help` builds nothing.
+ */
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
+import type { Layer, Option } from "effect"
+import type { InvalidAddress, InvalidSetting } from "../domain/Errors.js"
+import type { Services } from "../Live.js"
+import type { SettingsOverrides } from "../services/Settings.js"
 import { VERSION } from "../version.js"
-import { baselineCommand } from "./commands/baseline.js"
-import { leaseCommand } from "./commands/lease.js"
-import { rayCommand } from "./commands/ray.js"
-import { stateCommand } from "./commands/state.js"
+import { baselineRun } from "./commands/baseline.js"
+import { leaseRun } from "./commands/lease.js"
+import { doctorCommand, ensureCommand, repairCommand, statusCommand } from "./commands/ray.js"
+import { showCommand } from "./commands/state.js"
 import { EXIT_CODES_HELP } from "./Exit.js"
 
 const about = `hyperloom keeps a Ray-backed GPU serving host usable for benchmark work: it ensures a local Ray head that declares the serving_slot resource (repairing one that lacks it only when every guard proves nobody else's Ray work can be hurt), grants serving leases (a Ray actor holding the slot and N GPUs, running a command) and runs baseline benchmarks with stop rules.`
@@ -19,12 +28,56 @@ const environment = `Environment:
   HL_RAY_HEAD_PORT                  port of a head hyperloom starts (default 6379)
   HYPERLOOM_RAY_NUM_GPUS            GPUs to declare when (re)starting a head`
 
+const global = `Everywhere: --help, --version, --log-level (all|trace|debug|info|warning|error|fatal|none),
+--completions (bash|fish|zsh: prints a completion script; see the README).`
+
 /** A preformatted block: one paragraph, its lines kept. */
 const lines = (text: string) => HelpDoc.p(text)
 
-export const rootCommand = Command.make("hyperloom").pipe(
-  Command.withDescription(HelpDoc.sequence(HelpDoc.p(about), lines(`${environment}\n\n${EXIT_CODES_HELP}`))),
-  Command.withSubcommands([rayCommand, leaseCommand, baselineCommand, stateCommand])
-)
+/** Builds the services of one command run from its overrides. */
+export type Layers = (overrides: SettingsOverrides) => Layer.Layer<Services, InvalidSetting | InvalidAddress>
 
-export const cli = Command.run(rootCommand, { name: "hyperloom", version: VERSION })
+const overridesOf = (config: { readonly nodes?: Option.Option<number> }): SettingsOverrides =>
+  config.nodes !== undefined && config.nodes._tag === "Some" ? { nodes: config.nodes.value } : {}
+
+/** The hyperloom command tree with each leaf provided from `layers`. */
+export const makeRootCommand = (layers: Layers) => {
+  const provide = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) =>
+    Command.provide(command, (config: A) =>
+      layers(overridesOf(config as { readonly nodes?: Option.Option<number> }))
+    )
+  return Command.make("hyperloom").pipe(
+    Command.withDescription(
+      HelpDoc.sequence(HelpDoc.p(about), lines(`${environment}\n\n${global}\n\n${EXIT_CODES_HELP}`))
+    ),
+    Command.withSubcommands([
+      Command.make("ray").pipe(
+        Command.withDescription("Inspect, ensure and repair the host's Ray cluster."),
+        Command.withSubcommands([
+          provide(statusCommand),
+          provide(doctorCommand),
+          provide(ensureCommand),
+          provide(repairCommand)
+        ])
+      ),
+      Command.make("lease").pipe(
+        Command.withDescription(
+          "Serving leases: hold the host's serving slot and GPUs while a command runs."
+        ),
+        Command.withSubcommands([provide(leaseRun)])
+      ),
+      Command.make("baseline").pipe(
+        Command.withDescription("Run baseline benchmarks under serving leases, with stop rules."),
+        Command.withSubcommands([provide(baselineRun)])
+      ),
+      Command.make("state").pipe(
+        Command.withDescription("Inspect baseline sessions."),
+        Command.withSubcommands([provide(showCommand)])
+      )
+    ])
+  )
+}
+
+/** The CLI over `layers`: give it the command line (process.argv). */
+export const makeCli = (layers: Layers) =>
+  Command.run(makeRootCommand(layers), { name: "hyperloom", version: VERSION })

@@ -1,5 +1,26 @@
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Data } from "effect"
+import type {
+  ClusterUnreachable,
+  EnsureRefused,
+  InvalidAddress,
+  InvalidSetting,
+  MultipleClusters,
+  NoClusterFound,
+  RayClusterInfeasible,
+  RayCommandFailed,
+  RayCommandTimeout,
+  RayNotFound
+} from "../domain/Errors.js"
+import type {
+  LeaseActorFailed,
+  LeaseBridgeProtocolError,
+  LeaseBridgeStartFailed,
+  LeaseRayInitFailed
+} from "../services/LeaseBridge.js"
+import type { LockHeld } from "../services/LockFile.js"
+import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
+import type { SessionNotFound } from "./commands/state.js"
 
 /**
  * The CLI's exit codes (stable; listed in `--help` and the README). Every error tag maps to one
@@ -21,13 +42,17 @@ export const EXIT = {
   enablementStalled: 12,
   sessionTimeExhausted: 13,
   leaseTimeout: 124,
+  leaseFailed: 125,
+  commandNotExecutable: 126,
+  commandNotFound: 127,
   cancelled: 130
 } as const
 
 export const EXIT_CODES_HELP = `Exit codes:
   0    success (lease run: the command's own exit code)
   1    internal error (a bug: please report it)
-  2    bad usage: an invalid option, RAY_ADDRESS or HYPERLOOM_* setting
+  2    bad usage: an unknown or invalid option, a missing \`-- CMD\`, an invalid RAY_ADDRESS or
+       HYPERLOOM_* setting (nothing runs)
   3    no ray executable found (set HYPERLOOM_RAY or run scripts/setup-ray.sh)
   4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
   5    a ray command failed or did not finish in time
@@ -41,16 +66,56 @@ export const EXIT_CODES_HELP = `Exit codes:
   12   baseline stopped: enablement_stalled
   13   baseline stopped: session_time_exhausted (--deadline)
   124  lease run: the command exceeded --timeout
+  125  lease run: hyperloom itself failed (codes 3-9 above); the precise code is in the error line
+       and in --json's "exit_code"
+  126  lease run: CMD is not executable
+  127  lease run: CMD was not found
   130  cancelled (Ctrl-C / SIGTERM)`
 
 /** Ends the command with a given exit code after its output was written (not an error). */
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: number }> {}
 
-const byTag: Record<string, number> = {
-  ValidationError: EXIT.usage,
+/** A usage error found after @effect/cli parsed the command line (e.g. an option before `--` it did not know). */
+export class UsageError extends Data.TaggedError("UsageError")<{ readonly detail: string }> {
+  override get message(): string {
+    return this.detail
+  }
+}
+
+/**
+ * Every error a command can end with (besides @effect/cli's own ValidationError). main.ts
+ * requires the whole CLI's error channel to be a subtype, so a program that gains an error type
+ * fails the typecheck until it is listed here and given its exit code below.
+ */
+export type Failure =
+  | ExitWith
+  | UsageError
+  | SessionNotFound
+  | InvalidSetting
+  | InvalidAddress
+  | RayNotFound
+  | NoClusterFound
+  | ClusterUnreachable
+  | MultipleClusters
+  | RayCommandFailed
+  | RayCommandTimeout
+  | EnsureRefused
+  | LockHeld
+  | RayClusterInfeasible
+  | StateCorrupt
+  | StateFromFuture
+  | SessionLocked
+  | StateIoFailed
+  | LeaseBridgeStartFailed
+  | LeaseBridgeProtocolError
+  | LeaseRayInitFailed
+  | LeaseActorFailed
+
+/** One exit code per error tag: exhaustive (a missing or unknown tag is a type error). */
+const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
+  UsageError: EXIT.usage,
   InvalidSetting: EXIT.usage,
   InvalidAddress: EXIT.usage,
-  InvalidOption: EXIT.usage,
   RayNotFound: EXIT.rayNotFound,
   NoClusterFound: EXIT.clusterUnreachable,
   ClusterUnreachable: EXIT.clusterUnreachable,
@@ -71,16 +136,13 @@ const byTag: Record<string, number> = {
   LeaseActorFailed: EXIT.lease
 }
 
-export const exitCodeFor = (error: unknown): number => {
-  // @effect/cli's usage errors (InvalidValue, MissingValue, …) have their own tags.
-  if (ValidationError.isValidationError(error)) return EXIT.usage
-  if (typeof error === "object" && error !== null && "_tag" in error) {
-    const tag = (error as { _tag: string })._tag
-    if (tag === "ExitWith") return (error as ExitWith).code
-    return byTag[tag] ?? EXIT.internal
-  }
-  return EXIT.internal
-}
+/** The exit code of a failure; @effect/cli's usage errors (InvalidValue, MissingValue, …) exit 2. */
+export const exitCodeFor = (error: Failure | ValidationError.ValidationError): number =>
+  ValidationError.isValidationError(error)
+    ? EXIT.usage
+    : error._tag === "ExitWith"
+      ? error.code
+      : byTag[error._tag]
 
 /**
  * The exit code of `baseline run` from the session's outcome: succeeded 0, each stop reason its

@@ -1,10 +1,11 @@
+import * as Args from "@effect/cli/Args"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Console, Effect, Option } from "effect"
+import { Effect } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import type { SettingsOverrides } from "../services/Settings.js"
-import { ExitWith, exitCodeFor } from "./Exit.js"
+import { UsageError } from "./Exit.js"
+import { CommandLine } from "./Run.js"
 
 const atLeast = (name: string, min: number) => (n: number) =>
   n >= min
@@ -17,8 +18,15 @@ export const json = Options.boolean("json").pipe(
   Options.withDescription("Print one JSON document on stdout (logs stay on stderr).")
 )
 
+/** `--gpus N` where it is required (lease and baseline commands: no silent default; 0 is explicit). */
 export const gpus = Options.integer("gpus").pipe(
-  Options.withDescription("GPUs the serving lease asks for (declared GPUs count; default 0)."),
+  Options.withDescription("GPUs the serving lease asks for (required; 0 is a valid explicit value)."),
+  Options.mapEffect(atLeast("gpus", 0))
+)
+
+/** `--gpus N` for the read-and-repair commands (doctor, ensure, repair), where 0 is the default. */
+export const gpusOptional = Options.integer("gpus").pipe(
+  Options.withDescription("GPUs the serving lease would ask for (default 0)."),
   Options.withDefault(0),
   Options.mapEffect(atLeast("gpus", 0))
 )
@@ -52,9 +60,6 @@ export const positiveSeconds = (name: string, description: string) =>
     Options.optional
   )
 
-export const overridesOf = (opts: { readonly nodes: Option.Option<number> }): SettingsOverrides =>
-  Option.isSome(opts.nodes) ? { nodes: opts.nodes.value } : {}
-
 export const leaseRequestOf = (opts: {
   readonly gpus: number
   readonly noServingSlot?: boolean
@@ -63,27 +68,60 @@ export const leaseRequestOf = (opts: {
   servingSlot: !(opts.noServingSlot ?? false)
 })
 
-export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+/** CMD…: everything after `--` (checked by `strictCommand`). */
+export const commandArgs = (description: string) =>
+  Args.text({ name: "CMD" }).pipe(Args.withDescription(description), Args.atLeast(1))
 
-const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e))
+/** Edit distance, for "did you mean" on a misspelt option. */
+const distance = (a: string, b: string): number => {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]!
+    row[0] = i
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]!
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
+      diagonal = above
+    }
+  }
+  return row[b.length]!
+}
 
 /**
- * With --json, a failure still produces one JSON document on stdout
- * (`{"error": {"tag", "message", "exit_code"}}`) before the error reaches main's exit-code table.
+ * The CMD of a command that runs one, as SPEC §7 wants it: options end at `--`, everything after
+ * it is CMD, and nothing before it may become part of CMD. @effect/cli hands an option it does
+ * not know (`--gpu`, `--timout`) to the positional CMD, so `parsed` is compared with the raw
+ * command line: whatever precedes the part after `--` is a usage error (nothing runs).
  */
-export const withJsonErrors =
-  (asJson: boolean) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    asJson
-      ? Effect.tapError(effect, (e) =>
-          e instanceof ExitWith
-            ? Effect.void
-            : printJson({
-                error: {
-                  tag: (e as { _tag?: string })._tag ?? "Error",
-                  message: errorMessage(e),
-                  exit_code: exitCodeFor(e)
-                }
-              })
-        )
-      : effect
+export const strictCommand = (
+  parsed: ReadonlyArray<string>,
+  knownOptions: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<string>, UsageError, CommandLine> =>
+  Effect.flatMap(CommandLine, ({ args }) => {
+    const dashes = args.indexOf("--")
+    const tail = dashes < 0 ? [] : args.slice(dashes + 1)
+    const extra = parsed.slice(0, Math.max(0, parsed.length - tail.length))
+    const endsWithTail = tail.every((t, k) => parsed[parsed.length - tail.length + k] === t)
+    if (dashes >= 0 && tail.length > 0 && extra.length === 0 && endsWithTail) return Effect.succeed(tail)
+    const stray = extra[0] ?? parsed[0] ?? ""
+    if (stray.startsWith("-")) {
+      const name = stray.split("=")[0]!
+      const near = knownOptions
+        .map((o) => ({ o, d: distance(name, o) }))
+        .filter(({ d }) => d <= 2)
+        .sort((a, b) => a.d - b.d)[0]
+      return Effect.fail(
+        new UsageError({
+          detail: `unknown option ${name}${near !== undefined ? ` (did you mean ${near.o}?)` : ""}; options go before \`--\`, the command after it`
+        })
+      )
+    }
+    return Effect.fail(
+      new UsageError({
+        detail:
+          dashes < 0
+            ? `the command must follow \`--\` (e.g. \`-- ${parsed.join(" ")}\`), so that no option can be mistaken for part of it`
+            : `unexpected argument '${stray}' before \`--\`; the command goes after \`--\``
+      })
+    )
+  })

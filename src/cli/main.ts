@@ -1,33 +1,139 @@
 /**
- * The hyperloom executable: provides the live layers (Live.ts) per command, reads argv and maps
- * every outcome to a stable exit code (see Exit.ts).
+ * The hyperloom executable and the one composition root: gives every command the live layers
+ * (Live.ts, built per command run), reads argv and maps every outcome to a stable exit code
+ * (see Exit.ts).
  */
 import * as CliConfig from "@effect/cli/CliConfig"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Logger, LogLevel, Option } from "effect"
 import * as Live from "../Live.js"
-import { AppLayer } from "./AppLayer.js"
-import { cli } from "./Cli.js"
-import { EXIT, exitCodeFor } from "./Exit.js"
+import { makeCli } from "./Cli.js"
+import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
+import { CommandLine, errorJson } from "./Run.js"
 
-/** Help text without colour codes when stdout is not a terminal (piped to a pager, a file, grep). */
 const ANSI = /\u001b\[[0-9;]*m/g
-const plain = (arg: unknown) => (typeof arg === "string" ? arg.replace(ANSI, "") : arg)
-const withPlainConsole = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  process.stdout.isTTY && !process.env.NO_COLOR
-    ? effect
-    : Effect.flatMap(Console.consoleWith(Effect.succeed), (console) =>
-        Effect.withConsole(effect, {
-          ...console,
-          log: (...args: ReadonlyArray<unknown>) => console.log(...args.map(plain)),
-          unsafe: {
-            ...console.unsafe,
-            log: (...args: ReadonlyArray<unknown>) => console.unsafe.log(...args.map(plain))
-          }
-        })
-      )
+
+/** The command line, split where hyperloom's options end (`--`), with --log-level taken out. */
+const parseCommandLine = (args: ReadonlyArray<string>) => {
+  const dashes = args.indexOf("--")
+  const head = dashes < 0 ? [...args] : args.slice(0, dashes)
+  const tail = dashes < 0 ? [] : args.slice(dashes)
+  const kept: Array<string> = []
+  let logLevel: string | undefined
+  for (let i = 0; i < head.length; i++) {
+    const a = head[i]!
+    if (a === "--log-level") {
+      logLevel = head[i + 1] ?? ""
+      i++
+    } else if (a.startsWith("--log-level=")) {
+      logLevel = a.slice("--log-level=".length)
+    } else {
+      kept.push(a)
+    }
+  }
+  return { args: [...kept, ...tail], logLevel, json: kept.includes("--json"), help: kept }
+}
+
+const LEVELS: Record<string, LogLevel.LogLevel> = {
+  all: LogLevel.All,
+  trace: LogLevel.Trace,
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warning: LogLevel.Warning,
+  error: LogLevel.Error,
+  fatal: LogLevel.Fatal,
+  none: LogLevel.None
+}
+
+const COMMAND_NAMES = new Set([
+  "ray",
+  "status",
+  "doctor",
+  "ensure",
+  "repair",
+  "lease",
+  "baseline",
+  "run",
+  "state",
+  "show"
+])
+
+/** Word-wraps one line to `width`, continuing under its text (after a `term  ` column if any). */
+const wrapLine = (line: string, width: number): Array<string> => {
+  if (line.length <= width) return [line]
+  const hanging = /^(\s*\S+\s{2,})\S/.exec(line)?.[1]?.length ?? /^\s*/.exec(line)![0].length
+  const indent = " ".repeat(hanging < width / 2 ? hanging : 2)
+  const out: Array<string> = []
+  let rest = line
+  while (rest.length > width) {
+    let cut = rest.lastIndexOf(" ", width)
+    if (cut <= indent.length) cut = rest.indexOf(" ", width)
+    if (cut < 0) break
+    out.push(rest.slice(0, cut).trimEnd())
+    rest = indent + rest.slice(cut + 1).trimStart()
+  }
+  out.push(rest)
+  return out
+}
+
+/**
+ * Help as users read it: the whole command path in USAGE (`$ hyperloom lease run …`, not
+ * `$ run …`), wrapped to the terminal width, without colour codes when stdout is not a terminal.
+ */
+const presentHelp = (text: string, words: ReadonlyArray<string>, tty: boolean) => {
+  const plain = text.replace(ANSI, "")
+  const path: Array<string> = []
+  for (const w of words) {
+    if (w.startsWith("-")) break
+    if (COMMAND_NAMES.has(w)) path.push(w)
+  }
+  const width = Math.max(40, (tty ? process.stdout.columns : Number(process.env.COLUMNS)) || 80)
+  return plain
+    .split("\n")
+    .map((l) => (l.startsWith("$ ") ? usageLine(l, path) : l))
+    .flatMap((l) => wrapLine(l, width))
+    .join("\n")
+}
+
+/** `$ run [--json] … <CMD>...` → `$ hyperloom lease run [--json] … -- <CMD>...` */
+const usageLine = (line: string, path: ReadonlyArray<string>) => {
+  const leaf = path[path.length - 1]
+  const full =
+    leaf !== undefined && line.startsWith(`$ ${leaf}`)
+      ? `$ hyperloom ${path.join(" ")}${line.slice(2 + leaf.length)}`
+      : line
+  return full.replace(/ <CMD>\.\.\.$/, " -- <CMD>...")
+}
+
+const isHelp = (text: string) => /\n\s*USAGE\s*\n/.test(text.replace(ANSI, ""))
+
+const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArray<string>) => {
+  const tty = process.stdout.isTTY === true && !process.env.NO_COLOR
+  const show = (arg: unknown) =>
+    typeof arg !== "string"
+      ? arg
+      : isHelp(arg)
+        ? presentHelp(arg, words, tty)
+        : tty
+          ? arg
+          : arg.replace(ANSI, "")
+  return Effect.flatMap(Console.consoleWith(Effect.succeed), (console) =>
+    Effect.withConsole(effect, {
+      ...console,
+      log: (...args: ReadonlyArray<unknown>) => console.log(...args.map(show)),
+      // @effect/cli prints a usage error as a text block ending in a blank line: print its lines only.
+      error: (...args: ReadonlyArray<unknown>) =>
+        console.error(...args.map((a) => (typeof a === "string" ? a.replace(ANSI, "").trimEnd() : a))),
+      unsafe: {
+        ...console.unsafe,
+        log: (...args: ReadonlyArray<unknown>) => console.unsafe.log(...args.map(show))
+      }
+    })
+  )
+}
 
 /** Diagnostics go to stderr, one line each; stdout is for results. */
 const stderrLogger = Logger.make(({ logLevel, message }) => {
@@ -36,15 +142,35 @@ const stderrLogger = Logger.make(({ logLevel, message }) => {
   process.stderr.write(`hyperloom: ${prefix}${text}\n`)
 })
 
-const reportFailure = (cause: Cause.Cause<unknown>) =>
-  Effect.sync(() => {
+const usageText = (e: ValidationError.ValidationError) => {
+  const doc = (e as { readonly error?: HelpDoc.HelpDoc }).error
+  return doc === undefined
+    ? e._tag
+    : HelpDoc.toAnsiText(doc)
+        .replace(ANSI, "")
+        .trim()
+        .replace(/\s*\n\s*/g, " ")
+}
+
+const reportFailure = (cause: Cause.Cause<Failure | ValidationError.ValidationError>, asJson: boolean) =>
+  Effect.gen(function* () {
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {
-      const error = failure.value as { _tag?: string; message?: string }
+      const error = failure.value
       const code = exitCodeFor(error)
-      // @effect/cli already printed its own usage errors; ExitWith carries no message.
-      if (error._tag !== "ExitWith" && !ValidationError.isValidationError(error)) {
-        process.stderr.write(`hyperloom: ${error.message ?? String(error)}\n`)
+      if (ValidationError.isValidationError(error)) {
+        // @effect/cli already printed its usage error on stderr; --json wants a document too.
+        if (asJson) {
+          yield* Console.log(
+            JSON.stringify(
+              { error: { tag: error._tag, message: usageText(error), exit_code: code } },
+              null,
+              2
+            )
+          )
+        }
+      } else if (error._tag !== "ExitWith") {
+        process.stderr.write(`hyperloom: ${error.message}\n`)
       }
       return code
     }
@@ -56,30 +182,40 @@ const reportFailure = (cause: Cause.Cause<unknown>) =>
     return EXIT.internal
   })
 
-/** @effect/cli prints a usage error as a text block ending in a blank line: print its lines only. */
-const trimmedErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.consoleWith((console) =>
-    Effect.withConsole(effect, {
-      ...console,
-      error: (...args: ReadonlyArray<unknown>) =>
-        console.error(...args.map((a) => (typeof a === "string" ? a.trimEnd() : a)))
-    })
-  )
+const commandLine = parseCommandLine(process.argv.slice(2))
+const level = commandLine.logLevel === undefined ? undefined : LEVELS[commandLine.logLevel.toLowerCase()]
 
-const program = Effect.suspend(() => cli(process.argv)).pipe(
-  withPlainConsole,
-  trimmedErrors,
-  Effect.provideService(AppLayer, Live.layerWith),
+const cli = makeCli(Live.layerWith)
+
+/** The whole CLI: its error channel must be known failures only (an unmapped one fails here). */
+const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodeContext.NodeContext> =
+  commandLine.logLevel !== undefined && level === undefined
+    ? Effect.fail(
+        new UsageError({
+          detail: `--log-level must be one of ${Object.keys(LEVELS).join(", ")}, got '${commandLine.logLevel}'`
+        })
+      ).pipe(
+        Effect.tapError((e) =>
+          commandLine.json ? Console.log(JSON.stringify(errorJson(e), null, 2)) : Effect.void
+        )
+      )
+    : Effect.suspend(() => cli([...process.argv.slice(0, 2), ...commandLine.args])).pipe(
+        Effect.provideService(CommandLine, { args: commandLine.args }),
+        // --help shows hyperloom's own options; the built-ins are listed in the root's help text.
+        Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+      )
+
+const program = run.pipe(
+  (effect) => withConsole(effect, commandLine.help),
   Effect.provide(NodeContext.layer),
-  // --help shows hyperloom's own options; the built-ins (--completions, --log-level, --wizard)
-  // still work but would bury them.
-  Effect.provide(CliConfig.layer({ showBuiltIns: false })),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
-  Logger.withMinimumLogLevel(process.env.HYPERLOOM_DEBUG ? LogLevel.Debug : LogLevel.Info),
+  Logger.withMinimumLogLevel(level ?? (process.env.HYPERLOOM_DEBUG ? LogLevel.Debug : LogLevel.Info)),
   Effect.matchCauseEffect({
     onSuccess: () => Effect.succeed(EXIT.ok as number),
     onFailure: (cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.succeed(EXIT.cancelled as number) : reportFailure(cause)
+      Cause.isInterruptedOnly(cause)
+        ? Effect.succeed(EXIT.cancelled as number)
+        : reportFailure(cause, commandLine.json)
   })
 )
 

@@ -147,7 +147,7 @@ describe("hyperloom state show", () => {
     assert.strictEqual(JSON.parse(j.stdout).error.exit_code, 8)
     assert.strictEqual(fs.readFileSync(path.join(dir, "state.json"), "utf8"), bytes)
     // baseline run refuses it too, before anything runs.
-    const b = run(["baseline", "run", "--session", dir, "--", "true"])
+    const b = run(["baseline", "run", "--session", dir, "--gpus", "0", "--", "true"])
     assert.strictEqual(b.code, 8, b.stderr)
     assert.strictEqual(fs.readFileSync(path.join(dir, "state.json"), "utf8"), bytes)
     assert.deepStrictEqual(fs.readdirSync(dir), ["state.json"])
@@ -174,7 +174,16 @@ describe("hyperloom baseline run: bad option values", () => {
   for (const [name, args, expected] of cases) {
     it(`${name}: exit 2, one line, nothing created`, () => {
       const dir = path.join(work, `bad-${name.replace(/\W+/g, "_")}`)
-      const r = run(["baseline", "run", "--session", dir, ...args, "--", "true"])
+      const r = run([
+        "baseline",
+        "run",
+        "--session",
+        dir,
+        ...(args.includes("--gpus") ? [] : ["--gpus", "0"]),
+        ...args,
+        "--",
+        "true"
+      ])
       assert.strictEqual(r.code, 2, r.stderr)
       assert.strictEqual(r.stdout, "")
       const lines = stderrLines(r.stderr)
@@ -185,14 +194,14 @@ describe("hyperloom baseline run: bad option values", () => {
   }
 
   it("no command: exit 2, one line", () => {
-    const r = run(["baseline", "run", "--session", path.join(work, "nocmd")])
+    const r = run(["baseline", "run", "--session", path.join(work, "nocmd"), "--gpus", "0"])
     assert.strictEqual(r.code, 2, r.stderr)
     assert.strictEqual(stderrLines(r.stderr).length, 1, r.stderr)
     assert.include(r.stderr, "CMD")
   })
 
   it("no --session: exit 2, one line", () => {
-    const r = run(["baseline", "run", "--", "true"])
+    const r = run(["baseline", "run", "--gpus", "0", "--", "true"])
     assert.strictEqual(r.code, 2, r.stderr)
     assert.strictEqual(stderrLines(r.stderr).length, 1, r.stderr)
     assert.include(r.stderr, "--session")

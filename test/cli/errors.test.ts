@@ -69,7 +69,7 @@ describe("bad input: one line and a documented exit code", () => {
       ["ray", "doctor", "--gpus", "x"],
       ["ray", "doctor", "--gpus", "-1"],
       ["ray", "doctor", "--nodes", "0"],
-      ["lease", "run", "--timeout", "0", "--", "true"]
+      ["lease", "run", "--gpus", "0", "--timeout", "0", "--", "true"]
     ]) {
       const r = run(args)
       assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)

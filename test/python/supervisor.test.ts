@@ -90,14 +90,14 @@ describe("supervisor", () => {
     assert.deepStrictEqual(r.status, ["failed", "exit 127"])
   })
 
-  it("reports 127 when CMD cannot be executed or the cwd is missing", async () => {
+  it("reports 126 when CMD cannot be executed, 127 when the cwd is missing", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-sup-"))
     const file = path.join(dir, "not-executable")
     fs.writeFileSync(file, "#!/bin/sh\necho hi\n", { mode: 0o644 })
     const notExec = await supervise(["--", file])
     fs.rmSync(dir, { recursive: true, force: true })
-    assert.strictEqual(notExec.code, 127)
-    assert.strictEqual(notExec.stderr.trim(), `hyperloom: cannot start ${file}: Permission denied`)
+    assert.strictEqual(notExec.code, 126)
+    assert.strictEqual(notExec.stderr.trim(), `hyperloom: cannot execute ${file}: Permission denied`)
     const noCwd = await supervise(["--cwd", "/nonexistent-hl-dir", "--", "true"])
     assert.strictEqual(noCwd.code, 127)
     assert.strictEqual(

@@ -51,10 +51,23 @@ const baseline = (
   cmd: ReadonlyArray<string>,
   env: Record<string, string> = {}
 ) =>
-  runCli(["baseline", "run", "--session", session, "--json", ...args, "--", ...cmd], {
-    env,
-    timeoutMs: 170_000
-  })
+  runCli(
+    [
+      "baseline",
+      "run",
+      "--session",
+      session,
+      "--json",
+      ...(args.includes("--gpus") ? [] : ["--gpus", "0"]),
+      ...args,
+      "--",
+      ...cmd
+    ],
+    {
+      env,
+      timeoutMs: 170_000
+    }
+  )
 
 const assertNoTrace = (r: CliRun) => {
   assert.notInclude(r.stderr, "internal error", r.stderr)

@@ -97,8 +97,8 @@ describe("the repair and leases on real heads", () => {
     await startHead({ port: PORT })
     const before = daemonPids()
     const [a, b] = await Promise.all([
-      runCli(["lease", "run", "--", "sh", "-c", "sleep 1; echo A"]),
-      runCli(["lease", "run", "--", "sh", "-c", "sleep 1; echo B"])
+      runCli(["lease", "run", "--gpus", "0", "--", "sh", "-c", "sleep 1; echo A"]),
+      runCli(["lease", "run", "--gpus", "0", "--", "sh", "-c", "sleep 1; echo B"])
     ])
     assert.strictEqual(a.code, 0, a.stderr)
     assert.strictEqual(b.code, 0, b.stderr)
@@ -113,13 +113,13 @@ describe("the repair and leases on real heads", () => {
 
   it("a second lease waits while the slot is held, says for whom, and starts once it is free", async () => {
     await startHead({ port: PORT, slot: true })
-    const holder = runCli(["lease", "run", "--", "sh", "-c", "sleep 6"])
+    const holder = runCli(["lease", "run", "--gpus", "0", "--", "sh", "-c", "sleep 6"])
     await waitFor(
       "the first lease to hold the slot",
       async () => ((await status()).resources.available.serving_slot ?? 0) === 0 || undefined,
       20_000
     )
-    const waiter = await runCli(["lease", "run", "--", "echo", "second"])
+    const waiter = await runCli(["lease", "run", "--gpus", "0", "--", "echo", "second"])
     const first = await holder
     assert.strictEqual(first.code, 0, first.stderr)
     assert.strictEqual(waiter.code, 0, waiter.stderr)
@@ -133,7 +133,7 @@ describe("the repair and leases on real heads", () => {
       const marker = `hyperloom-test-${signal}-${Date.now()}`
       const child = spawn(
         process.execPath,
-        [cliPath, "lease", "run", "--", "node", "-e", "setTimeout(() => {}, 300000)", marker],
+        [cliPath, "lease", "run", "--gpus", "0", "--", "node", "-e", "setTimeout(() => {}, 300000)", marker],
         {
           env: cleanEnv(),
           cwd: projectRoot,

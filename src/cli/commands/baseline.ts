@@ -1,4 +1,3 @@
-import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
@@ -7,18 +6,18 @@ import { runBaseline } from "../../programs/Baseline.js"
 import { runServing } from "../../programs/Group.js"
 import { Settings } from "../../services/Settings.js"
 import { StateStore } from "../../services/StateStore.js"
-import { AppLayer } from "../AppLayer.js"
 import { EXIT, ExitWith, exitCodeForSession } from "../Exit.js"
 import { renderSession } from "../RenderSession.js"
+import { withJsonErrors } from "../Run.js"
 import {
+  commandArgs,
   gpus,
   json,
   leaseRequestOf,
   nodes,
   noServingSlot,
-  overridesOf,
   positiveSeconds,
-  withJsonErrors
+  strictCommand
 } from "../Shared.js"
 import { session } from "./state.js"
 
@@ -39,27 +38,35 @@ const enablementCmd = Options.text("enablement-cmd").pipe(
   Options.optional
 )
 
-const cmd = Args.text({ name: "CMD" }).pipe(
-  Args.atLeast(1),
-  Args.withDescription("The baseline command and its arguments, after `--` (run without a shell).")
-)
+const cmd = commandArgs("The baseline command and its arguments, after `--` (run without a shell).")
+
+const OPTIONS = [
+  "--session",
+  "--gpus",
+  "--no-serving-slot",
+  "--attempt-timeout",
+  "--deadline",
+  "--enablement-cmd",
+  "--nodes",
+  "--json"
+]
 
 const description = `Run a baseline benchmark command under a serving lease until it succeeds or a stop rule fires. Each attempt gets HYPERLOOM_RESULT_FILE (write {"throughput": N} there; a fresh file per attempt in <session>/attempts/<n>/), HYPERLOOM_SESSION_DIR and HYPERLOOM_ATTEMPT; its output is streamed to stderr as "[attempt n] …". Success: exit 0 and a positive throughput. Stops: ray_cluster_infeasible at once (baseline_failed, exit 10); two argument errors in a row (baseline_arg_error, exit 11); the same failure twice in a row, or three failures (baseline_failed, exit 10); 5 failed revalidations after enablement (enablement_stalled, exit 12); --deadline (session_time_exhausted, exit 13); Ctrl-C (cancelled, exit 130). The state is written to <session>/state.json after every change. Running again on a session resumes it if it is unfinished, cancelled or past its deadline; a session that succeeded or was stopped by a stop rule is final: it is shown again with its exit code and nothing runs (use a new --session directory). Any other lease failure (no cluster, unreachable Ray, bridge failure) ends the run with that error, the attempt recorded as interrupted and not charged. Prints the session summary (--json: the state document).`
 
-const runCommand = Command.make(
+export const baselineRun = Command.make(
   "run",
   { session, gpus, noServingSlot, attemptTimeout, deadline, enablementCmd, nodes, json, cmd },
   (o) =>
     Effect.gen(function* () {
-      const make = yield* AppLayer
       const printState = (state: Parameters<typeof renderState>[0]) =>
         o.json ? Console.log(renderState(state).trimEnd()) : Console.log(renderSession(o.session, state))
+      const argv = yield* strictCommand(o.cmd, OPTIONS)
       const program = Effect.gen(function* () {
         const settings = yield* Settings
         return yield* runBaseline({
           sessionDir: o.session,
           request: leaseRequestOf(o),
-          argv: o.cmd,
+          argv,
           attemptTimeoutSec: Option.getOrUndefined(o.attemptTimeout),
           deadlineSec: Option.getOrUndefined(o.deadline),
           enablementCmd: Option.getOrUndefined(o.enablementCmd),
@@ -77,14 +84,9 @@ const runCommand = Command.make(
           )
         )
       )
-      const report = yield* program.pipe(Effect.provide(make(overridesOf(o))))
+      const report = yield* program
       yield* printState(report.state)
       const code = exitCodeForSession(report.state)
       if (code !== EXIT.ok) return yield* Effect.fail(new ExitWith({ code }))
     }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(Command.withDescription(description))
-
-export const baselineCommand = Command.make("baseline").pipe(
-  Command.withDescription("Run baseline benchmarks under serving leases, with stop rules."),
-  Command.withSubcommands([runCommand])
-)

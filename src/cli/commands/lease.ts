@@ -1,22 +1,29 @@
-import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import { Effect, Option } from "effect"
 import { isGroupResult, runServing } from "../../programs/Group.js"
-import { EXIT } from "../Exit.js"
-import { gpus, json, leaseRequestOf, nodes, noServingSlot, overridesOf, positiveSeconds } from "../Shared.js"
-import { runWith } from "./ray.js"
+import { EXIT, ExitWith, exitCodeFor, type Failure } from "../Exit.js"
+import { present } from "../Run.js"
+import {
+  commandArgs,
+  gpus,
+  json,
+  leaseRequestOf,
+  nodes,
+  noServingSlot,
+  positiveSeconds,
+  strictCommand
+} from "../Shared.js"
 
 const timeout = positiveSeconds(
   "timeout",
   "Stop CMD once it has run S seconds, counted from when it starts (time spent waiting for a slot held by another lease is not counted; Ctrl-C ends the wait): CMD's process tree is stopped, the actor killed, and hyperloom exits 124."
 )
 
-const cmd = Args.text({ name: "CMD" }).pipe(
-  Args.withDescription(
-    "The command to run inside the lease, after `--` (no shell: pass `sh -c '…'` for one)."
-  ),
-  Args.atLeast(1)
+const cmd = commandArgs(
+  "The command to run inside the lease, after `--` (no shell: pass `sh -c '…'` for one)."
 )
+
+const OPTIONS = ["--json", "--gpus", "--no-serving-slot", "--timeout", "--nodes"]
 
 const write = (stream: NodeJS.WriteStream, line: string) =>
   Effect.async<void>((resume) => {
@@ -24,20 +31,44 @@ const write = (stream: NodeJS.WriteStream, line: string) =>
     else stream.once("drain", () => resume(Effect.void))
   })
 
-const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes, cmd }, (o) =>
-  runWith(
-    overridesOf(o),
+/**
+ * `lease run` exits with CMD's code, so its own failures take the codes `env` and `timeout`
+ * reserve: 125 for any hyperloom failure (the precise code is in the error line and the JSON),
+ * 124 timeout, 130 cancelled; usage errors stay 2 (nothing ran). 126/127 come from the
+ * supervisor when CMD cannot be executed or found.
+ */
+const asLeaseFailure = (e: Failure): Effect.Effect<never, Failure> => {
+  if (
+    e._tag === "ExitWith" ||
+    e._tag === "UsageError" ||
+    e._tag === "InvalidSetting" ||
+    e._tag === "InvalidAddress"
+  ) {
+    return Effect.fail(e)
+  }
+  return Effect.zipRight(
+    Effect.sync(() =>
+      process.stderr.write(`hyperloom: ${e.message} (hyperloom exit code ${exitCodeFor(e)})\n`)
+    ),
+    Effect.fail(new ExitWith({ code: EXIT.leaseFailed }))
+  )
+}
+
+export const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes, cmd }, (o) =>
+  present(
     o.json,
-    runServing({
-      request: leaseRequestOf(o),
-      argv: o.cmd,
-      env: process.env,
-      cwd: process.cwd(),
-      timeoutSec: Option.getOrUndefined(o.timeout),
-      // With --json stdout carries only the final document: the command's output goes to stderr.
-      onOutput: ({ stream, line }) =>
-        write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
-    }).pipe(
+    Effect.flatMap(strictCommand(o.cmd, OPTIONS), (argv) =>
+      runServing({
+        request: leaseRequestOf(o),
+        argv,
+        env: process.env,
+        cwd: process.cwd(),
+        timeoutSec: Option.getOrUndefined(o.timeout),
+        // With --json stdout carries only the final document: the command's output goes to stderr.
+        onOutput: ({ stream, line }) =>
+          write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+      })
+    ).pipe(
       Effect.map((r) => ({
         exit_code: r.exitCode,
         timed_out: r.timedOut,
@@ -77,14 +108,9 @@ const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes
       // the command's own output went to stdout; the summary goes to stderr
       humanTo: "stderr"
     }
-  )
+  ).pipe(Effect.catchAll(asLeaseFailure))
 ).pipe(
   Command.withDescription(
-    "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), stream its output, and exit with its exit code. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot."
+    "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), stream its output, and exit with its exit code. Options end at `--`. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot. Exits like `env`/`timeout`: CMD's code, 124 timeout, 125 hyperloom failed (the precise code in the error line), 126 CMD not executable, 127 CMD not found, 130 cancelled, 2 bad usage."
   )
-)
-
-export const leaseCommand = Command.make("lease").pipe(
-  Command.withDescription("Serving leases: hold the host's serving slot and GPUs while a command runs."),
-  Command.withSubcommands([leaseRun])
 )

@@ -6,9 +6,9 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import { Console, Data, Effect, Option } from "effect"
 import { renderState } from "../../domain/State.js"
 import { StateStore } from "../../services/StateStore.js"
-import { AppLayer } from "../AppLayer.js"
 import { renderSession } from "../RenderSession.js"
-import { json, withJsonErrors } from "../Shared.js"
+import { withJsonErrors } from "../Run.js"
+import { json } from "../Shared.js"
 
 /** `state show` on a directory that holds no session state. */
 export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionDir: string }> {
@@ -29,12 +29,9 @@ export const session = Options.text("session").pipe(
   )
 )
 
-const showCommand = Command.make("show", { session, json }, (o) =>
+export const showCommand = Command.make("show", { session, json }, (o) =>
   Effect.gen(function* () {
-    const make = yield* AppLayer
-    const loaded = yield* Effect.flatMap(StateStore, (store) => store.load(o.session)).pipe(
-      Effect.provide(make({}))
-    )
+    const loaded = yield* Effect.flatMap(StateStore, (store) => store.load(o.session))
     if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session })
     yield* o.json
       ? Console.log(renderState(loaded.value).trimEnd())
@@ -44,9 +41,4 @@ const showCommand = Command.make("show", { session, json }, (o) =>
   Command.withDescription(
     "Show a baseline session's state: status, why it stopped, each attempt (number, class, exit code, runtime, error), the streaks, the last failure signature and the enablement lane. --json prints the state document itself. Never modifies the session; an unreadable or newer state file is an error (exit 8)."
   )
-)
-
-export const stateCommand = Command.make("state").pipe(
-  Command.withDescription("Inspect baseline sessions."),
-  Command.withSubcommands([showCommand])
 )
