@@ -16,7 +16,9 @@ hyperloom -> bridge (stdin):
      "namespace": "optional", "stop_grace_sec": 3}
         N >= 1 (hyperloom sends N >= 2). Each rank's command gets `env` plus HYPERLOOM_RANK,
         HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
-        device variables (CUDA_VISIBLE_DEVICES…) laid over it.
+        device variables (CUDA_VISIBLE_DEVICES…) laid over it. Optional: "leader_argv" (rank 0
+        runs it instead of argv, e.g. a serving engine plus its benchmark client) and
+        "end_with_leader": true (rank 0's end stops the others and ends the group).
     {"op": "release"}
         Stop every rank's command, kill the rank actors, remove the placement group, disconnect,
         exit. Also on EOF on stdin, SIGTERM/SIGINT/SIGHUP, and stdout closed.
@@ -40,7 +42,8 @@ bridge -> hyperloom (stdout):
     {"event": "ended", "code": N, "failed_rank": r|null}    every rank ended; the actors are
                                                             killed and the placement group removed
                                                             (the slots are free); N is the first
-                                                            failing rank's code, else 0
+                                                            failing rank's code, else 0 (exits
+                                                            caused by the group's stop not counted)
     {"event": "error", "kind": K, "message": "..."}          as in hyperloom_bridge.py, plus
                                                             K "placement" (the group could not be
                                                             asked for) and "rank_died" (a rank's
@@ -73,6 +76,7 @@ class GroupBridge:
         self.pg_removed = False
         self.ranks = []  # per rank: {"actor", "started", "exited", "code"}
         self.exits = []  # (rank, code) in arrival order
+        self.decided = None  # len(self.exits) when the group was told to stop (a failure, the leader's end)
         self.ended = False
         self.grace = hb.DEFAULT_STOP_GRACE_SEC
         self.spec = None
@@ -238,7 +242,8 @@ class GroupBridge:
                 HYPERLOOM_LEADER_HOST=host,
                 HYPERLOOM_LEADER_PORT=str(port),
             )
-            gen = r["actor"].run.remote(spec["argv"], env, spec["cwd"], self.grace)
+            argv = spec["leader_argv"] if rank == 0 and spec["leader_argv"] else spec["argv"]
+            gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace)
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
 
     def pump(self, rank, gen):
@@ -315,16 +320,20 @@ class GroupBridge:
         r = self.ranks[rank]
         r["exited"] = True
         r["code"] = code
-        first_failure = code != 0 and all(c == 0 for _, c in self.exits)
         self.exits.append((rank, code))
         self.kill_actor(r)
-        if first_failure:
-            # All ranks or none: one rank failed, the others stop now.
+        # All ranks or none: the first failing rank stops the others; with end_with_leader, so
+        # does rank 0's end (a serving benchmark is over when its client, beside rank 0, is).
+        # The exits that come after that decision are the stop's, not failures of their own.
+        ends_group = code != 0 or (rank == 0 and self.spec["end_with_leader"])
+        if ends_group and self.decided is None:
+            self.decided = len(self.exits)
             for other in self.ranks:
                 if not other["exited"]:
                     threading.Thread(target=self.stop_rank, args=(other,), daemon=True).start()
         if all(x["exited"] for x in self.ranks):
-            failed = next(((k, c) for k, c in self.exits if c != 0), None)
+            counted = self.exits if self.decided is None else self.exits[: self.decided]
+            failed = next(((k, c) for k, c in counted if c != 0), None)
             self.remove_group()
             self.ended = True
             self.emit("ended", code=failed[1] if failed else 0, failed_rank=failed[0] if failed else None)
@@ -439,7 +448,14 @@ def parse_group(msg):
     if lease["serving_slot"]:
         bundle["serving_slot"] = 1
     need(bundle, "a group needs GPUs or the serving slot in each bundle")
-    lease.update(nodes=nodes, bundle=bundle)
+    leader_argv = msg.get("leader_argv")
+    need(
+        leader_argv is None or (isinstance(leader_argv, list) and leader_argv and all(isinstance(a, str) for a in leader_argv)),
+        "leader_argv must be a non-empty list of strings",
+    )
+    end_with_leader = msg.get("end_with_leader", False)
+    need(isinstance(end_with_leader, bool), "end_with_leader must be a boolean")
+    lease.update(nodes=nodes, bundle=bundle, leader_argv=leader_argv, end_with_leader=end_with_leader)
     return lease
 
 

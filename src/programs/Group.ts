@@ -65,6 +65,14 @@ export const ensureGroupLocked = Effect.fn("ensureGroup")(function* (request: Gr
   return { gcsAddress: inspection.resolved.gcsAddress, eligible: verdict.eligible }
 })
 
+/** How a group's ranks differ from one another (default: every rank runs the same command, all must end). */
+export interface GroupOptions {
+  /** Rank 0 runs this instead of the spec's argv (a serving engine with its client beside it). */
+  readonly leaderArgv?: ReadonlyArray<string> | undefined
+  /** Rank 0's end stops the other ranks (a serving benchmark ends with its client). */
+  readonly endWithLeader?: boolean | undefined
+}
+
 export interface GroupRunResult extends LeaseRunResult {
   readonly nodes: number
   readonly placementGroupId: string
@@ -112,7 +120,8 @@ const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
 export const acquireGroup = Effect.fn("acquireGroup")(function* (
   spec: Omit<LeaseRunSpec, "timeoutSec" | "onOutput">,
   nodes: number,
-  onOutput: (o: LeaseOutput & { readonly rank: number }) => Effect.Effect<void>
+  onOutput: (o: LeaseOutput & { readonly rank: number }) => Effect.Effect<void>,
+  options: GroupOptions = {}
 ) {
   const gate = yield* WorkGate
   const bridge = yield* GroupBridge
@@ -130,6 +139,8 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
         env: spec.env,
         cwd: spec.cwd,
         name: spec.name,
+        leaderArgv: options.leaderArgv,
+        endWithLeader: options.endWithLeader,
         onOutput
       })
       yield* gate.addOwnJob(session.jobId)
@@ -143,7 +154,11 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
  * Holds a group, runs the command as its ranks (output lines prefixed `[rank r] `), and releases
  * it on every exit path. The exit code is the first failing rank's (the others are stopped).
  */
-export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: LeaseRunSpec, nodes: number) {
+export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
+  spec: LeaseRunSpec,
+  nodes: number,
+  options: GroupOptions = {}
+) {
   const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }
   const onOutput = (o: LeaseOutput & { readonly rank: number }) => {
@@ -165,7 +180,7 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (spec: Lease
   const request: GroupRequest = { ...spec.request, nodes }
   const outcome = yield* Effect.scoped(
     Effect.gen(function* () {
-      const { session, gcsAddress } = yield* acquireGroup(spec, nodes, onOutput)
+      const { session, gcsAddress } = yield* acquireGroup(spec, nodes, onOutput, options)
       progress.gcsAddress = gcsAddress
       progress.placementGroupId = session.placementGroupId
       const waitStart = yield* Clock.currentTimeMillis

@@ -54,6 +54,10 @@ export interface GroupSpec {
   /** Every rank's environment; the rank variables and the actor's device variables are laid over it. */
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
+  /** What rank 0 runs instead of `argv` (e.g. the serving engine and, beside it, the benchmark client). */
+  readonly leaderArgv?: ReadonlyArray<string> | undefined
+  /** Rank 0's end stops the other ranks and ends the group (its exit code, unless one failed first). */
+  readonly endWithLeader?: boolean | undefined
   /** The placement group's name (optional). */
   readonly name?: string | undefined
   readonly stopGraceSec?: number | undefined
@@ -198,6 +202,8 @@ export const groupRequest = (spec: GroupSpec): string =>
     env: definedEntries(spec.env),
     cwd: spec.cwd,
     ...(spec.name !== undefined ? { name: spec.name } : {}),
+    ...(spec.leaderArgv !== undefined ? { leader_argv: spec.leaderArgv } : {}),
+    ...(spec.endWithLeader === true ? { end_with_leader: true } : {}),
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
   })
 
@@ -306,9 +312,10 @@ const make = Effect.gen(function* () {
               exits.push({ rank: ev.rank, code: ev.code })
             })
           case "ended":
+            // The bridge decides: exits caused by the group's own stop are not failures.
             return Deferred.succeed(exited, {
-              exitCode: groupExitCode(exits),
-              failedRank: exits.find((e) => e.code !== 0)?.rank,
+              exitCode: ev.code,
+              failedRank: ev.failed_rank ?? undefined,
               exits: [...exits],
               stdoutTail: tails.stdout.text(),
               stderrTail: tails.stderr.text()
@@ -527,6 +534,7 @@ export const layerTest = (
             yield* Fiber.join(placed)
             const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
             const exits: Array<RankExit> = []
+            let decided: number | undefined
             const failed = yield* Deferred.make<void>()
             const rankRun = (rank: number) =>
               Effect.gen(function* () {
@@ -540,15 +548,19 @@ export const layerTest = (
                 )
                 const code = yield* Effect.raceFirst(own, Deferred.await(failed).pipe(Effect.as(143)))
                 exits.push({ rank, code })
-                if (code !== 0) yield* Deferred.succeed(failed, undefined)
+                if (code !== 0 || (rank === 0 && spec.endWithLeader === true)) {
+                  if (decided === undefined) decided = exits.length
+                  yield* Deferred.succeed(failed, undefined)
+                }
               })
             yield* Effect.all(
               Array.from({ length: spec.nodes }, (_, r) => rankRun(r)),
               { concurrency: "unbounded", discard: true }
             )
+            const counted = decided === undefined ? exits : exits.slice(0, decided)
             const exit: GroupExit = {
-              exitCode: groupExitCode(exits),
-              failedRank: exits.find((e) => e.code !== 0)?.rank,
+              exitCode: groupExitCode(counted),
+              failedRank: counted.find((e) => e.code !== 0)?.rank,
               exits,
               stdoutTail: tails.stdout.text(),
               stderrTail: tails.stderr.text()

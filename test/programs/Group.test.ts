@@ -15,7 +15,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
 import { EnsureRefused, InvalidSetting, RayClusterInfeasible } from "../../src/domain/Errors.js"
 import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
-import { isGroupResult, runServing } from "../../src/programs/Group.js"
+import { isGroupResult, runGroupLeased, runServing } from "../../src/programs/Group.js"
 import type { LeaseRunSpec } from "../../src/programs/Lease.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
@@ -149,6 +149,30 @@ describe("runServing with --nodes 2 holds a group", () => {
       assert.strictEqual((yield* logOf).active, 0)
     }).pipe(Effect.provide(layer))
   })
+
+  it.effect(
+    "leader options: rank 0 runs its own argv and its end stops the others (their 143 is no failure)",
+    () => {
+      const { layer } = layers(() => ({ ranks: [{ runFor: "1 second", exitCode: 0 }, { hang: true }] }))
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(
+          runGroupLeased(spec(), 2, { leaderArgv: ["engine+client"], endWithLeader: true })
+        )
+        yield* opened
+        yield* TestClock.adjust("2 seconds")
+        const r = yield* Fiber.join(fiber)
+        assert.strictEqual(r.exitCode, 0)
+        assert.isUndefined(r.failedRank)
+        assert.deepStrictEqual(r.exits, [
+          { rank: 0, code: 0 },
+          { rank: 1, code: 143 }
+        ])
+        const opened_ = (yield* logOf).opened[0]!
+        assert.deepStrictEqual(opened_.leaderArgv, ["engine+client"])
+        assert.isTrue(opened_.endWithLeader)
+      }).pipe(Effect.provide(layer))
+    }
+  )
 
   it.effect("a node without the slot: insufficient_nodes, nothing submitted, nothing started", () => {
     const { layer, seenAtOpen, rayCli } = layers(() => ({}), { snapshot: twoNodes({ CPU: 2, GPU: 2 }) })

@@ -11,7 +11,15 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
-import { closeGcs, gcsActors, markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
+import {
+  closeGcs,
+  gcsActors,
+  killBridges,
+  markerSleep,
+  pidsWithArg,
+  spawnBridge,
+  waitGone
+} from "../support/lease.js"
 import {
   daemonPids,
   type Head,
@@ -114,6 +122,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     }
   })
   afterAll(async () => {
+    killBridges()
     closeGcs()
     await teardownRay()
   })
@@ -330,6 +339,35 @@ describe("serving groups across two Ray nodes on one host", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
+  })
+
+  it("the group bridge: rank 0 runs leader_argv, and with end_with_leader its end stops the others (no failure)", async () => {
+    const marker = markerSleep()
+    const g = spawnBridge(process.env, path.join(projectRoot, "python", "hyperloom_group.py"))
+    g.send({
+      op: "group",
+      address: head.gcsAddress,
+      nodes: 2,
+      gpus: 1,
+      argv: ["sleep", marker],
+      leader_argv: ["sh", "-c", "echo leading; sleep 1"],
+      end_with_leader: true,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      cwd: projectRoot
+    })
+    const ended = await g.waitEvent((e) => e.event === "ended", 60_000)
+    assert.strictEqual(ended.code, 0)
+    assert.isNull(ended.failed_rank)
+    const exits = g.events.filter((e) => e.event === "exit").map((e) => [e.rank, e.code])
+    assert.deepStrictEqual(exits, [
+      [0, 0],
+      [1, 143]
+    ])
+    assert.isTrue(g.events.some((e) => e.event === "output" && e.rank === 0 && e.line === "leading"))
+    assert.deepStrictEqual(sleeps(marker), [])
+    g.send({ op: "release" })
+    assert.strictEqual((await g.exited).code, 0)
+    await assertNothingHeld(head)
   })
 
   it("SIGKILL of the CLI during a group leaves no rank running and no placement group", async () => {

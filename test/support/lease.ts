@@ -70,9 +70,9 @@ export interface RawBridge {
 
 const spawned: ChildProcess[] = []
 
-export const spawnBridge = (env: NodeJS.ProcessEnv = process.env): RawBridge => {
+export const spawnBridge = (env: NodeJS.ProcessEnv = process.env, script = bridgeScript): RawBridge => {
   const t0 = Date.now()
-  const child = spawn(rayPython, [bridgeScript], { stdio: ["pipe", "pipe", "pipe"], env })
+  const child = spawn(rayPython, [script], { stdio: ["pipe", "pipe", "pipe"], env })
   spawned.push(child)
   const events: BridgeEvent[] = []
   const junk: string[] = []
