@@ -174,7 +174,10 @@ describe("serving groups across two Ray nodes on one host", () => {
     assert.isFalse(doctor.json.repair.guards.find((g: any) => g.id === "single_node_run").ok)
 
     const lease = await runCli(["lease", "run", "--json", "--nodes", "3", "--gpus", "1", "--", "true"])
-    assert.strictEqual(lease.code, 7, lease.stderr)
+    // lease run keeps CMD's exit codes apart from its own: 125, the precise code in the JSON.
+    assert.strictEqual(lease.code, 125, lease.stderr)
+    assert.strictEqual(lease.json.error.exit_code, 7)
+    assert.include(lease.stderr, "(hyperloom exit code 7)")
     assert.isTrue(lease.json.error.message.startsWith("ray_cluster_infeasible: cluster has 2 node(s)"))
     assert.include(lease.json.error.message, "--resources='{\"serving_slot\": 1}'")
     assert.deepStrictEqual(daemonPids(), before, "an infeasible group must not stop or start any Ray process")
