@@ -63,6 +63,8 @@ import time
 
 import hyperloom_bridge as hb
 
+RANK_START_TIMEOUT_SEC = 120.0
+
 
 class GroupBridge:
     def __init__(self, out):
@@ -231,7 +233,9 @@ class GroupBridge:
                 options["resources"] = {"serving_slot": 1}
             actor = cls.options(**options).remote()
             self.ranks.append({"actor": actor, "started": False, "exited": False, "code": None})
-        host, port = ray.get(self.ranks[0]["actor"].endpoint.remote())
+        # Bounded: the serve loop (and so a release) waits on this. The bundle is reserved, so the
+        # only wait is a worker process starting.
+        host, port = ray.get(self.ranks[0]["actor"].endpoint.remote(), timeout=RANK_START_TIMEOUT_SEC)
         self.emit("leader", host=host, port=port)
         world = str(spec["nodes"])
         for rank, r in enumerate(self.ranks):
