@@ -63,19 +63,42 @@ Exit status of the bridge: 0 after a release with no error, 1 after an error eve
 The actor is killed as soon as CMD's exit was reported (the slot frees at once); the bridge
 itself stays until released so that hyperloom decides when it ends.
 
-The actor and the supervisor
-----------------------------
+The actor, the supervisor and the keeper
+----------------------------------------
 The actor (class HyperloomLease, num_cpus=0, num_gpus=N, resources={"serving_slot": 1} unless
 disabled, threaded so `stop` runs beside `run`) starts CMD through a tiny supervisor: a Python
 process (`python -I -c SUPERVISOR_SOURCE ...`, the same code as `--supervise`) that leads its
-own session/process group, sets PR_SET_PDEATHSIG (Linux, via ctypes) and also polls its parent,
-and kills its whole group (TERM, grace, KILL) when the actor worker dies, even by SIGKILL. CMD's
-environment is the caller's `env` with the actor's own device variables (CUDA_VISIBLE_DEVICES,
+own session/process group; CMD and everything it starts live in that group. CMD's environment is
+the caller's `env` with the actor's own device variables (CUDA_VISIBLE_DEVICES,
 HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, set by Ray for the actor's GPUs) laid over it: they win.
-The supervisor reports to the actor on a private pipe: "pid N" (or "failed") then "exit N".
-`run` is a streaming generator yielding lists of protocol events (batched when lines come faster
-than they are consumed); `stop` sends TERM to the supervisor, which forwards it to the group and
-escalates to KILL after the grace.
+The supervisor reports to the actor on a private pipe: "pid N" (or "failed") then "exit N"; it
+reports the exit only once CMD's whole group is gone (leftovers: TERM, grace, KILL), because the
+exit ends the lease. `run` is a streaming generator yielding lists of protocol events (batched
+when lines come faster than they are consumed); `stop` sends TERM to the supervisor, which
+forwards it to the group and escalates to KILL after the grace.
+
+Invariant (SPEC section 9): once the lease's resources are released in Ray, nothing of CMD's
+process group runs. Every way the lease can end takes the group with it:
+
+    hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,
+                                    grace, KILL through the actor; the actor is killed after)
+    the bridge (the driver) dies    Ray kills the actor it owns: as below
+    the actor's worker dies         the raylet SIGKILLs the worker's direct children, i.e. the
+    (SIGKILL, ray.kill, ray stop)   supervisor; the supervisor also gets PR_SET_PDEATHSIG
+                                    (SIGUSR1, checked against its parent pid) and SIGKILLs the
+                                    group at once: the slot is already free, no grace
+    the supervisor dies (SIGKILL)   the keeper SIGKILLs the group at once
+    CMD's parent dies               CMD itself has PR_SET_PDEATHSIG=SIGKILL toward the supervisor
+
+The keeper is a child the supervisor forks before starting CMD. It stays in CMD's process group
+(so the group id cannot be reused while it waits), ignores TERM/INT/HUP, holds none of the
+supervisor's descriptors except the read end of a private pipe whose only writer is the
+supervisor, and SIGKILLs the whole group (itself included) on EOF, i.e. the moment the
+supervisor ends however it ends. Ray does not kill it with the worker, since it is not the
+worker's direct child. What no mechanism here covers: a process that leaves the group itself
+(setsid/setpgid) and a SIGKILL of the keeper together with the supervisor; the keeper's
+wake-up (milliseconds) bounds how long the group can outlive a supervisor killed with the
+worker, which is shorter than any new lease takes to start a command.
 """
 
 import json
@@ -164,9 +187,10 @@ def _supervise(args):
 
     def on_parent_death(signum, frame):
         # PR_SET_PDEATHSIG fires when the parent *thread* ends (a Ray worker thread may end
-        # while the actor lives): only a changed parent process counts.
+        # while the actor lives): only a changed parent process counts. The lease is over (Ray
+        # has freed its resources): no grace, the whole group goes at once (us included).
         if os.getppid() != parent:
-            flags["stop"] = True
+            os.killpg(pgid, signal.SIGKILL)
 
     # A Ray worker thread may have signals blocked; the mask is inherited: start clean.
     if hasattr(signal, "pthread_sigmask"):
@@ -175,24 +199,32 @@ def _supervise(args):
         signal.signal(s, on_stop)
     death_sig = signal.SIGUSR1
     signal.signal(death_sig, on_parent_death)
+    libc = None
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(death_sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if libc.prctl(1, int(death_sig), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            libc = None
     except Exception:
-        pass  # not Linux: polling the parent below still works
+        libc = None  # not Linux: polling the parent below still works
     if os.getppid() != parent:  # died before the prctl took effect
         os.killpg(pgid, signal.SIGKILL)
 
+    # The keeper: a forked child of ours that stays in the group and SIGKILLs the whole group the
+    # moment we end, however we end (the raylet SIGKILLs a dying worker's direct children, i.e.
+    # us, and our own cleanup never runs). It is not the worker's child, so Ray leaves it alone;
+    # being in the group, it also keeps the group id from being reused while it waits.
+    keeper_pid, keeper_fd = start_keeper(pgid)
+
     def others_in_group():
-        """Pids (not us, not zombies) in our process group; None when /proc cannot tell."""
+        """Pids (not us, not the keeper, not zombies) in our group; None when /proc cannot tell."""
         try:
             entries = os.listdir("/proc")
         except OSError:
             return None
         found = []
         for e in entries:
-            if not e.isdigit() or int(e) == me:
+            if not e.isdigit() or int(e) in (me, keeper_pid):
                 continue
             try:
                 with open("/proc/%s/stat" % e, "rb") as f:
@@ -223,8 +255,17 @@ def _supervise(args):
         report("failed")
         report("exit 127")
         return 127
+    def cmd_preexec():
+        # CMD dies with us too (SIGKILL), should the keeper itself be gone.
+        if libc is not None:
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != me:
+            os.kill(os.getpid(), signal.SIGKILL)
+
     try:
-        proc = subprocess.Popen(argv, cwd=cwd or None, stdin=subprocess.DEVNULL, close_fds=True)
+        proc = subprocess.Popen(
+            argv, cwd=cwd or None, stdin=subprocess.DEVNULL, close_fds=True, preexec_fn=cmd_preexec
+        )
     except OSError as e:
         # As a shell, env or timeout do: 127 when CMD is not found, 126 when it cannot be executed.
         if isinstance(e, FileNotFoundError) and e.filename in (None, argv[0]):
@@ -249,20 +290,17 @@ def _supervise(args):
     threading.Thread(target=waiter, daemon=True).start()
 
     while not done.wait(0.2):
-        if flags["stop"] or os.getppid() != parent:
+        if os.getppid() != parent:
+            os.killpg(pgid, signal.SIGKILL)  # the worker died: the lease is over, no grace
+        if flags["stop"]:
             kill_group(done.is_set)  # KILLs us too when CMD outlives the grace
             done.wait()
             break
 
     rc = proc.returncode
     code = rc if rc >= 0 else 128 - rc
-    report("exit %d" % code)
-    if status is not None:
-        try:
-            status.close()
-        except OSError:
-            pass
-    # CMD is gone; whatever it left behind in the group goes too.
+    # CMD is gone; whatever it left behind in the group goes too, BEFORE the exit is reported:
+    # the exit ends the lease (the actor is killed, the slot frees).
     left = others_in_group()
     if left is None:
         flags["stopping"] = True
@@ -272,7 +310,48 @@ def _supervise(args):
             pass
     elif left:
         kill_group(lambda: not others_in_group())
-    return code
+    report("exit %d" % code)
+    if status is not None:
+        try:
+            status.close()
+        except OSError:
+            pass
+    return code  # our exit closes the keeper's pipe: it SIGKILLs whatever is left, then itself
+
+def start_keeper(pgid):
+    """Forks the keeper; returns (its pid, the write end of its pipe, which only we hold)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid != 0:
+        os.close(r)
+        return pid, w
+    try:
+        os.close(w)
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGPIPE):
+            signal.signal(s, signal.SIG_IGN)
+        # Hold none of the supervisor's descriptors (its pipes to the actor, the status fd).
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        try:
+            top = os.sysconf("SC_OPEN_MAX")
+        except (ValueError, OSError):
+            top = 65536
+        os.closerange(3, r)
+        os.closerange(r + 1, max(top, r + 2))
+        while True:
+            try:
+                if not os.read(r, 64):
+                    break  # EOF: the supervisor is gone
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+    finally:
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # the group, this keeper included
+        finally:
+            os._exit(0)
 
 if __name__ in ("__main__", "__hyperloom_supervisor__"):
     sys.stdout.flush()

@@ -9,7 +9,15 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
-import { anyPython, bridgeScript, isAlive, markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
+import {
+  anyPython,
+  bridgeScript,
+  isAlive,
+  markerSleep,
+  pidsInGroup,
+  pidsWithArg,
+  waitGone
+} from "../support/lease.js"
 import { sleep, waitFor } from "../support/ray.js"
 
 interface Run {
@@ -185,9 +193,89 @@ describe("supervisor", () => {
     await waitFor("CMD to start", () => (pidsWithArg(marker).length >= 2 ? true : undefined))
     await sleep(1_500)
     const alive = pidsWithArg(marker)
-    assert.strictEqual(alive.length, 2, "supervisor and CMD survive the spawning thread's end")
+    assert.strictEqual(alive.length, 3, "supervisor, its keeper and CMD survive the spawning thread's end")
     assert.isTrue(alive.every(isAlive))
     parent.kill("SIGKILL")
     await waitGone("the supervisor and CMD", () => pidsWithArg(marker), 5_000)
+  })
+  // SPEC §9: the raylet SIGKILLs a dying worker's direct children (the supervisor), so the
+  // supervisor's own cleanup never runs; its keeper must take CMD's whole group with it.
+  const stubbornGroup = () => {
+    const a = markerSleep()
+    const b = markerSleep()
+    return { markers: [a, b], argv: ["sh", "-c", `trap '' TERM; sleep ${a} & sleep ${b}; wait`] }
+  }
+  const groupUp = (supervisor: number, markers: ReadonlyArray<string>) =>
+    waitFor("CMD and its background child to run", () =>
+      markers.every((m) => pidsWithArg(m).length === 1) && pidsInGroup(supervisor).length >= 4
+        ? true
+        : undefined
+    )
+
+  /** The supervisor a `sh -c '… & wait'` parent started (its child running the bridge script). */
+  const supervisorUnder = (parent: number) =>
+    waitFor("the supervisor", () =>
+      pidsWithArg(bridgeScript).find((p) => {
+        try {
+          const stat = fs.readFileSync(`/proc/${p}/stat`, "utf8")
+          return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parent
+        } catch {
+          return false
+        }
+      })
+    )
+
+  it("SIGKILL of the supervisor: its keeper SIGKILLs CMD's whole group at once", async () => {
+    const g = stubbornGroup()
+    let goneMs = -1
+    await supervise(["--grace", "10", "--", ...g.argv], async (pid) => {
+      await groupUp(pid, g.markers)
+      process.kill(pid, "SIGKILL")
+      const t0 = Date.now()
+      await waitGone("CMD's process group", () => pidsInGroup(pid), 5_000)
+      goneMs = Date.now() - t0
+    })
+    assert.isBelow(goneMs, 1_000)
+  })
+
+  it("SIGKILL of the parent: the group is SIGKILLed at once (no grace: the lease is over)", async () => {
+    const g = stubbornGroup()
+    const parent = spawn(
+      "sh",
+      [
+        "-c",
+        `${anyPython} ${bridgeScript} --supervise --grace 10 -- ${g.argv[0]} ${g.argv[1]} "$0" & wait`,
+        g.argv[2]!
+      ],
+      { stdio: "ignore" }
+    )
+    children.push(parent)
+    const supervisor = await supervisorUnder(parent.pid!)
+    await groupUp(supervisor, g.markers)
+    parent.kill("SIGKILL")
+    const t0 = Date.now()
+    await waitGone("CMD's process group", () => pidsInGroup(supervisor), 5_000)
+    assert.isBelow(Date.now() - t0, 2_000)
+  })
+
+  it("SIGKILL of the parent and the supervisor together (what the raylet does): the group is gone", async () => {
+    const g = stubbornGroup()
+    const parent = spawn(
+      "sh",
+      [
+        "-c",
+        `${anyPython} ${bridgeScript} --supervise --grace 10 -- ${g.argv[0]} ${g.argv[1]} "$0" & wait`,
+        g.argv[2]!
+      ],
+      { stdio: "ignore" }
+    )
+    children.push(parent)
+    const supervisor = await supervisorUnder(parent.pid!)
+    await groupUp(supervisor, g.markers)
+    parent.kill("SIGKILL")
+    process.kill(supervisor, "SIGKILL")
+    const t0 = Date.now()
+    await waitGone("CMD's process group", () => pidsInGroup(supervisor), 5_000)
+    assert.isBelow(Date.now() - t0, 1_000)
   })
 })

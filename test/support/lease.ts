@@ -35,6 +35,22 @@ export const pidsWithArg = (marker: string): number[] => {
   return out
 }
 
+/** Live (not zombie) pids whose process group is `pgid`. */
+export const pidsInGroup = (pgid: number): number[] => {
+  const out: number[] = []
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (fields[0] !== "Z" && Number(fields[2]) === pgid) out.push(Number(entry))
+    } catch {
+      // vanished
+    }
+  }
+  return out
+}
+
 export const isAlive = (pid: number): boolean => {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
