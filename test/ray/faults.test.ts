@@ -16,13 +16,16 @@ import {
   closeFaultClients,
   type FaultOutcome,
   type Kind,
+  marked,
   type Phase,
+  processes,
   rng,
   runIteration,
+  startCliLease,
   summarize
 } from "../support/faults.js"
 import { closeGcs, killBridges } from "../support/lease.js"
-import { type Head, prepareRay, startHead, teardownRay } from "../support/ray.js"
+import { type Head, prepareRay, ray, sleep, startHead, teardownRay } from "../support/ray.js"
 
 const PORT = 6387
 const SEED = Number(process.env.HL_FAULT_SEED ?? 7)
@@ -81,5 +84,37 @@ describe("faults during a lease (real head)", () => {
       outcomes.map((o) => o.kind),
       ["bridge", "supervisor", "worker", "ray_kill", "cli"]
     )
+  })
+
+  // Last: it stops the head. The supervisor is not a Ray process `ray stop` kills, and the raylet
+  // that would SIGKILL it is killed first: the worker's death (PR_SET_PDEATHSIG) must take the
+  // group at once. Before the fix the supervisor TERMed the group and waited out its grace (3 s)
+  // for a command that ignores TERM.
+  it("ray stop --force mid-lease: the command's group is SIGKILLed as its worker dies (no grace)", async () => {
+    const mark = `t${SEED}-ray-stop`
+    const lease = startCliLease(mark, "stubborn")
+    const until = async (what: string, f: () => boolean, ms: number) => {
+      const deadline = Date.now() + ms
+      while (!f()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+        await sleep(20)
+      }
+      return Date.now()
+    }
+    await until("the command to run", () => lease.out().includes("holding"), 60_000)
+    const procs = processes()
+    const supervisor = procs.find((p) => p.mark === mark)!.pgid
+    const worker = procs.find((p) => p.pid === supervisor)!.ppid
+    const alive = (pid: number) => processes().some((p) => p.pid === pid)
+    const stopping = ray(["stop", "--force"], { timeoutMs: 90_000 })
+    const workerGone = await until("the worker to die", () => !alive(worker), 60_000)
+    const commandGone = await until("the command's group to go", () => marked(mark).length === 0, 30_000)
+    await stopping
+    const cliExit = await Promise.race([lease.exited, sleep(90_000).then(() => "still running")])
+    console.log(
+      `[faults] ray stop: command gone ${commandGone - workerGone} ms after its worker died; the CLI exited with ${cliExit}`
+    )
+    assert.isBelow(commandGone - workerGone, 1_500)
+    assert.notStrictEqual(cliExit, "still running")
   })
 })
