@@ -56,6 +56,12 @@ const GROUP_RESOURCE = /_group_(\d+_)?[0-9a-f]{16,}$/
 const groupResources = (s: any): string[] =>
   s.resources_by_node.flatMap((r: any) => Object.keys(r.total).filter((k) => GROUP_RESOURCE.test(k)))
 
+/** The parent pid of a process, from /proc. */
+const ppidOf = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+}
+
 /** Live actors of ours (lease or group ranks). */
 const liveRanks = async (head: Head) =>
   (await gcsActors(head)).filter((a) => a.className.includes("Hyperloom") && a.state !== "DEAD")
@@ -380,6 +386,34 @@ describe("serving groups across two Ray nodes on one host", () => {
     run.child.kill("SIGKILL")
     await run.exited
     await waitGone("every rank's command", () => pidsWithArg(marker), 20_000)
+    await assertNothingHeld(head)
+  })
+
+  it("SIGKILL of the group bridge (the driver) leaves no rank running and no placement group (SPEC §9 per rank)", async () => {
+    const marker = markerSleep()
+    const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
+    const bridges = pidsWithArg(path.join(projectRoot, "python", "hyperloom_group.py"))
+    assert.strictEqual(bridges.length, 1, "one group bridge")
+    process.kill(bridges[0]!, "SIGKILL")
+    await waitGone("every rank's command", () => sleeps(marker), 20_000)
+    const { code } = await run.exited
+    assert.strictEqual(code, 125, `the lease failed: ${run.out.stderr}`)
+    await assertNothingHeld(head)
+  })
+
+  it("SIGKILL of one rank's actor worker: its command dies, the other rank is stopped, nothing held", async () => {
+    const marker = markerSleep()
+    const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
+    // sleep's parent is the rank's command supervisor, whose parent is the actor's worker.
+    const worker = ppidOf(ppidOf(sleeps(marker)[0]!))
+    process.kill(worker, "SIGKILL")
+    await waitGone("every rank's command", () => sleeps(marker), 20_000)
+    const { code } = await run.exited
+    assert.strictEqual(code, 125, run.out.stderr)
+    assert.include(run.out.stderr, "died")
+    assert.include(run.out.stderr, "(hyperloom exit code 9)")
     await assertNothingHeld(head)
   })
 })
