@@ -18,7 +18,9 @@ hyperloom -> bridge (stdin):
         HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
         device variables (CUDA_VISIBLE_DEVICES…) laid over it. Optional: "leader_argv" (rank 0
         runs it instead of argv, e.g. a serving engine plus its benchmark client) and
-        "end_with_leader": true (rank 0's end stops the others and ends the group).
+        "end_with_leader": true (rank 0's end stops the others and ends the group), "rank_ports":
+        true (every rank also gets HYPERLOOM_PORT, a free port on its own node, and
+        HYPERLOOM_BASE_URL=http://127.0.0.1:PORT, for a server each rank runs).
     {"op": "release"}
         Stop every rank's command, kill the rank actors, remove the placement group, disconnect,
         exit. Also on EOF on stdin, SIGTERM/SIGINT/SIGHUP, and stdout closed.
@@ -236,6 +238,10 @@ class GroupBridge:
         # Bounded: the serve loop (and so a release) waits on this. The bundle is reserved, so the
         # only wait is a worker process starting.
         host, port = ray.get(self.ranks[0]["actor"].endpoint.remote(), timeout=RANK_START_TIMEOUT_SEC)
+        own_ports = []
+        if spec["rank_ports"]:
+            asked = [r["actor"].endpoint.remote() for r in self.ranks]
+            own_ports = [p for _, p in ray.get(asked, timeout=RANK_START_TIMEOUT_SEC)]
         self.emit("leader", host=host, port=port)
         world = str(spec["nodes"])
         for rank, r in enumerate(self.ranks):
@@ -246,6 +252,11 @@ class GroupBridge:
                 HYPERLOOM_LEADER_HOST=host,
                 HYPERLOOM_LEADER_PORT=str(port),
             )
+            if spec["rank_ports"]:
+                # Another free port on the rank's own node, for a server each rank runs (the
+                # leader's may be taken by HYPERLOOM_LEADER_PORT's user).
+                own = own_ports[rank]
+                env.update(HYPERLOOM_PORT=str(own), HYPERLOOM_BASE_URL="http://127.0.0.1:%d" % own)
             argv = spec["leader_argv"] if rank == 0 and spec["leader_argv"] else spec["argv"]
             gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace)
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
@@ -459,7 +470,11 @@ def parse_group(msg):
     )
     end_with_leader = msg.get("end_with_leader", False)
     need(isinstance(end_with_leader, bool), "end_with_leader must be a boolean")
-    lease.update(nodes=nodes, bundle=bundle, leader_argv=leader_argv, end_with_leader=end_with_leader)
+    rank_ports = msg.get("rank_ports", False)
+    need(isinstance(rank_ports, bool), "rank_ports must be a boolean")
+    lease.update(
+        nodes=nodes, bundle=bundle, leader_argv=leader_argv, end_with_leader=end_with_leader, rank_ports=rank_ports
+    )
     return lease
 
 

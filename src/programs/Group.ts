@@ -71,6 +71,8 @@ export interface GroupOptions {
   readonly leaderArgv?: ReadonlyArray<string> | undefined
   /** Rank 0's end stops the other ranks (a serving benchmark ends with its client). */
   readonly endWithLeader?: boolean | undefined
+  /** Every rank gets HYPERLOOM_PORT / HYPERLOOM_BASE_URL: a free port on its own node (a server per rank). */
+  readonly rankPorts?: boolean | undefined
 }
 
 export interface GroupRunResult extends LeaseRunResult {
@@ -141,6 +143,7 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
         name: spec.name,
         leaderArgv: options.leaderArgv,
         endWithLeader: options.endWithLeader,
+        rankPorts: options.rankPorts,
         onOutput
       })
       yield* gate.addOwnJob(session.jobId)

@@ -58,6 +58,8 @@ export interface GroupSpec {
   readonly leaderArgv?: ReadonlyArray<string> | undefined
   /** Rank 0's end stops the other ranks and ends the group (its exit code, unless one failed first). */
   readonly endWithLeader?: boolean | undefined
+  /** Every rank also gets HYPERLOOM_PORT (a free port on its own node) and HYPERLOOM_BASE_URL. */
+  readonly rankPorts?: boolean | undefined
   /** The placement group's name (optional). */
   readonly name?: string | undefined
   readonly stopGraceSec?: number | undefined
@@ -204,6 +206,7 @@ export const groupRequest = (spec: GroupSpec): string =>
     ...(spec.name !== undefined ? { name: spec.name } : {}),
     ...(spec.leaderArgv !== undefined ? { leader_argv: spec.leaderArgv } : {}),
     ...(spec.endWithLeader === true ? { end_with_leader: true } : {}),
+    ...(spec.rankPorts === true ? { rank_ports: true } : {}),
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
   })
 

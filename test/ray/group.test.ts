@@ -350,7 +350,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     }
   })
 
-  it("the group bridge: rank 0 runs leader_argv, and with end_with_leader its end stops the others (no failure)", async () => {
+  it("the group bridge: rank 0 runs leader_argv with its own port, and with end_with_leader its end stops the others (no failure)", async () => {
     const marker = markerSleep()
     const g = spawnBridge(process.env, path.join(projectRoot, "python", "hyperloom_group.py"))
     g.send({
@@ -359,8 +359,9 @@ describe("serving groups across two Ray nodes on one host", () => {
       nodes: 2,
       gpus: 1,
       argv: ["sleep", marker],
-      leader_argv: ["sh", "-c", "echo leading; sleep 1"],
+      leader_argv: ["sh", "-c", "echo leading on $HYPERLOOM_BASE_URL; sleep 1"],
       end_with_leader: true,
+      rank_ports: true,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
       cwd: projectRoot
     })
@@ -372,7 +373,12 @@ describe("serving groups across two Ray nodes on one host", () => {
       [0, 0],
       [1, 143]
     ])
-    assert.isTrue(g.events.some((e) => e.event === "output" && e.rank === 0 && e.line === "leading"))
+    const leading = g.events.find((e) => e.event === "output" && e.rank === 0)
+    assert.match(
+      leading?.line ?? "",
+      /^leading on http:\/\/127\.0\.0\.1:\d+$/,
+      "rank_ports: rank 0's own port"
+    )
     assert.deepStrictEqual(sleeps(marker), [])
     g.send({ op: "release" })
     assert.strictEqual((await g.exited).code, 0)
