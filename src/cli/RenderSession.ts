@@ -72,6 +72,38 @@ const fmtRuntime = (s: number | null) =>
 const pad = (text: string, width: number) =>
   text.length >= width ? text : text + " ".repeat(width - text.length)
 
+const num = (n: number | undefined, digits = 1) =>
+  n === undefined ? "-" : Math.abs(n) >= 100 ? String(Math.round(n)) : n.toFixed(digits)
+
+/**
+ * One line of an attempt's serving metrics (SPEC §10): format, output and total token throughput,
+ * requests/s and completed, then TTFT, TPOT and ITL as mean/median/p99 ms; undefined without metrics.
+ */
+export const renderMetrics = (a: AttemptRecord): string | undefined => {
+  const m = a.metrics
+  if (m === null) return undefined
+  const lat = (name: "ttft" | "tpot" | "itl") => {
+    const mean = m[`mean_${name}_ms`]
+    const median = m[`median_${name}_ms`]
+    const p99 = m[`p99_${name}_ms`]
+    if (mean === undefined && median === undefined && p99 === undefined) return undefined
+    return `${name.toUpperCase()} ${num(mean)}/${num(median)}/${num(p99)} ms`
+  }
+  const parts = [
+    a.result_format !== null ? `[${a.result_format}]` : undefined,
+    m.output_throughput !== undefined ? `out ${num(m.output_throughput)} tok/s` : undefined,
+    m.total_token_throughput !== undefined ? `total ${num(m.total_token_throughput)} tok/s` : undefined,
+    m.request_throughput !== undefined ? `${num(m.request_throughput, 2)} req/s` : undefined,
+    m.completed !== undefined ? `${m.completed} completed` : undefined,
+    lat("ttft"),
+    lat("tpot"),
+    lat("itl")
+  ].filter((p): p is string => p !== undefined)
+  return parts.length > 0
+    ? `${parts.join(" · ")}${parts.some((p) => p.endsWith(" ms")) ? " (mean/median/p99)" : ""}`
+    : undefined
+}
+
 /** The readable summary of a session (`hyperloom state show`, `hyperloom baseline run`). */
 export const renderSession = (sessionDir: string, s: SessionState): string => {
   const lines: Array<string> = []
@@ -94,6 +126,8 @@ export const renderSession = (sessionDir: string, s: SessionState): string => {
     lines.push(
       `  #${pad(String(a.number), 3)} ${pad(what, 24)} ${pad(exit, 8)} ${pad(fmtRuntime(a.runtime_sec), 7)} ${detail}`
     )
+    const metrics = renderMetrics(a)
+    if (metrics !== undefined) lines.push(`       ${metrics}`)
   }
   lines.push(
     `streaks     failure ${s.baseline_failure_streak}, arg-error ${s.baseline_arg_error_streak}, total failures ${s.baseline_total_failures}`

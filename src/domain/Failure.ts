@@ -1,5 +1,6 @@
 import { Data } from "effect"
 import { INFEASIBLE_MARKER } from "./Errors.js"
+import type { Metrics, ResultFormat } from "./Results.js"
 
 /**
  * Failure classes of a baseline attempt (SPEC §6).
@@ -77,6 +78,28 @@ export type AttemptOutcome = Data.TaggedEnum<{
     readonly throughput: unknown
     /** The `v2:` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
     readonly outputSignature?: string | undefined
+    /**
+     * The telling lines (`isTellingLine`) seen anywhere in the whole output, not only in the tail:
+     * a root cause printed before a long traceback still classifies the failure.
+     */
+    readonly evidence?: ReadonlyArray<string> | undefined
+    /** The result file's format and metrics (SPEC §10), when it had a known format. */
+    readonly resultFormat?: ResultFormat | undefined
+    readonly metrics?: Metrics | undefined
+  }
+  /**
+   * A serving attempt's server (SPEC §10) exited, or did not answer its readiness check in time,
+   * before the client could run. `outputTail` is the server log's tail; `runtimeSec` the server's
+   * own runtime; `exitCode` null when it did not exit (the ready timeout).
+   */
+  ServerNotReady: {
+    readonly exitCode: number | null
+    readonly runtimeSec: number
+    readonly outputTail: string
+    /** Set when the server never answered within the ready timeout (it was then stopped). */
+    readonly readyTimeoutSec?: number | undefined
+    readonly outputSignature?: string | undefined
+    readonly evidence?: ReadonlyArray<string> | undefined
   }
 }>
 
@@ -102,20 +125,49 @@ export interface AttemptResult {
    * the fold of the displayed tail; absent when the attempt had no output of its own to digest.
    */
   readonly outputSignature?: string | undefined
+  /** The result file's format and the SPEC §10 metrics, when the attempt wrote a known format. */
+  readonly resultFormat?: ResultFormat | undefined
+  readonly metrics?: Metrics | undefined
 }
 
+/**
+ * KV-cache out-of-memory messages. The first three are SPEC §6's; the others are the engines' own
+ * (fixtures in test/fixtures/serving/ say where each comes from):
+ * - vLLM, vllm/v1/core/kv_cache_utils.py (`check_enough_kv_cache_memory`): "No available memory for
+ *   the cache blocks. Try increasing `gpu_memory_utilization` …" and "To serve at least one request
+ *   with the models's max seq len (…), (… GiB KV cache is needed, which is larger than the available
+ *   KV cache memory (… GiB)."; the older engine: "… is larger than the maximum number of tokens that
+ *   can be stored in KV cache (…)".
+ * - SGLang, sglang/srt/model_executor/pool_configurator.py and model_runner.py: "Not enough memory.
+ *   Please try to increase --mem-fraction-static."
+ */
 const KV_CACHE_OOM_PATTERNS = [
   "no gpu memory for the kv cache",
   "leave no gpu memory",
-  "raise --mem-fraction-static above"
+  "raise --mem-fraction-static above",
+  "no available memory for the cache blocks",
+  "larger than the available kv cache memory",
+  "can be stored in kv cache",
+  "please try to increase --mem-fraction-static"
 ] as const
 
+/**
+ * Argument errors. SPEC §6's, plus CPython's argparse messages (Lib/argparse.py), which both
+ * `vllm serve` (FlexibleArgumentParser) and SGLang's launch_server print: "the following arguments
+ * are required", "expected one argument", "ambiguous option", "argument --x: invalid int value".
+ */
 const ARG_ERROR_PATTERNS = [
   "unrecognized arguments",
   "invalid choice",
   "unknown attention backend",
-  "not a valid"
+  "not a valid",
+  "the following arguments are required",
+  "expected one argument",
+  "ambiguous option"
 ] as const
+
+/** argparse's "argument --tensor-parallel-size/-tp: invalid int value: 'x'". */
+const ARGPARSE_TYPE_ERROR = /\binvalid [a-z_]+ value: /i
 
 /**
  * `valueerror:` counts as an argument error only when the message on the same line names one of
@@ -136,11 +188,23 @@ export const isKvCacheOom = (tail: string): boolean => {
 export const hasArgErrorText = (tail: string): boolean => {
   const t = tail.toLowerCase()
   if (ARG_ERROR_PATTERNS.some((p) => t.includes(p))) return true
+  if (ARGPARSE_TYPE_ERROR.test(tail)) return true
   for (const m of tail.matchAll(VALUE_ERROR_LINE)) {
     if (VALUE_ERROR_WORDS.test(m[1] ?? "")) return true
   }
   return false
 }
+
+/**
+ * A line that can decide a class (a KV-cache OOM or an argument error): the baseline program keeps
+ * such lines from the WHOLE output as evidence, so a root cause printed long before the end (vLLM's
+ * engine core error, then the API server's "Engine core initialization failed. See root cause
+ * above" traceback) still classifies the attempt.
+ */
+export const isTellingLine = (line: string): boolean => isKvCacheOom(line) || hasArgErrorText(line)
+
+/** At most this many telling lines are kept per attempt (the first ones: root causes come first). */
+export const MAX_EVIDENCE_LINES = 8
 
 /** True when the text carries the infeasibility marker anywhere (case-insensitive). */
 export const hasInfeasibleMarker = (text: string): boolean => text.toLowerCase().includes(INFEASIBLE_MARKER)
@@ -191,6 +255,28 @@ const describe = (value: unknown): string => {
   }
 }
 
+/** The class of a failed exit: `kv_cache_oom` at any runtime, then a fast argument error, else non-zero. */
+const failedExitClass = (text: string, runtimeSec: number): FailureClass =>
+  isKvCacheOom(text)
+    ? "kv_cache_oom"
+    : runtimeSec < FAST_EXIT_SEC && hasArgErrorText(text)
+      ? "fast_exit_arg_error"
+      : "subprocess_nonzero"
+
+const evidenceText = (evidence: ReadonlyArray<string> | undefined) =>
+  evidence === undefined || evidence.length === 0 ? "" : `${evidence.join("\n")}\n`
+
+/**
+ * The root cause to show first: the first telling line of the whole output when the tail that is
+ * kept (MAX_ERROR_CHARS) does not hold it; undefined otherwise.
+ */
+const causeHeader = (outputTail: string, evidence: ReadonlyArray<string> | undefined): string | undefined => {
+  const first = evidence?.find((l) => l.trim() !== "")
+  if (first === undefined) return undefined
+  const kept = outputTail.trim().slice(-MAX_ERROR_CHARS)
+  return kept.includes(first.trim()) ? undefined : `root cause: ${first.trim().slice(0, 400)}`
+}
+
 /** A positive finite number is a measurement; anything else is not. */
 export const isValidThroughput = (value: unknown): value is number =>
   typeof value === "number" && Number.isFinite(value) && value > 0
@@ -238,18 +324,75 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
       launchLog: boundedErrorText(outputTail),
       throughput: null
     }),
-    Exited: ({ exitCode, outputSignature, outputTail, runtimeSec, throughput }): AttemptResult => {
+    ServerNotReady: ({
+      evidence,
+      exitCode,
+      outputSignature,
+      outputTail,
+      readyTimeoutSec,
+      runtimeSec
+    }): AttemptResult => {
+      const what =
+        readyTimeoutSec !== undefined
+          ? `the server was not ready within ${fmtSec(readyTimeoutSec)} s and was stopped`
+          : `the server exited with code ${exitCode} after ${fmtSec(Math.round(runtimeSec * 10) / 10)} s, before it was ready`
+      const cause = causeHeader(outputTail, evidence)
+      const header = cause === undefined ? what : `${what}\n${cause}`
+      const error = boundedErrorText(outputTail, header)
+      const launchLog = boundedErrorText(outputTail, cause)
+      if (readyTimeoutSec !== undefined) {
+        return {
+          errorClass: "timeout",
+          exitCode,
+          runtimeSec,
+          error,
+          launchLog,
+          throughput: null,
+          outputSignature
+        }
+      }
+      return {
+        errorClass: failedExitClass(`${evidenceText(evidence)}${outputTail}`, runtimeSec),
+        exitCode,
+        runtimeSec,
+        error,
+        launchLog,
+        throughput: null,
+        outputSignature
+      }
+    },
+    Exited: ({
+      evidence,
+      exitCode,
+      metrics,
+      outputSignature,
+      outputTail,
+      resultFormat,
+      runtimeSec,
+      throughput
+    }): AttemptResult => {
       const launchLog = boundedErrorText(outputTail)
       const measured = typeof throughput === "number" && Number.isFinite(throughput) ? throughput : null
+      const result = { resultFormat, metrics }
       if (exitCode !== 0) {
-        const errorClass: FailureClass = isKvCacheOom(outputTail)
-          ? "kv_cache_oom"
-          : runtimeSec < FAST_EXIT_SEC && hasArgErrorText(outputTail)
-            ? "fast_exit_arg_error"
-            : "subprocess_nonzero"
-        // The output tail is the error; a silent failure gets a one-line description instead.
-        const error = launchLog !== "" ? launchLog : `exited with code ${exitCode} and printed nothing`
-        return { errorClass, exitCode, runtimeSec, error, launchLog, throughput: measured, outputSignature }
+        const errorClass = failedExitClass(`${evidenceText(evidence)}${outputTail}`, runtimeSec)
+        // The output tail is the error (its root cause first when the tail lost it); a silent
+        // failure gets a one-line description instead.
+        const cause = causeHeader(outputTail, evidence)
+        const error =
+          launchLog !== ""
+            ? boundedErrorText(outputTail, cause)
+            : `exited with code ${exitCode} and printed nothing`
+        return {
+          errorClass,
+          exitCode,
+          runtimeSec,
+          error,
+          launchLog: boundedErrorText(outputTail, cause),
+          throughput: measured,
+          outputSignature,
+          ...result
+        }
       }
       if (throughput === undefined) {
         return {
@@ -259,7 +402,8 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
           error: boundedErrorText(outputTail, "exited 0 but reported no throughput in HYPERLOOM_RESULT_FILE"),
           launchLog,
           throughput: null,
-          outputSignature
+          outputSignature,
+          ...result
         }
       }
       if (!isValidThroughput(throughput)) {
@@ -273,9 +417,10 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
           ),
           launchLog,
           throughput: measured,
-          outputSignature
+          outputSignature,
+          ...result
         }
       }
-      return { errorClass: null, exitCode, runtimeSec, error: null, launchLog: "", throughput }
+      return { errorClass: null, exitCode, runtimeSec, error: null, launchLog: "", throughput, ...result }
     }
   })

@@ -1,5 +1,6 @@
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, isCounted } from "./Failure.js"
+import { METRIC_KEYS, type MetricKey, RESULT_FORMATS } from "./Results.js"
 import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
 
 /**
@@ -18,7 +19,7 @@ import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
  * command again with the launch log at `enablement.launch_log_path`, then revalidates.
  */
 
-export const CURRENT_SCHEMA_VERSION = 2
+export const CURRENT_SCHEMA_VERSION = 3
 
 /** An ISO-8601 timestamp string (anything `Date.parse` reads). */
 export const IsoTimestamp = Schema.String.pipe(
@@ -51,6 +52,16 @@ export const FailureClassSchema = oneOf(...FAILURE_CLASSES)
 const Count = Schema.NonNegativeInt
 const Measure = Schema.NullOr(Schema.Finite)
 
+/** The SPEC §10 metrics of an attempt (each where the result file had it). */
+export const AttemptMetrics = Schema.Struct(
+  Object.fromEntries(METRIC_KEYS.map((k) => [k, Schema.optional(Schema.Finite)])) as {
+    readonly [K in MetricKey]: Schema.optional<typeof Schema.Finite>
+  }
+)
+export type AttemptMetrics = typeof AttemptMetrics.Type
+
+export const ResultFormatSchema = oneOf(...RESULT_FORMATS)
+
 export const AttemptRecord = Schema.Struct({
   /** 1-based, in order. */
   number: Schema.Int.pipe(Schema.positive()),
@@ -65,7 +76,11 @@ export const AttemptRecord = Schema.Struct({
   error: Schema.NullOr(Schema.String.pipe(Schema.maxLength(2000))),
   /** The folded error text (`v1:…`) of a counted failure. */
   signature: Schema.NullOr(Schema.String),
-  throughput: Measure
+  throughput: Measure,
+  /** The result file's format (`hyperloom`, `vllm`, `sglang`); null when it had none (v3). */
+  result_format: Schema.NullOr(ResultFormatSchema),
+  /** Request/token throughputs and latencies from the result file (SPEC §10); null when none (v3). */
+  metrics: Schema.NullOr(AttemptMetrics)
 })
 export type AttemptRecord = typeof AttemptRecord.Type
 
@@ -111,7 +126,7 @@ const initialEnablement: EnablementState = {
 // Version 1 (as written by the first releases): no enablement lane, the signature was called
 // `baseline_failure_signature` and stored unversioned, attempt records had no `signature`.
 
-const AttemptRecordV1 = AttemptRecord.omit("signature")
+const AttemptRecordV1 = AttemptRecord.omit("signature", "result_format", "metrics")
 
 export const SessionStateV1 = Schema.Struct({
   schema_version: Schema.Literal(1),
@@ -132,12 +147,14 @@ export type SessionStateV1 = typeof SessionStateV1.Type
  * folding is idempotent, so re-folding the old body yields the v1 signature of the same text.
  * Attempt signatures are computed from the recorded error text of counted failures.
  */
-export const migrateV1 = (v1: SessionStateV1): SessionState => {
+export const migrateV1 = (v1: SessionStateV1): SessionState => migrateV2(migrateV1toV2(v1))
+
+const migrateV1toV2 = (v1: SessionStateV1): SessionStateV2 => {
   const { baseline_failure_signature, baseline_attempts, schema_version: _, ...rest } = v1
   const sig = baseline_failure_signature
   return {
     ...rest,
-    schema_version: CURRENT_SCHEMA_VERSION,
+    schema_version: 2,
     baseline_last_failure_signature:
       sig === null ? null : sig.startsWith(SIGNATURE_PREFIX) ? sig : SIGNATURE_PREFIX + foldText(sig),
     enablement: initialEnablement,
@@ -150,6 +167,25 @@ export const migrateV1 = (v1: SessionStateV1): SessionState => {
     }))
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Version 2: no per-attempt result format or metrics (SPEC §10 added them).
+
+const AttemptRecordV2 = AttemptRecord.omit("result_format", "metrics")
+
+export const SessionStateV2 = Schema.Struct({
+  ...SessionState.fields,
+  schema_version: Schema.Literal(2),
+  baseline_attempts: Schema.Array(AttemptRecordV2)
+})
+export type SessionStateV2 = typeof SessionStateV2.Type
+
+/** v2 → v3: every attempt gets `result_format: null` and `metrics: null` (nothing was recorded). */
+export const migrateV2 = (v2: SessionStateV2): SessionState => ({
+  ...v2,
+  schema_version: CURRENT_SCHEMA_VERSION,
+  baseline_attempts: v2.baseline_attempts.map((a) => ({ ...a, result_format: null, metrics: null }))
+})
 
 // ---------------------------------------------------------------------------------------------
 
@@ -183,7 +219,8 @@ const firstIssue = (error: ParseResult.ParseError): string => {
 }
 
 const decodeV1 = Schema.decodeUnknownEither(SessionStateV1)
-const decodeV2 = Schema.decodeUnknownEither(SessionState)
+const decodeV2 = Schema.decodeUnknownEither(SessionStateV2)
+const decodeV3 = Schema.decodeUnknownEither(SessionState)
 
 /** Decodes an already parsed JSON value, migrating older versions. */
 export const decodeState = (json: unknown): Either.Either<SessionState, StateProblem> => {
@@ -203,7 +240,8 @@ export const decodeState = (json: unknown): Either.Either<SessionState, StatePro
     detail: `schema_version ${version}: ${firstIssue(e)}`
   })
   if (version === 1) return Either.map(Either.mapLeft(decodeV1(json), corrupt), migrateV1)
-  return Either.mapLeft(decodeV2(json), corrupt)
+  if (version === 2) return Either.map(Either.mapLeft(decodeV2(json), corrupt), migrateV2)
+  return Either.mapLeft(decodeV3(json), corrupt)
 }
 
 /** Parses the text of a state file (JSON), migrating older versions. */
@@ -249,7 +287,9 @@ export const beginAttempt = (state: SessionState, startedAt: string): SessionSta
     exit_code: null,
     error: null,
     signature: null,
-    throughput: null
+    throughput: null,
+    result_format: null,
+    metrics: null
   }
   return { ...state, baseline_attempts: [...state.baseline_attempts, record] }
 }
@@ -276,7 +316,9 @@ export const recoverInterrupted = (state: SessionState, now: string): SessionSta
         exit_code: null,
         error: INTERRUPTED_ERROR,
         signature: null,
-        throughput: null
+        throughput: null,
+        result_format: null,
+        metrics: null
       }
     })
   }

@@ -156,7 +156,9 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
     error: errorText,
     // The whole output's signature when the program kept one; else the fold of the error text.
     signature: counted && errorText !== null ? (result.outputSignature ?? foldSignature(errorText)) : null,
-    throughput: finiteOrNull(result.throughput)
+    throughput: finiteOrNull(result.throughput),
+    result_format: result.resultFormat ?? null,
+    metrics: result.metrics !== undefined && Object.keys(result.metrics).length > 0 ? result.metrics : null
   }
   const recorded: SessionState = {
     ...state,

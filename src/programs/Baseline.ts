@@ -47,8 +47,24 @@
  */
 import { Clock, Console, Duration, Effect, Either, Option } from "effect"
 import type { RayClusterInfeasible } from "../domain/Errors.js"
-import { AttemptOutcome, type AttemptResult, boundedErrorText, classifyAttempt } from "../domain/Failure.js"
+import {
+  AttemptOutcome,
+  type AttemptResult,
+  boundedErrorText,
+  classifyAttempt,
+  isTellingLine,
+  MAX_ERROR_CHARS,
+  MAX_EVIDENCE_LINES
+} from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import {
+  CLIENT_LOG,
+  ENVIRONMENT_FILE,
+  environmentRecord,
+  SERVE_STATUS_FILE,
+  SERVER_LOG,
+  type ServeStatus
+} from "../domain/Serving.js"
 import { OutputDigest, outputSignature } from "../domain/Signature.js"
 import {
   beginAttempt,
@@ -90,7 +106,52 @@ export interface BaselineOptions<E, R> {
   readonly runAttempt: (spec: LeaseRunSpec) => Effect.Effect<LeaseRunResult, E, R>
   /** Each output line of the command and of the enablement command, prefixed (default: stderr). */
   readonly onOutput?: ((line: string) => Effect.Effect<void>) | undefined
+  /**
+   * A serving benchmark (SPEC §10): each attempt runs the serving runner as the leased command; it
+   * starts `server` (`sh -c`, own process group), waits for `readyPath`, runs `argv` as the client,
+   * and stops the server before it exits (so before the lease is released).
+   */
+  readonly serving?: ServingOptions | undefined
+  /** hyperloom's version, for the session's environment record. */
+  readonly version?: string | undefined
 }
+
+export interface ServingOptions {
+  /** The server command line (one string, run with `sh -c`). */
+  readonly server: string
+  readonly readyPath: string
+  readonly readyTimeoutSec: number
+  /** How the runner is started: the lease's Python and `python/hyperloom_serve.py`. */
+  readonly runner: ReadonlyArray<string>
+  /** Grace between TERM and KILL when the server is stopped (default: the runner's, 1.5 s). */
+  readonly stopGraceSec?: number | undefined
+  /** Seconds between progress lines while the server loads (default 5). */
+  readonly progressEverySec?: number | undefined
+}
+
+/** The leased command of a serving attempt: the runner with the server, the client after `--`. */
+export const servingArgv = (
+  serving: ServingOptions,
+  attemptDir: string,
+  cwd: string,
+  client: ReadonlyArray<string>
+) => [
+  ...serving.runner,
+  "--server",
+  serving.server,
+  "--ready-path",
+  serving.readyPath,
+  "--ready-timeout",
+  String(serving.readyTimeoutSec),
+  ...(serving.stopGraceSec !== undefined ? ["--stop-grace", String(serving.stopGraceSec)] : []),
+  ...(serving.progressEverySec !== undefined ? ["--progress-every", String(serving.progressEverySec)] : []),
+  "--dir",
+  attemptDir,
+  "--cwd",
+  cwd,
+  "--",
+  ...client
+]
 
 export interface BaselineReport {
   readonly sessionDir: string
@@ -107,7 +168,14 @@ export interface BaselineReport {
 /** Where an attempt's files live. */
 export const attemptPaths = (sessionDir: string, n: number) => {
   const dir = `${sessionDir.replace(/\/+$/, "") || "/"}/attempts/${n}`.replace(/^\/\//, "/")
-  return { dir, resultFile: `${dir}/result.json`, launchLog: `${dir}/launch.log` }
+  return {
+    dir,
+    resultFile: `${dir}/result.json`,
+    launchLog: `${dir}/launch.log`,
+    serverLog: `${dir}/${SERVER_LOG}`,
+    clientLog: `${dir}/${CLIENT_LOG}`,
+    serveStatus: `${dir}/${SERVE_STATUS_FILE}`
+  }
 }
 
 /** Output kept per attempt for its error text (the classifier keeps at most 2000 characters of it). */
@@ -122,6 +190,12 @@ interface AttemptOutput {
   stdout: string
   stderr: string
   readonly digest: OutputDigest
+  /** The telling lines (`isTellingLine`) of the whole output, the first MAX_EVIDENCE_LINES. */
+  readonly evidence: Array<string>
+}
+
+const keepEvidence = (evidence: Array<string>, line: string) => {
+  if (evidence.length < MAX_EVIDENCE_LINES && isTellingLine(line)) evidence.push(line.trim().slice(0, 1000))
 }
 
 /**
@@ -326,6 +400,86 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       return true
     })
 
+  /**
+   * A serving attempt's outcome from the runner's `serve.json` and the whole logs (SPEC §10): a
+   * server that never got ready is judged on server.log; a client that ran on client.log (plus
+   * server.log's telling lines: a server dying under load explains a failing client). The signature
+   * digests both logs whole. undefined when the runner did not get as far as an outcome.
+   */
+  const servingOutcome = (status: ServeStatus, r: LeaseRunResult, paths: ReturnType<typeof attemptPaths>) =>
+    Effect.gen(function* () {
+      if (status.outcome === null || status.outcome === "stopped") return undefined
+      const digest = new OutputDigest()
+      const evidence: Array<string> = []
+      const scan = (file: string, channel: string) =>
+        files.scanLog(
+          file,
+          (line) => {
+            digest.add(channel, line)
+            keepEvidence(evidence, line)
+          },
+          MAX_ERROR_CHARS * 4
+        )
+      const serverTail = (yield* scan(paths.serverLog, "server")) ?? ""
+      const clientTail = (yield* scan(paths.clientLog, "client")) ?? ""
+      if (status.outcome !== "client_exited") {
+        const timedOut = status.outcome === "ready_timeout"
+        return classifyAttempt(
+          AttemptOutcome.ServerNotReady({
+            exitCode: timedOut ? null : (status.server.exit_code ?? r.exitCode),
+            runtimeSec: status.server.runtime_sec ?? r.commandSec,
+            outputTail: serverTail,
+            readyTimeoutSec: timedOut ? (options.serving?.readyTimeoutSec ?? 0) : undefined,
+            outputSignature: digest.signature(),
+            evidence
+          })
+        )
+      }
+      const exitCode = status.client?.exit_code ?? r.exitCode ?? 1
+      const serverDied =
+        status.server.stopped_with === null && status.server.exit_code !== null
+          ? `\nthe server exited with code ${status.server.exit_code} while the client ran; server.log ends:\n${serverTail.slice(-MAX_ERROR_CHARS / 2)}`
+          : ""
+      const parsed = yield* files.readResult(paths.resultFile)
+      return classifyAttempt(
+        AttemptOutcome.Exited({
+          exitCode,
+          // a failed client is judged on its own runtime (an argument error is fast), not the server's load
+          runtimeSec: exitCode !== 0 ? (status.client?.runtime_sec ?? r.commandSec) : r.commandSec,
+          outputTail: `${clientTail}${serverDied}`,
+          outputSignature: digest.signature(),
+          evidence,
+          throughput: parsed?.throughput,
+          resultFormat: parsed?.format,
+          metrics: parsed?.metrics
+        })
+      )
+    })
+
+  /** The session's environment record, rewritten by every serving attempt that reached the node. */
+  const recordEnvironment = (
+    attempt: number,
+    status: ServeStatus | undefined,
+    r: LeaseRunResult,
+    serving: ServingOptions
+  ) =>
+    Effect.gen(function* () {
+      if (status === undefined && r.started === null) return
+      const record = environmentRecord({
+        now: iso(yield* now),
+        attempt,
+        hyperloomVersion: options.version ?? "unknown",
+        requestedGpus: options.request.gpus,
+        nodeId: r.started?.nodeId,
+        status,
+        serverArgv: ["sh", "-c", serving.server],
+        clientArgv: options.argv
+      })
+      yield* files
+        .writeJson(`${dir.replace(/\/+$/, "")}/${ENVIRONMENT_FILE}`, record)
+        .pipe(Effect.catchAll((e) => Effect.logWarning(`cannot write the environment record: ${e.message}`)))
+    })
+
   const loop = Effect.gen(function* () {
     while (current.status === "running") {
       // An enablement run decided but not finished (a resumed session).
@@ -354,11 +508,25 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
       attemptsRun++
       const paths = attemptPaths(dir, n)
       yield* files.prepare(paths.dir, paths.resultFile)
-      const attempt: AttemptOutput = { startedMs, stdout: "", stderr: "", digest: new OutputDigest() }
+      const attempt: AttemptOutput = {
+        startedMs,
+        stdout: "",
+        stderr: "",
+        digest: new OutputDigest(),
+        evidence: []
+      }
       running = attempt
+      const serving = options.serving
       yield* Effect.logInfo(
-        `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})` +
-          (options.attemptTimeoutSec !== undefined ? `, attempt timeout ${options.attemptTimeoutSec} s` : "")
+        serving !== undefined
+          ? `attempt ${n}: serving benchmark under a lease (${describeRequest(options.request)}): server \`${serving.server}\`, ready at ${serving.readyPath} within ${serving.readyTimeoutSec} s, then client \`${options.argv.join(" ")}\`` +
+              (options.attemptTimeoutSec !== undefined
+                ? `, attempt timeout ${options.attemptTimeoutSec} s`
+                : "")
+          : `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})` +
+              (options.attemptTimeoutSec !== undefined
+                ? `, attempt timeout ${options.attemptTimeoutSec} s`
+                : "")
       )
       const onOutput = (o: LeaseOutput) =>
         Effect.zipRight(
@@ -366,12 +534,14 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
             const kept = `${attempt[o.stream]}${o.line}\n`
             attempt[o.stream] = kept.length > TAIL_CHARS ? kept.slice(-TAIL_CHARS) : kept
             attempt.digest.add(o.stream, o.line)
+            keepEvidence(attempt.evidence, o.line)
           }),
           print(`[attempt ${n}] ${o.line}`)
         )
       const spec: LeaseRunSpec = {
         request: options.request,
-        argv: options.argv,
+        argv:
+          serving !== undefined ? servingArgv(serving, paths.dir, options.cwd, options.argv) : options.argv,
         env: {
           ...options.env,
           HYPERLOOM_RESULT_FILE: paths.resultFile,
@@ -446,15 +616,31 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
             })
           )
         } else {
-          result = classifyAttempt(
-            AttemptOutcome.Exited({
-              exitCode: r.exitCode,
-              runtimeSec,
-              outputTail: outputTail(r),
-              outputSignature: signatureOf(r),
-              throughput: yield* files.readThroughput(paths.resultFile)
-            })
-          )
+          const status = serving !== undefined ? yield* files.readServeStatus(paths.serveStatus) : undefined
+          if (serving !== undefined) {
+            yield* recordEnvironment(n, status, r, serving)
+          }
+          const servingResult =
+            serving !== undefined && status !== undefined
+              ? yield* servingOutcome(status, r, paths)
+              : undefined
+          if (servingResult !== undefined) {
+            result = servingResult
+          } else {
+            const parsed = yield* files.readResult(paths.resultFile)
+            result = classifyAttempt(
+              AttemptOutcome.Exited({
+                exitCode: r.exitCode,
+                runtimeSec,
+                outputTail: outputTail(r),
+                outputSignature: signatureOf(r),
+                evidence: attempt.evidence,
+                throughput: parsed?.throughput,
+                resultFormat: parsed?.format,
+                metrics: parsed?.metrics
+              })
+            )
+          }
         }
       }
 

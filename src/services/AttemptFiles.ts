@@ -1,6 +1,8 @@
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Stream } from "effect"
+import { type ParsedResult, parseResult } from "../domain/Results.js"
+import { parseServeStatus, type ServeStatus } from "../domain/Serving.js"
 import { StateIoFailed } from "./StateStore.js"
 
 /**
@@ -18,8 +20,26 @@ export interface AttemptFilesShape {
   readonly prepare: (attemptDir: string, resultFile: string) => Effect.Effect<void, StateIoFailed>
   /** The raw `throughput` value of a result file; `undefined` when there is none (see above). */
   readonly readThroughput: (resultFile: string) => Effect.Effect<unknown>
+  /**
+   * The result file read by its format (`{"throughput"}`, vLLM's JSON, SGLang's JSON lines; see
+   * domain/Results.ts); `undefined` when it is missing or of no known format.
+   */
+  readonly readResult: (resultFile: string) => Effect.Effect<ParsedResult | undefined>
   /** Writes a launch log, replacing one of the same name. */
   readonly writeLaunchLog: (file: string, text: string) => Effect.Effect<void, StateIoFailed>
+  /**
+   * Reads a log file line by line (memory flat however long it is): every line goes to `onLine`;
+   * returns the last `tailChars` characters, or `undefined` when the file does not exist.
+   */
+  readonly scanLog: (
+    file: string,
+    onLine: (line: string) => void,
+    tailChars: number
+  ) => Effect.Effect<string | undefined>
+  /** The serving runner's `serve.json`; `undefined` when missing or unreadable. */
+  readonly readServeStatus: (file: string) => Effect.Effect<ServeStatus | undefined>
+  /** Writes a JSON document atomically enough for a record (temp file, rename). */
+  readonly writeJson: (file: string, value: unknown) => Effect.Effect<void, StateIoFailed>
 }
 
 export class AttemptFiles extends Context.Tag("hyperloom/services/AttemptFiles")<
@@ -71,8 +91,68 @@ const makeLive = Effect.gen(function* () {
       .pipe(Effect.mapError(io("write", file)))
   })
 
-  return AttemptFiles.of({ prepare, readThroughput, writeLaunchLog })
+  const readResult = Effect.fn("AttemptFiles.readResult")(function* (resultFile: string) {
+    return yield* fs.readFileString(resultFile).pipe(
+      Effect.map(parseResult),
+      Effect.catchAll((e) =>
+        isNotFound(e)
+          ? Effect.succeed(undefined)
+          : Effect.as(Effect.logWarning(`cannot read the result file ${resultFile}: ${e.message}`), undefined)
+      )
+    )
+  })
+
+  const scanLog = Effect.fn("AttemptFiles.scanLog")(function* (
+    file: string,
+    onLine: (line: string) => void,
+    tailChars: number
+  ) {
+    let tail = ""
+    const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
+    if (!exists) return undefined
+    return yield* fs.stream(file).pipe(
+      Stream.decodeText(),
+      Stream.splitLines,
+      Stream.runForEach((line) =>
+        Effect.sync(() => {
+          onLine(line)
+          tail = keepTail(`${tail}${line}\n`, tailChars)
+        })
+      ),
+      Effect.as(tail),
+      Effect.catchAll((e) =>
+        Effect.as(Effect.logWarning(`cannot read ${file}: ${e.message}`), tail === "" ? undefined : tail)
+      )
+    )
+  })
+
+  const readServeStatus = Effect.fn("AttemptFiles.readServeStatus")(function* (file: string) {
+    return yield* fs.readFileString(file).pipe(
+      Effect.map(parseServeStatus),
+      Effect.orElseSucceed(() => undefined)
+    )
+  })
+
+  const writeJson = Effect.fn("AttemptFiles.writeJson")(function* (file: string, value: unknown) {
+    const tmp = `${file}.tmp-${process.pid}`
+    yield* fs
+      .writeFileString(tmp, `${JSON.stringify(value, null, 2)}\n`)
+      .pipe(Effect.mapError(io("write", tmp)))
+    yield* fs.rename(tmp, file).pipe(Effect.mapError(io("rename", file)))
+  })
+
+  return AttemptFiles.of({
+    prepare,
+    readThroughput,
+    readResult,
+    writeLaunchLog,
+    scanLog,
+    readServeStatus,
+    writeJson
+  })
 })
+
+const keepTail = (text: string, max: number) => (text.length > max ? text.slice(text.length - max) : text)
 
 /** An in-memory store of the session files, for tests: `files` maps paths to contents. */
 export interface MemoryAttemptFiles {
@@ -95,9 +175,31 @@ export const makeMemoryAttemptFiles = (): MemoryAttemptFiles => {
         const text = files.get(resultFile)
         return text === undefined ? undefined : throughputOf(text)
       }),
+    readResult: (resultFile) =>
+      Effect.sync(() => {
+        const text = files.get(resultFile)
+        return text === undefined ? undefined : parseResult(text)
+      }),
     writeLaunchLog: (file, text) =>
       Effect.sync(() => {
         files.set(file, text.endsWith("\n") ? text : `${text}\n`)
+      }),
+    scanLog: (file, onLine, tailChars) =>
+      Effect.sync(() => {
+        const text = files.get(file)
+        if (text === undefined) return undefined
+        const lines = text.endsWith("\n") ? text.slice(0, -1).split("\n") : text.split("\n")
+        for (const line of lines) onLine(line)
+        return keepTail(text, tailChars)
+      }),
+    readServeStatus: (file) =>
+      Effect.sync(() => {
+        const text = files.get(file)
+        return text === undefined ? undefined : parseServeStatus(text)
+      }),
+    writeJson: (file, value) =>
+      Effect.sync(() => {
+        files.set(file, `${JSON.stringify(value, null, 2)}\n`)
       })
   }
   return { service, files, dirs }

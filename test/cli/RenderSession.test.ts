@@ -13,6 +13,8 @@ const attempt = (n: number, fields: Partial<AttemptRecord> = {}): AttemptRecord 
   error: "boom",
   signature: `v1:boom ${n}`,
   throughput: null,
+  result_format: null,
+  metrics: null,
   ...fields
 })
 
@@ -141,5 +143,43 @@ describe("renderSession", () => {
       text,
       "enablement  2 run(s), stall 1/5, one pending, not revalidated, launch log /s/attempts/2/launch.log"
     )
+  })
+})
+
+describe("state show: per-attempt serving metrics (SPEC §10)", () => {
+  it("prints the format, throughputs and mean/median/p99 latencies under the attempt", () => {
+    const s: SessionState = {
+      ...initialState(),
+      status: "succeeded",
+      baseline_tput: 4101.9,
+      baseline_attempts: [
+        attempt(1, {
+          error_class: null,
+          error: null,
+          exit_code: 0,
+          signature: null,
+          throughput: 4101.9,
+          result_format: "vllm",
+          metrics: {
+            output_throughput: 4101.9,
+            total_token_throughput: 20509.5,
+            request_throughput: 16.02,
+            completed: 1000,
+            mean_ttft_ms: 212.4,
+            median_ttft_ms: 187.9,
+            p99_ttft_ms: 611.2,
+            mean_tpot_ms: 14.8,
+            median_tpot_ms: 14.6,
+            p99_tpot_ms: 19.7
+          }
+        })
+      ]
+    }
+    const text = renderSession("/s", s)
+    assert.include(
+      text,
+      "[vllm] · out 4102 tok/s · total 20510 tok/s · 16.02 req/s · 1000 completed · TTFT 212/188/611 ms · TPOT 14.8/14.6/19.7 ms (mean/median/p99)"
+    )
+    assert.notInclude(renderSession("/s", { ...s, baseline_attempts: [attempt(1)] }), "tok/s")
   })
 })

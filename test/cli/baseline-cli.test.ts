@@ -53,7 +53,9 @@ const stopped: SessionState = {
     error: `fake-serving-bench: warmup 4/4\nRuntimeError: worker pid ${100 + n} lost its connection to 127.0.0.1:${4000 + n}`,
     signature:
       "v1:fake-serving-bench: warmup <n>/<n> RuntimeError: worker pid <n> lost its connection to <ip>",
-    throughput: null
+    throughput: null,
+    result_format: null,
+    metrics: null
   }))
 }
 
@@ -106,7 +108,9 @@ describe("hyperloom state show", () => {
           exit_code: 0,
           error: null,
           signature: null,
-          throughput: 812.5
+          throughput: 812.5,
+          result_format: "hyperloom" as const,
+          metrics: null
         }
       ]
     })

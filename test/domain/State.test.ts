@@ -40,6 +40,8 @@ const finished = (number: number, over: Partial<SessionState["baseline_attempts"
   error: "worker 3 died",
   signature: foldSignature("worker 3 died"),
   throughput: null,
+  result_format: null,
+  metrics: null,
   ...over
 })
 
@@ -91,8 +93,8 @@ const v1File = {
 describe("state schema", () => {
   it("the initial state is running, empty and of the current version", () => {
     const s = initialState()
-    assert.strictEqual(s.schema_version, 2)
-    assert.strictEqual(CURRENT_SCHEMA_VERSION, 2)
+    assert.strictEqual(s.schema_version, 3)
+    assert.strictEqual(CURRENT_SCHEMA_VERSION, 3)
     assert.strictEqual(s.status, "running")
     assert.deepStrictEqual(s.enablement, {
       attempts: 0,
@@ -143,7 +145,9 @@ describe("state schema", () => {
       "error",
       "error_class",
       "exit_code",
+      "metrics",
       "number",
+      "result_format",
       "runtime_sec",
       "signature",
       "started_at",
@@ -201,9 +205,9 @@ describe("parseState refusals", () => {
   })
 
   it("a newer schema_version is from the future, whatever else it holds", () => {
-    assert.deepStrictEqual(problem(JSON.stringify({ schema_version: 3, anything: true })), {
+    assert.deepStrictEqual(problem(JSON.stringify({ schema_version: 4, anything: true })), {
       kind: "future",
-      version: 3
+      version: 4
     })
   })
 
@@ -215,7 +219,8 @@ describe("parseState refusals", () => {
 describe("migration from version 1", () => {
   it("renames the signature with its version, adds enablement and attempt signatures", () => {
     const s = parsed(JSON.stringify(v1File))
-    assert.strictEqual(s.schema_version, 2)
+    assert.strictEqual(s.schema_version, 3)
+    assert.isTrue(s.baseline_attempts.every((a) => a.result_format === null && a.metrics === null))
     assert.strictEqual(s.baseline_last_failure_signature, "v1:worker <n> died at <ip>")
     assert.strictEqual(s.baseline_last_failure_signature, foldSignature("worker 4 died at 10.0.0.2:6379"))
     assert.deepStrictEqual(s.enablement, initialState().enablement)
@@ -242,11 +247,45 @@ describe("migration from version 1", () => {
     )
   })
 
-  it("the migrated state renders as version 2 and reads back unchanged", () => {
+  it("the migrated state renders as version 3 and reads back unchanged", () => {
     const s = parsed(JSON.stringify(v1File))
     const again = parsed(renderState(s))
     assert.deepStrictEqual(again, s)
-    assert.strictEqual(JSON.parse(renderState(s)).schema_version, 2)
+    assert.strictEqual(JSON.parse(renderState(s)).schema_version, 3)
+  })
+})
+
+describe("migration from version 2", () => {
+  it("every attempt gets result_format and metrics null; nothing else changes", () => {
+    const v3 = parsed(JSON.stringify(v1File))
+    const v2File = {
+      ...JSON.parse(renderState(v3)),
+      schema_version: 2,
+      baseline_attempts: v3.baseline_attempts.map(({ result_format: _f, metrics: _m, ...rest }) => rest)
+    }
+    const s = parsed(JSON.stringify(v2File))
+    assert.strictEqual(s.schema_version, 3)
+    assert.deepStrictEqual(s, v3)
+  })
+
+  it("a v3 attempt with a result format and metrics round-trips; a bad metric is corrupt", () => {
+    const s: SessionState = {
+      ...initialState(),
+      baseline_attempts: [
+        finished(1, {
+          error_class: null,
+          error: null,
+          signature: null,
+          throughput: 4101.9,
+          result_format: "vllm",
+          metrics: { output_throughput: 4101.9, p99_ttft_ms: 611.2, completed: 1000 }
+        })
+      ]
+    }
+    assert.deepStrictEqual(parsed(renderState(s)), s)
+    const bad = JSON.parse(renderState(s))
+    bad.baseline_attempts[0].metrics.p99_ttft_ms = "slow"
+    assert.strictEqual(problem(JSON.stringify(bad)).kind, "corrupt")
   })
 })
 

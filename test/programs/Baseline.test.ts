@@ -806,7 +806,9 @@ describe("describeAttempt", () => {
           exit_code: 1,
           error: "boom",
           signature: "v1:boom",
-          throughput: null
+          throughput: null,
+          result_format: null,
+          metrics: null
         }
       ]
     }
@@ -818,5 +820,171 @@ describe("describeAttempt", () => {
     assert.include(line, "failure 2")
     assert.include(line, "next: retry")
     assert.include(line, "retrying")
+  })
+})
+
+describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
+  const oomLog = fs.readFileSync(
+    path.join(import.meta.dirname, "..", "fixtures", "serving", "vllm-kv-cache-oom.log"),
+    "utf8"
+  )
+  const vllmResult = fs.readFileSync(
+    path.join(import.meta.dirname, "..", "fixtures", "serving", "vllm-bench-serve.json"),
+    "utf8"
+  )
+  const status = (outcome: string, over: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      version: 1,
+      port: 40000,
+      base_url: "http://127.0.0.1:40000",
+      outcome,
+      server: {
+        argv: ["sh", "-c", "vllm serve m"],
+        pid: 10,
+        pgid: 9,
+        ready_sec: null,
+        exit_code: 1,
+        runtime_sec: 52.3,
+        stopped_with: null,
+        gone: true,
+        ...over
+      },
+      client: outcome === "client_exited" ? { argv: ["bench"], exit_code: 0, runtime_sec: 61 } : null,
+      node: {
+        hostname: "gpu-7",
+        ray_version: "2.58.0",
+        cuda_visible_devices: "0,1",
+        engines: { vllm: "0.9.2" },
+        gpus: ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]
+      }
+    })
+
+  const serving = {
+    server: "vllm serve m --port $HYPERLOOM_PORT",
+    readyPath: "/health",
+    readyTimeoutSec: 1800,
+    runner: ["py", "serve.py"]
+  }
+
+  it.effect(
+    "the leased command is the runner; a server dying with vLLM's KV-cache OOM is kv_cache_oom from server.log",
+    () => {
+      const memory = AttemptFiles.makeMemoryAttemptFiles()
+      const specs: Array<LeaseRunSpec> = []
+      const runAttempt = (spec: LeaseRunSpec) =>
+        Effect.sync(() => {
+          specs.push(spec)
+          const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
+          memory.files.set(`${dir}/server.log`, oomLog)
+          memory.files.set(`${dir}/serve.json`, status("server_exited"))
+          return {
+            exitCode: 3,
+            timedOut: false,
+            stdoutTail: "",
+            stderrTail: "hyperloom-serve: the server exited with code 1",
+            runtimeSec: 55,
+            waitedSec: 0,
+            commandSec: 53,
+            gcsAddress: "127.0.0.1:6379",
+            started: { pid: 1, pgid: 1, actorPid: 2, nodeId: "ab".repeat(28), cudaVisibleDevices: "0,1" }
+          } satisfies LeaseRunResult
+        })
+      return Effect.gen(function* () {
+        const report = yield* runBaseline({
+          sessionDir: SESSION,
+          request: { gpus: 2, servingSlot: true },
+          argv: ["vllm", "bench", "serve"],
+          env: {},
+          cwd: "/work",
+          runAttempt,
+          onOutput: () => Effect.void,
+          serving,
+          version: "9.9.9"
+        })
+        const a = report.state.baseline_attempts[0]!
+        assert.strictEqual(a.error_class, "kv_cache_oom")
+        assert.isTrue(
+          a.error!.startsWith("the server exited with code 1 after 52.3 s, before it was ready"),
+          a.error!
+        )
+        assert.include(a.error!, "No available memory for the cache blocks")
+        assert.match(a.signature!, /^v2:/)
+        assert.strictEqual(a.runtime_sec, 52.3)
+        // the leased command: the runner, the server, the attempt's folder, then the client
+        const argv = specs[0]!.argv
+        assert.deepStrictEqual(argv.slice(0, 4), ["py", "serve.py", "--server", serving.server])
+        assert.deepStrictEqual(argv.slice(argv.indexOf("--") + 1), ["vllm", "bench", "serve"])
+        assert.strictEqual(argv[argv.indexOf("--dir") + 1], `${SESSION}/attempts/1`)
+        const env = JSON.parse(memory.files.get(`${SESSION}/environment.json`)!)
+        assert.deepStrictEqual(env.engines, { vllm: "0.9.2" })
+        assert.strictEqual(env.node.gpu_count, 2)
+        assert.deepStrictEqual(env.node.accelerators, ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"])
+        assert.strictEqual(env.hyperloom_version, "9.9.9")
+        assert.strictEqual(env.ray_version, "2.58.0")
+        assert.deepStrictEqual(env.client_argv, ["vllm", "bench", "serve"])
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            StateStore.layerTest(),
+            AttemptFiles.layerTest(memory),
+            Enablement.layerTest(),
+            Logger.minimumLogLevel(LogLevel.None)
+          )
+        )
+      )
+    }
+  )
+
+  it.effect("a client that ran: the vLLM result's output throughput and metrics are recorded", () => {
+    const memory = AttemptFiles.makeMemoryAttemptFiles()
+    const runAttempt = (spec: LeaseRunSpec) =>
+      Effect.sync(() => {
+        const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
+        memory.files.set(`${dir}/server.log`, "INFO ready\n")
+        memory.files.set(`${dir}/client.log`, "============ Serving Benchmark Result ============\n")
+        memory.files.set(
+          `${dir}/serve.json`,
+          status("client_exited", { ready_sec: 30, exit_code: 0, stopped_with: "TERM" })
+        )
+        memory.files.set(spec.env.HYPERLOOM_RESULT_FILE!, vllmResult)
+        return {
+          exitCode: 0,
+          timedOut: false,
+          stdoutTail: "",
+          stderrTail: "",
+          runtimeSec: 95,
+          waitedSec: 0,
+          commandSec: 92,
+          gcsAddress: "127.0.0.1:6379",
+          started: null
+        } satisfies LeaseRunResult
+      })
+    return Effect.gen(function* () {
+      const report = yield* runBaseline({
+        sessionDir: SESSION,
+        request: { gpus: 1, servingSlot: true },
+        argv: ["vllm", "bench", "serve"],
+        env: {},
+        cwd: "/work",
+        runAttempt,
+        onOutput: () => Effect.void,
+        serving
+      })
+      assert.strictEqual(report.state.status, "succeeded")
+      assert.strictEqual(report.state.baseline_tput, 4101.9)
+      const a = report.state.baseline_attempts[0]!
+      assert.strictEqual(a.result_format, "vllm")
+      assert.strictEqual(a.metrics?.p99_itl_ms, 41.3)
+      assert.strictEqual(a.metrics?.completed, 1000)
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          StateStore.layerTest(),
+          AttemptFiles.layerTest(memory),
+          Enablement.layerTest(),
+          Logger.minimumLogLevel(LogLevel.None)
+        )
+      )
+    )
   })
 })

@@ -143,16 +143,16 @@ describe("StateStore.layer", () => {
       const store = yield* StateStore
       const dir = yield* tempDir
       const file = NodePath.join(dir, STATE_FILE)
-      const bytes = JSON.stringify({ schema_version: 3, status: "running", future_field: [1, 2] })
+      const bytes = JSON.stringify({ schema_version: 4, status: "running", future_field: [1, 2] })
       yield* fs.writeFileString(file, bytes)
 
       const loaded = yield* Effect.flip(store.load(dir))
       assert.strictEqual(loaded._tag, "StateFromFuture")
       if (loaded._tag === "StateFromFuture") {
-        assert.strictEqual(loaded.version, 3)
-        assert.strictEqual(loaded.supported, 2)
+        assert.strictEqual(loaded.version, 4)
+        assert.strictEqual(loaded.supported, 3)
       }
-      assert.include(loaded.message, "schema_version 3")
+      assert.include(loaded.message, "schema_version 4")
       const saved = yield* Effect.flip(store.save(dir, sample()))
       assert.strictEqual(saved._tag, "StateFromFuture")
       assert.strictEqual(yield* fs.readFileString(file), bytes)
@@ -170,14 +170,14 @@ describe("StateStore.layer", () => {
       const loaded = yield* store.load(dir)
       assert.isTrue(Option.isSome(loaded))
       const s = Option.getOrThrow(loaded)
-      assert.strictEqual(s.schema_version, 2)
+      assert.strictEqual(s.schema_version, 3)
       assert.strictEqual(s.baseline_last_failure_signature, "v1:worker <n> died")
       assert.strictEqual(s.baseline_attempts[0]!.signature, foldSignature("worker 3 died"))
       assert.strictEqual(yield* fs.readFileString(file), V1_TEXT)
 
       yield* store.save(dir, s)
       const written = JSON.parse(yield* fs.readFileString(file))
-      assert.strictEqual(written.schema_version, 2)
+      assert.strictEqual(written.schema_version, 3)
       assert.notProperty(written, "baseline_failure_signature")
       assert.deepStrictEqual(yield* store.load(dir), Option.some(s))
     }).pipe(Effect.provide(live))
@@ -305,7 +305,7 @@ describe("StateStore.layerTest", () => {
       assert.strictEqual((yield* Effect.flip(store.load("new")))._tag, "StateFromFuture")
       assert.strictEqual((yield* Effect.flip(store.save("new", sample())))._tag, "StateFromFuture")
       const migrated = Option.getOrThrow(yield* store.load("old"))
-      assert.strictEqual(migrated.schema_version, 2)
+      assert.strictEqual(migrated.schema_version, 3)
     }).pipe(Effect.provide(layerTest({ bad: "{", new: JSON.stringify({ schema_version: 7 }), old: V1_TEXT })))
   )
 

@@ -1,12 +1,16 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
 import { runServing } from "../../programs/Group.js"
+import { packageFile } from "../../services/PackagePaths.js"
+import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
 import { StateStore } from "../../services/StateStore.js"
-import { EXIT, ExitWith, exitCodeForSession } from "../Exit.js"
+import { VERSION } from "../../version.js"
+import { EXIT, ExitWith, exitCodeForSession, UsageError } from "../Exit.js"
 import { renderSession } from "../RenderSession.js"
 import { withJsonErrors } from "../Run.js"
 import {
@@ -38,7 +42,26 @@ const enablementCmd = Options.text("enablement-cmd").pipe(
   Options.optional
 )
 
-const cmd = commandArgs("The baseline command and its arguments, after `--` (run without a shell).")
+const server = Options.text("server").pipe(
+  Options.withDescription(
+    "A serving benchmark (SPEC §10): the serving engine's command line, ONE string run with `sh -c` in a process group of its own, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT'. Each attempt, on the leased node: a free port (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and the client), the server started, GET <base>/<ready-path> polled until it answers 200 (progress every 5 s: elapsed, the server log's last line), then CMD runs as the client; the server's whole process group is stopped (TERM, grace, KILL) before the lease is released. A server that exits or is not ready in time fails the attempt with its log's tail. Kept in <session>/attempts/<n>/: server.log, client.log, serve.json, the result file; <session>/environment.json records what ran on what."
+  ),
+  Options.optional
+)
+
+const readyPath = Options.text("ready-path").pipe(
+  Options.withDescription(`With --server: the path polled for readiness (default ${DEFAULT_READY_PATH}).`),
+  Options.optional
+)
+
+const readyTimeout = positiveSeconds(
+  "ready-timeout",
+  `With --server: how long the server may take to answer its readiness check (default ${DEFAULT_READY_TIMEOUT_SEC} s; large models load slowly); past it the attempt fails as a timeout and the server is stopped.`
+)
+
+const cmd = commandArgs(
+  "The baseline command and its arguments, after `--` (run without a shell); with --server, the load client."
+)
 
 const OPTIONS = [
   "--session",
@@ -48,6 +71,9 @@ const OPTIONS = [
   "--deadline",
   "--enablement-cmd",
   "--nodes",
+  "--server",
+  "--ready-path",
+  "--ready-timeout",
   "--json"
 ]
 
@@ -55,14 +81,51 @@ const description = `Run a baseline benchmark command under a serving lease unti
 
 export const baselineRun = Command.make(
   "run",
-  { session, gpus, noServingSlot, attemptTimeout, deadline, enablementCmd, nodes, json, cmd },
+  {
+    session,
+    gpus,
+    noServingSlot,
+    attemptTimeout,
+    deadline,
+    enablementCmd,
+    nodes,
+    server,
+    readyPath,
+    readyTimeout,
+    json,
+    cmd
+  },
   (o) =>
     Effect.gen(function* () {
       const printState = (state: Parameters<typeof renderState>[0]) =>
         o.json ? Console.log(renderState(state).trimEnd()) : Console.log(renderSession(o.session, state))
       const argv = yield* strictCommand(o.cmd, OPTIONS)
+      const serverCmd = Option.getOrUndefined(o.server)
+      if (serverCmd === undefined && (Option.isSome(o.readyPath) || Option.isSome(o.readyTimeout))) {
+        return yield* new UsageError({ detail: "--ready-path and --ready-timeout go with --server" })
+      }
+      if (serverCmd !== undefined && serverCmd.trim() === "") {
+        return yield* new UsageError({ detail: "--server must be a command line, got an empty string" })
+      }
+      if (serverCmd !== undefined && Option.getOrElse(o.nodes, () => 1) >= 2) {
+        return yield* new UsageError({
+          detail:
+            "--server with --nodes 2 or more is not supported yet: run the serving benchmark on one node"
+        })
+      }
       const program = Effect.gen(function* () {
         const settings = yield* Settings
+        const serving =
+          serverCmd === undefined
+            ? undefined
+            : {
+                server: serverCmd,
+                readyPath: ((p) => (p.startsWith("/") ? p : `/${p}`))(
+                  Option.getOrElse(o.readyPath, () => DEFAULT_READY_PATH)
+                ),
+                readyTimeoutSec: Option.getOrElse(o.readyTimeout, () => DEFAULT_READY_TIMEOUT_SEC),
+                runner: [yield* rayPython(settings), packageFile("python", "hyperloom_serve.py")]
+              }
         return yield* runBaseline({
           sessionDir: o.session,
           request: leaseRequestOf(o),
@@ -73,7 +136,9 @@ export const baselineRun = Command.make(
           env: settings.env,
           cwd: process.cwd(),
           // --nodes N >= 2 (or HYPERLOOM_NODES): every attempt runs as a group (SPEC §11).
-          runAttempt: runServing
+          runAttempt: runServing,
+          serving,
+          version: VERSION
         })
       }).pipe(
         // Ctrl-C: the program has saved the cancelled state by now; print it like a normal end.

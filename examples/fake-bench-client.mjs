@@ -1,0 +1,187 @@
+#!/usr/bin/env node
+/**
+ * A stand-in load client (Node, no dependencies) shaped like `vllm bench serve`: it fetches the
+ * model from GET /v1/models, sends --num-prompts streaming completions (--max-concurrency at a
+ * time, --output-len tokens each) to /v1/completions, measures TTFT, TPOT and ITL per request, prints
+ * vLLM's "Serving Benchmark Result" block and writes the result file:
+ *
+ *   node examples/fake-bench-client.mjs [--base-url URL] [--num-prompts N] [--max-concurrency C]
+ *        [--output-len T] [--result-filename FILE] [--format vllm|sglang]
+ *
+ * --base-url defaults to $HYPERLOOM_BASE_URL; --result-filename to $HYPERLOOM_RESULT_FILE.
+ * --format vllm (default) writes the JSON object of `vllm bench serve --save-result` (same keys as
+ * vllm/benchmarks/serve.py); --format sglang appends one JSON line like SGLang's
+ * `bench_serving --output-file` (sglang/benchmark/metrics.py `save_results`).
+ */
+import * as fs from "node:fs"
+
+const args = process.argv.slice(2)
+const opt = (name, fallback) => {
+  const hit = args.find((a) => a === `--${name}` || a.startsWith(`--${name}=`))
+  if (hit === undefined) return fallback
+  if (hit.includes("=")) return hit.slice(hit.indexOf("=") + 1)
+  return args[args.indexOf(hit) + 1] ?? fallback
+}
+const baseUrl = opt("base-url", process.env.HYPERLOOM_BASE_URL ?? "http://127.0.0.1:8000")
+const numPrompts = Number(opt("num-prompts", "16"))
+const concurrency = Number(opt("max-concurrency", "4"))
+const outputLen = Number(opt("output-len", "32"))
+const resultFile = opt("result-filename", process.env.HYPERLOOM_RESULT_FILE ?? "")
+const format = opt("format", "vllm")
+
+const mean = (xs) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length)
+const percentile = (xs, p) => {
+  if (xs.length === 0) return 0
+  const s = [...xs].sort((a, b) => a - b)
+  const rank = (p / 100) * (s.length - 1)
+  const lo = Math.floor(rank)
+  const hi = Math.ceil(rank)
+  return s[lo] + (s[hi] - s[lo]) * (rank - lo)
+}
+const std = (xs) => {
+  const m = mean(xs)
+  return Math.sqrt(mean(xs.map((x) => (x - m) ** 2)))
+}
+
+const main = async () => {
+  console.log(`Namespace(base_url='${baseUrl}', num_prompts=${numPrompts}, max_concurrency=${concurrency})`)
+  const models = await (await fetch(`${baseUrl}/v1/models`)).json()
+  const model = models.data[0].id
+  console.log(`Using model: ${model}`)
+  const one = async () => {
+    const start = performance.now()
+    const res = await fetch(`${baseUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model, prompt: "hello", max_tokens: outputLen, stream: true, ignore_eos: true })
+    })
+    if (!res.ok) throw new Error(`HTTP ${res.status}`)
+    const times = []
+    let buf = ""
+    const decoder = new TextDecoder()
+    for await (const chunk of res.body) {
+      buf += decoder.decode(chunk, { stream: true })
+      let i = buf.indexOf("\n\n")
+      while (i >= 0) {
+        const event = buf.slice(0, i).trim()
+        buf = buf.slice(i + 2)
+        if (event.startsWith("data: ") && event !== "data: [DONE]") {
+          const data = JSON.parse(event.slice(6))
+          if (data.choices?.[0]?.text) times.push(performance.now())
+        }
+        i = buf.indexOf("\n\n")
+      }
+    }
+    const latency = (performance.now() - start) / 1000
+    const ttft = (times[0] - start) / 1000
+    const itl = times.slice(1).map((t, k) => (t - times[k]) / 1000)
+    return { latency, ttft, itl, tokens: times.length }
+  }
+  const outputs = []
+  let failed = 0
+  const t0 = performance.now()
+  let next = 0
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, numPrompts) }, async () => {
+      while (next < numPrompts) {
+        next++
+        try {
+          outputs.push(await one())
+        } catch (e) {
+          failed++
+          console.error(`request failed: ${e.message}`)
+        }
+      }
+    })
+  )
+  const duration = (performance.now() - t0) / 1000
+  const totalOut = outputs.reduce((a, o) => a + o.tokens, 0)
+  const totalIn = outputs.length * 8
+  const ttfts = outputs.map((o) => o.ttft * 1000)
+  const tpots = outputs.filter((o) => o.tokens > 1).map((o) => ((o.latency - o.ttft) / (o.tokens - 1)) * 1000)
+  const itls = outputs.flatMap((o) => o.itl.map((x) => x * 1000))
+  const e2els = outputs.map((o) => o.latency * 1000)
+  const r = {
+    duration,
+    completed: outputs.length,
+    failed,
+    total_input_tokens: totalIn,
+    total_output_tokens: totalOut,
+    request_throughput: outputs.length / duration,
+    output_throughput: totalOut / duration,
+    total_token_throughput: (totalIn + totalOut) / duration
+  }
+  const stats = {}
+  for (const [name, xs] of [
+    ["ttft", ttfts],
+    ["tpot", tpots],
+    ["itl", itls],
+    ["e2el", e2els]
+  ]) {
+    stats[`mean_${name}_ms`] = mean(xs)
+    stats[`median_${name}_ms`] = percentile(xs, 50)
+    stats[`std_${name}_ms`] = std(xs)
+    stats[`p99_${name}_ms`] = percentile(xs, 99)
+  }
+  console.log("============ Serving Benchmark Result ============")
+  console.log(`${"Successful requests:".padEnd(40)} ${r.completed}`)
+  console.log(`${"Benchmark duration (s):".padEnd(40)} ${duration.toFixed(2)}`)
+  console.log(`${"Output token throughput (tok/s):".padEnd(40)} ${r.output_throughput.toFixed(2)}`)
+  console.log(`${"Mean TTFT (ms):".padEnd(40)} ${stats.mean_ttft_ms.toFixed(2)}`)
+  console.log(`${"Mean TPOT (ms):".padEnd(40)} ${stats.mean_tpot_ms.toFixed(2)}`)
+  console.log("==================================================")
+  if (resultFile !== "") {
+    if (format === "sglang") {
+      const line = {
+        backend: "sglang",
+        dataset_name: "random",
+        request_rate: "inf",
+        max_concurrency: concurrency,
+        duration,
+        completed: r.completed,
+        total_input: totalIn,
+        total_output: totalOut,
+        total_output_retokenized: totalOut,
+        request_throughput: r.request_throughput,
+        input_throughput: totalIn / duration,
+        output_throughput: r.output_throughput,
+        total_throughput: r.total_token_throughput,
+        mean_ttft_ms: stats.mean_ttft_ms,
+        median_ttft_ms: stats.median_ttft_ms,
+        p99_ttft_ms: stats.p99_ttft_ms,
+        mean_tpot_ms: stats.mean_tpot_ms,
+        median_tpot_ms: stats.median_tpot_ms,
+        p99_tpot_ms: stats.p99_tpot_ms,
+        mean_itl_ms: stats.mean_itl_ms,
+        median_itl_ms: stats.median_itl_ms,
+        p99_itl_ms: stats.p99_itl_ms,
+        mean_e2e_latency_ms: stats.mean_e2el_ms,
+        median_e2e_latency_ms: stats.median_e2el_ms
+      }
+      fs.appendFileSync(resultFile, `${JSON.stringify(line)}\n`)
+    } else {
+      const doc = {
+        date: new Date().toISOString().replace(/[-:]/g, "").slice(0, 15),
+        endpoint_type: "openai",
+        backend: "openai",
+        label: null,
+        model_id: model,
+        tokenizer_id: model,
+        num_prompts: numPrompts,
+        request_rate: "inf",
+        burstiness: 1.0,
+        max_concurrency: concurrency,
+        ...r,
+        request_goodput: null,
+        ...stats
+      }
+      fs.writeFileSync(resultFile, JSON.stringify(doc))
+    }
+  }
+  process.exit(r.completed > 0 ? 0 : 1)
+}
+
+main().catch((e) => {
+  console.error(`Traceback (most recent call last):\nRuntimeError: ${e.message}`)
+  process.exit(1)
+})

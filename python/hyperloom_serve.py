@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""hyperloom serving runner: one serving benchmark attempt (SPEC section 10), run as the leased command.
+
+hyperloom runs this file (with the Python of the Ray installation) as the command of a serving
+lease, so it runs on the leased node, inside the lease's process group, holding the lease's GPUs:
+
+    python hyperloom_serve.py --server 'SERVER CMD' --dir ATTEMPT_DIR [--ready-path /health]
+        [--ready-timeout 1800] [--stop-grace 1.5] [--progress-every 5] -- CLIENT ARGV...
+
+1. Picks a free TCP port on 127.0.0.1; the server and the client get HYPERLOOM_PORT and
+   HYPERLOOM_BASE_URL (http://127.0.0.1:PORT) in their environment, besides everything given.
+2. Starts the server, `sh -c 'SERVER CMD'`, in a process group of its own, its whole output in
+   ATTEMPT_DIR/server.log.
+3. Waits until GET BASE_URL/READY_PATH answers 200. While waiting it prints a progress line to stderr
+   every PROGRESS_EVERY seconds: the elapsed time and the server log's last line. A server that
+   exits, or is not ready within READY_TIMEOUT seconds, ends the attempt (exit 3).
+4. Runs the client (argv, no shell, in this runner's process group); its stdout and stderr are copied
+   live to this runner's stdout and stderr and, whole, to ATTEMPT_DIR/client.log.
+5. Stops the server's whole process group (TERM, STOP_GRACE seconds, KILL) and waits until none of
+   it is left, THEN exits: the runner's exit ends the lease, so the engine is gone before the slot
+   is released. Exit status: the client's (3 when the server was never ready).
+
+Stopped (SIGTERM/SIGINT/SIGHUP: the lease is being released, the attempt timed out, the session
+deadline passed, Ctrl-C): it stops the client and the server the same way and exits 143.
+
+If this runner is killed outright (SIGKILL), the server group's keeper stops it: the group's leader
+is a tiny keeper process (this file, --keeper) that ignores TERM/INT/HUP and holds the read end of a
+pipe whose only writer is the runner; on EOF (the runner gone, however) it SIGKILLs the whole group,
+itself included.
+
+ATTEMPT_DIR/serve.json records what happened (written atomically, also on a stop):
+    {"version": 1, "port": P, "base_url": ..., "outcome": "client_exited" | "server_exited" |
+     "ready_timeout" | "stopped" | "start_failed",
+     "server": {"argv": [...], "pid": N, "pgid": N, "ready_sec": S|null, "exit_code": N|null,
+                "runtime_sec": S, "stopped_with": "TERM"|"KILL"|null, "gone": true|false},
+     "client": {"argv": [...], "exit_code": N|null, "runtime_sec": S|null} | null,
+     "node": {"hostname", "python", "ray_version", "engines": {"vllm": "0.x", ...},
+              "cuda_visible_devices", "gpus": ["NVIDIA H100 80GB HBM3", ...]}}
+Standard library only; Python >= 3.8; Linux (process groups, /proc).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+STATUS_FILE = "serve.json"
+SERVER_LOG = "server.log"
+CLIENT_LOG = "client.log"
+NOT_READY_EXIT = 3
+STOPPED_EXIT = 143
+
+
+def log(msg):
+    sys.stderr.write("hyperloom-serve: %s\n" % msg)
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# The keeper: leader of the server's process group
+
+
+def keeper(fd):
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(s, signal.SIG_IGN)
+    while True:
+        try:
+            if not os.read(fd, 64):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # the group, this keeper included
+    finally:
+        os._exit(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts about the node (the session's environment record)
+
+
+def node_facts():
+    facts = {
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "engines": {},
+        "gpus": [],
+    }
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        metadata = None
+    if metadata is not None:
+        for name in ("ray", "vllm", "sglang"):
+            try:
+                version = metadata.version(name)
+            except Exception:
+                continue
+            if name == "ray":
+                facts["ray_version"] = version
+            else:
+                facts["engines"][name] = version
+    facts["gpus"] = gpu_models()
+    return facts
+
+
+def gpu_models():
+    """The accelerator models the host tells: the NVIDIA driver's /proc files, else nvidia-smi."""
+    models = []
+    base = "/proc/driver/nvidia/gpus"
+    try:
+        for bus in sorted(os.listdir(base)):
+            try:
+                with open(os.path.join(base, bus, "information")) as f:
+                    for line in f:
+                        if line.startswith("Model:"):
+                            models.append(line.split(":", 1)[1].strip())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    if models:
+        return models
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=10, check=False,
+        )
+        if out.returncode == 0:
+            models = [l.strip() for l in out.stdout.decode("utf-8", "replace").splitlines() if l.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return models
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+def free_port(host):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def group_members(pgid):
+    """Live (non-zombie) pids in process group `pgid`; None when /proc cannot tell."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    found = []
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % e, "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            found.append(int(e))
+    return found
+
+
+def last_line(path, limit=4096):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [l.strip() for l in data.replace("\r", "\n").split("\n") if l.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def probe(url, timeout=1.0):
+    """True when GET url answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    except Exception:
+        return False
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.stop_requested = threading.Event()
+        self.keeper = None
+        self.keeper_w = None
+        self.server = None
+        self.server_started = None
+        self.server_pgid = None
+        self.server_exit = None
+        self.server_runtime = None
+        self.ready_sec = None
+        self.stopped_with = None
+        self.client = None
+        self.client_exit = None
+        self.client_runtime = None
+        self.outcome = None
+        self.port = None
+        self.base_url = None
+        self.node = {}
+
+    # -- status
+
+    def write_status(self, gone):
+        a = self.args
+        doc = {
+            "version": 1,
+            "port": self.port,
+            "base_url": self.base_url,
+            "outcome": self.outcome,
+            "server": {
+                "argv": ["sh", "-c", a["server"]],
+                "pid": self.server.pid if self.server else None,
+                "pgid": self.server_pgid,
+                "ready_sec": self.ready_sec,
+                "exit_code": self.server_exit,
+                "runtime_sec": self.server_runtime,
+                "stopped_with": self.stopped_with,
+                "gone": gone,
+            },
+            "client": None
+            if self.client is None
+            else {"argv": a["client"], "exit_code": self.client_exit, "runtime_sec": self.client_runtime},
+            "node": self.node,
+        }
+        path = os.path.join(a["dir"], STATUS_FILE)
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(doc, f, indent=1)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            log("cannot write %s: %s" % (path, e))
+
+    # -- the server
+
+    def start_server(self, env):
+        a = self.args
+        r, w = os.pipe()
+        os.set_inheritable(r, True)
+        self.keeper = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--keeper", str(r)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(r,), close_fds=True, preexec_fn=lambda: os.setpgid(0, 0),
+        )
+        os.close(r)
+        self.keeper_w = w  # only we hold it: our end closes when we end, however
+        pgid = self.keeper.pid
+        self.server_pgid = pgid
+        logf = open(os.path.join(a["dir"], SERVER_LOG), "ab", buffering=0)
+
+        def join_group():
+            os.setpgid(0, pgid)
+
+        try:
+            self.server = subprocess.Popen(
+                ["sh", "-c", a["server"]], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                env=env, cwd=a["cwd"], close_fds=True, preexec_fn=join_group,
+            )
+        finally:
+            logf.close()
+        self.server_started = time.monotonic()
+
+    def server_alive(self):
+        if self.server is None:
+            return False
+        if self.server.poll() is None:
+            return True
+        if self.server_exit is None:
+            rc = self.server.returncode
+            self.server_exit = rc if rc >= 0 else 128 - rc
+            self.server_runtime = round(time.monotonic() - self.server_started, 3)
+        return False
+
+    def stop_server(self):
+        """TERM the server's group, grace, KILL; returns once none of it is left (or /proc cannot tell)."""
+        pgid = self.server_pgid
+        if pgid is None:
+            return True
+        members = lambda: [p for p in (group_members(pgid) or []) if p != self.keeper.pid]
+        if members():
+            self.stopped_with = "TERM"
+            try:
+                os.killpg(pgid, signal.SIGTERM)  # the keeper ignores it
+            except OSError:
+                pass
+            deadline = time.monotonic() + self.args["stop_grace"]
+            while time.monotonic() < deadline and members():
+                self.server_alive()
+                time.sleep(0.05)
+        if members():
+            self.stopped_with = "KILL"
+        # Closing our end of the pipe makes the keeper SIGKILL the whole group, itself included.
+        if self.keeper_w is not None:
+            os.close(self.keeper_w)
+            self.keeper_w = None
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            left = group_members(pgid)
+            if left is None:
+                return False
+            if not left:
+                break
+            time.sleep(0.02)
+        self.server_alive()
+        if self.keeper is not None:
+            try:
+                self.keeper.wait(1.0)
+            except subprocess.TimeoutExpired:
+                pass
+        left = group_members(pgid)
+        return left is not None and not left
+
+    # -- the client
+
+    def run_client(self, env):
+        a = self.args
+        logf = open(os.path.join(a["dir"], CLIENT_LOG), "ab")
+        lock = threading.Lock()
+        started = time.monotonic()
+        try:
+            self.client = subprocess.Popen(
+                a["client"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, cwd=a["cwd"], close_fds=True,
+            )
+        except OSError as e:
+            msg = "hyperloom-serve: cannot start the client %s: %s\n" % (a["client"][0], e.strerror or e)
+            logf.write(msg.encode())
+            logf.close()
+            sys.stderr.write(msg)
+            self.client_exit = 127
+            self.client_runtime = 0.0
+            self.client = subprocess.Popen(["true"])  # a record of it; exits at once
+            self.client.wait()
+            return
+
+        def copy(pipe, out):
+            for raw in iter(pipe.readline, b""):
+                with lock:
+                    logf.write(raw)
+                    logf.flush()
+                try:
+                    out.buffer.write(raw)
+                    out.buffer.flush()
+                except (OSError, ValueError):
+                    pass
+
+        threads = [
+            threading.Thread(target=copy, args=(self.client.stdout, sys.stdout), daemon=True),
+            threading.Thread(target=copy, args=(self.client.stderr, sys.stderr), daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        while self.client.poll() is None:
+            if self.stop_requested.wait(0.1):
+                # Stopped: TERM the client, and stop the server at the same time (the lease's
+                # grace covers both together); the client is KILLed after that if still there.
+                try:
+                    self.client.terminate()
+                except OSError:
+                    pass
+                self.stop_server()
+                try:
+                    self.client.wait(0.5)
+                except subprocess.TimeoutExpired:
+                    self.client.kill()
+                    self.client.wait()
+                break
+        for t in threads:
+            t.join(2.0)
+        logf.close()
+        rc = self.client.returncode
+        self.client_exit = rc if rc >= 0 else 128 - rc
+        self.client_runtime = round(time.monotonic() - started, 3)
+
+    # -- the whole attempt
+
+    def run(self):
+        a = self.args
+        self.node = node_facts()
+        self.port = free_port("127.0.0.1")
+        self.base_url = "http://127.0.0.1:%d" % self.port
+        env = dict(os.environ)
+        env["HYPERLOOM_PORT"] = str(self.port)
+        env["HYPERLOOM_BASE_URL"] = self.base_url
+        try:
+            self.start_server(env)
+        except OSError as e:
+            log("cannot start the server: %s" % (e.strerror or e))
+            self.outcome = "start_failed"
+            self.stop_server()
+            self.write_status(True)
+            return NOT_READY_EXIT
+        url = self.base_url + a["ready_path"]
+        log("server started (pid %d, process group %d, port %d); waiting for %s to answer 200 (ready timeout %s s)"
+            % (self.server.pid, self.server_pgid, self.port, url, fmt(a["ready_timeout"])))
+        self.write_status(False)
+        next_progress = time.monotonic() + a["progress_every"]
+        while True:
+            if self.stop_requested.is_set():
+                return self.finish("stopped", STOPPED_EXIT)
+            if not self.server_alive():
+                log("the server exited with code %d after %s s, before it was ready; server.log ends: %s"
+                    % (self.server_exit, fmt(self.server_runtime), last_line(os.path.join(a["dir"], SERVER_LOG))))
+                return self.finish("server_exited", NOT_READY_EXIT)
+            elapsed = time.monotonic() - self.server_started
+            if probe(url):
+                self.ready_sec = round(elapsed, 3)
+                log("server ready after %s s" % fmt(self.ready_sec))
+                break
+            if elapsed >= a["ready_timeout"]:
+                log("the server was not ready within %s s; stopping it; server.log ends: %s"
+                    % (fmt(a["ready_timeout"]), last_line(os.path.join(a["dir"], SERVER_LOG))))
+                return self.finish("ready_timeout", NOT_READY_EXIT)
+            if time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + a["progress_every"]
+                log("waiting for the server: %s s; server.log: %s"
+                    % (fmt(round(elapsed)), last_line(os.path.join(a["dir"], SERVER_LOG)) or "(empty)"))
+            self.stop_requested.wait(0.25)
+        self.write_status(False)
+        self.run_client(env)
+        if self.stop_requested.is_set():
+            return self.finish("stopped", STOPPED_EXIT)
+        if not self.server_alive():
+            log("the server exited with code %d while the client ran" % self.server_exit)
+        return self.finish("client_exited", self.client_exit)
+
+    def finish(self, outcome, code):
+        self.outcome = outcome
+        gone = self.stop_server()
+        if not gone:
+            log("could not confirm that the server's process group %s is gone" % self.server_pgid)
+        self.write_status(gone)
+        return code
+
+
+def fmt(s):
+    if s is None:
+        return "?"
+    return str(int(s)) if float(s).is_integer() else "%.1f" % s
+
+
+def parse(argv):
+    a = {"server": None, "dir": None, "ready_path": "/health", "ready_timeout": 1800.0, "stop_grace": 1.5,
+         "progress_every": 5.0, "cwd": None, "client": []}
+    i = 0
+    while i < len(argv):
+        k = argv[i]
+        if k == "--":
+            a["client"] = argv[i + 1:]
+            break
+        if i + 1 >= len(argv):
+            raise ValueError("%s needs a value" % k)
+        v = argv[i + 1]
+        if k == "--server":
+            a["server"] = v
+        elif k == "--dir":
+            a["dir"] = v
+        elif k == "--cwd":
+            a["cwd"] = v
+        elif k == "--ready-path":
+            a["ready_path"] = v if v.startswith("/") else "/" + v
+        elif k in ("--ready-timeout", "--stop-grace", "--progress-every"):
+            a[k[2:].replace("-", "_")] = float(v)
+        else:
+            raise ValueError("unknown option %s" % k)
+        i += 2
+    if not a["server"] or not a["dir"] or not a["client"]:
+        raise ValueError("--server, --dir and a client command after -- are required")
+    return a
+
+
+def main(argv):
+    if argv[:1] == ["--keeper"]:
+        keeper(int(argv[1]))
+        return 0
+    try:
+        args = parse(argv)
+    except ValueError as e:
+        log("usage: %s" % e)
+        return 2
+    os.makedirs(args["dir"], exist_ok=True)
+    runner = Runner(args)
+
+    def on_stop(signum, frame):
+        runner.stop_requested.set()
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_stop)
+    try:
+        code = runner.run()
+    except BaseException as e:  # a bug here must still take the server down
+        log("internal error: %r" % (e,))
+        runner.outcome = runner.outcome or "stopped"
+        runner.write_status(runner.stop_server())
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

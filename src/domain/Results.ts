@@ -1,0 +1,156 @@
+/**
+ * The result file of a baseline attempt (SPEC §6, §10), recognised by its keys:
+ *
+ * - `hyperloom`: `{"throughput": <number>}`, the generic report (its own throughput, no metrics
+ *   other than those it happens to carry under the names below);
+ * - `vllm`: the JSON object `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py:
+ *   `date`, `backend`/`endpoint_type`, `model_id`, `tokenizer_id`, `num_prompts`, …, `completed`,
+ *   `request_throughput`, `output_throughput`, `total_token_throughput`, `mean_/median_/pNN_ttft_ms`,
+ *   `…_tpot_ms`, `…_itl_ms`); `--append-result` makes it JSON lines: the last record counts;
+ * - `sglang`: the JSON lines SGLang's `bench_serving --output-file` appends, one record per run
+ *   (sglang/bench_serving.py, sglang/benchmark/metrics.py: `backend`, `dataset_name`,
+ *   `request_rate`, `duration`, `completed`, `request_throughput`, `input_throughput`,
+ *   `output_throughput`, `total_throughput`, `mean_e2e_latency_ms`, `…_ttft_ms`, `…_itl_ms`);
+ *   the last record counts.
+ *
+ * `throughput` is the output-token throughput (tok/s) for the engines' formats. The metrics are the
+ * ones SPEC §10 names, where present and finite. Pure: text in, data out.
+ */
+
+export const METRIC_KEYS = [
+  "request_throughput",
+  "output_throughput",
+  "total_token_throughput",
+  "completed",
+  "mean_ttft_ms",
+  "median_ttft_ms",
+  "p99_ttft_ms",
+  "mean_tpot_ms",
+  "median_tpot_ms",
+  "p99_tpot_ms",
+  "mean_itl_ms",
+  "median_itl_ms",
+  "p99_itl_ms"
+] as const
+
+export type MetricKey = (typeof METRIC_KEYS)[number]
+export type Metrics = { readonly [K in MetricKey]?: number }
+
+export const RESULT_FORMATS = ["hyperloom", "vllm", "sglang"] as const
+export type ResultFormat = (typeof RESULT_FORMATS)[number]
+
+export interface ParsedResult {
+  readonly format: ResultFormat
+  /** The raw throughput value (a number for the engines' formats; anything for `hyperloom`). */
+  readonly throughput: unknown
+  readonly metrics: Metrics
+  /** Records in the file (JSON lines); the last one was used. */
+  readonly records: number
+}
+
+type Json = Record<string, unknown>
+
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/** Keys only vLLM's `bench serve` result carries (SGLang's have none of them). */
+const VLLM_KEYS = ["total_token_throughput", "endpoint_type", "model_id", "tokenizer_id", "mean_e2el_ms"]
+/** Keys only SGLang's `bench_serving` result carries. */
+const SGLANG_KEYS = [
+  "total_throughput",
+  "mean_e2e_latency_ms",
+  "total_output_tokens_retokenized",
+  "total_output_retokenized",
+  "dataset_name",
+  "server_info"
+]
+
+/** The engine whose result this record is, by its keys; undefined when neither's. */
+export const engineFormatOf = (record: Json): "vllm" | "sglang" | undefined => {
+  if (!("output_throughput" in record)) return undefined
+  if (VLLM_KEYS.some((k) => k in record)) return "vllm"
+  if (SGLANG_KEYS.some((k) => k in record)) return "sglang"
+  return undefined
+}
+
+const finite = (v: unknown): number | undefined =>
+  typeof v === "number" && Number.isFinite(v) ? v : undefined
+
+/** The SPEC §10 metrics of one record (SGLang's `total_throughput` is the total token throughput). */
+export const metricsOf = (record: Json): Metrics => {
+  const out: { [K in MetricKey]?: number } = {}
+  for (const key of METRIC_KEYS) {
+    const v = finite(record[key])
+    if (v !== undefined) out[key] = v
+  }
+  if (out.total_token_throughput === undefined) {
+    const total = finite(record.total_throughput)
+    if (total !== undefined) out.total_token_throughput = total
+  }
+  return out
+}
+
+/**
+ * Python's `json.dumps` writes the non-standard `Infinity`, `-Infinity` and `NaN` (SGLang's
+ * `"request_rate": Infinity` when no rate is set): read them as null, as values only.
+ */
+const PYTHON_NON_FINITE = /([:[,]\s*)(?:-?Infinity|NaN)(?=\s*[,\]}])/g
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch (e) {
+    const relaxed = text.replace(PYTHON_NON_FINITE, "$1null")
+    if (relaxed === text) throw e
+    return JSON.parse(relaxed)
+  }
+}
+
+/** The JSON records of a text: one JSON value, or JSON lines (blank lines skipped); undefined if neither. */
+const recordsOf = (text: string): Array<unknown> | undefined => {
+  const trimmed = text.trim()
+  if (trimmed === "") return undefined
+  try {
+    return [parseJson(trimmed)]
+  } catch {
+    // not one JSON value: maybe JSON lines
+  }
+  const out: Array<unknown> = []
+  for (const line of trimmed.split("\n")) {
+    if (line.trim() === "") continue
+    try {
+      out.push(parseJson(line))
+    } catch {
+      return undefined
+    }
+  }
+  return out.length > 0 ? out : undefined
+}
+
+/**
+ * Reads a result file's text. undefined means "no report": not JSON (nor JSON lines), or no record
+ * of a known format. The last record of JSON lines is the result.
+ */
+export const parseResult = (text: string): ParsedResult | undefined => {
+  const records = recordsOf(text)
+  if (records === undefined) return undefined
+  const last = records[records.length - 1]
+  if (!isObject(last)) return undefined
+  const engine = engineFormatOf(last)
+  if (engine !== undefined) {
+    return {
+      format: engine,
+      throughput: last.output_throughput,
+      metrics: metricsOf(last),
+      records: records.length
+    }
+  }
+  if ("throughput" in last) {
+    return {
+      format: "hyperloom",
+      throughput: last.throughput,
+      metrics: metricsOf(last),
+      records: records.length
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,151 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { AttemptOutcome, classifyAttempt, isTellingLine, MAX_ERROR_CHARS } from "../../src/domain/Failure.js"
+import { parseResult } from "../../src/domain/Results.js"
+
+const fixture = (name: string) =>
+  fs.readFileSync(path.join(import.meta.dirname, "..", "fixtures", "serving", name), "utf8")
+
+describe("parseResult: the result formats, recognised by their keys", () => {
+  it("vLLM bench serve --save-result: output-token throughput and the SPEC §10 metrics", () => {
+    const r = parseResult(fixture("vllm-bench-serve.json"))!
+    assert.strictEqual(r.format, "vllm")
+    assert.strictEqual(r.throughput, 4101.9)
+    assert.deepStrictEqual(r.metrics, {
+      request_throughput: 16.02,
+      output_throughput: 4101.9,
+      total_token_throughput: 20509.5,
+      completed: 1000,
+      mean_ttft_ms: 212.4,
+      median_ttft_ms: 187.9,
+      p99_ttft_ms: 611.2,
+      mean_tpot_ms: 14.8,
+      median_tpot_ms: 14.6,
+      p99_tpot_ms: 19.7,
+      mean_itl_ms: 14.7,
+      median_itl_ms: 13.9,
+      p99_itl_ms: 41.3
+    })
+  })
+
+  it("vLLM with --append-result (JSON lines): the last run counts", () => {
+    const r = parseResult(fixture("vllm-bench-serve-append.jsonl"))!
+    assert.strictEqual(r.format, "vllm")
+    assert.strictEqual(r.records, 2)
+    assert.strictEqual(r.throughput, 1896.3)
+    assert.strictEqual(r.metrics.p99_ttft_ms, 260)
+    assert.isUndefined(r.metrics.mean_itl_ms)
+  })
+
+  it("SGLang bench_serving --output-file (JSON lines, Python's Infinity): total_throughput is the total", () => {
+    const r = parseResult(fixture("sglang-bench-serving.jsonl"))!
+    assert.strictEqual(r.format, "sglang")
+    assert.strictEqual(r.throughput, 4361.2)
+    assert.strictEqual(r.metrics.total_token_throughput, 21805.8)
+    assert.strictEqual(r.metrics.request_throughput, 17.04)
+    assert.strictEqual(r.metrics.completed, 1000)
+    assert.strictEqual(r.metrics.p99_itl_ms, 38.5)
+  })
+
+  it("the older SGLang record (median latencies only) is still SGLang", () => {
+    const r = parseResult(fixture("sglang-bench-serving-old.jsonl"))!
+    assert.strictEqual(r.format, "sglang")
+    assert.strictEqual(r.throughput, 1597.4)
+    assert.deepStrictEqual(r.metrics, {
+      output_throughput: 1597.4,
+      completed: 1000,
+      median_ttft_ms: 95.3,
+      median_itl_ms: 21.4
+    })
+  })
+
+  it("{throughput} is the generic format; anything else is no report", () => {
+    assert.deepStrictEqual(parseResult('{"throughput": 12.5}'), {
+      format: "hyperloom",
+      throughput: 12.5,
+      metrics: {},
+      records: 1
+    })
+    assert.strictEqual(parseResult('{"throughput": "fast"}')?.throughput, "fast")
+    assert.isUndefined(parseResult(""))
+    assert.isUndefined(parseResult("not json"))
+    assert.isUndefined(parseResult("[1, 2]"))
+    assert.isUndefined(parseResult('{"output_throughput": 5}'), "neither engine's keys")
+    assert.isUndefined(parseResult('{"a": 1}\n{"b": 2'))
+  })
+})
+
+const exited = (log: string, runtimeSec: number, exitCode = 1) => {
+  const lines = log.split("\n")
+  return classifyAttempt(
+    AttemptOutcome.Exited({
+      exitCode,
+      runtimeSec,
+      outputTail: log.slice(-MAX_ERROR_CHARS),
+      evidence: lines.filter(isTellingLine),
+      throughput: undefined
+    })
+  )
+}
+
+describe("classification of the engines' real failure messages", () => {
+  it("vLLM's 'No available memory for the cache blocks' is kv_cache_oom, though its tail is the API server's traceback", () => {
+    const log = fixture("vllm-kv-cache-oom.log")
+    assert.notInclude(
+      log.slice(-MAX_ERROR_CHARS),
+      "No available memory",
+      "the tail alone lost the root cause"
+    )
+    const r = exited(log, 52)
+    assert.strictEqual(r.errorClass, "kv_cache_oom")
+    assert.include(r.error!, "root cause: ")
+    assert.include(r.error!, "No available memory for the cache blocks")
+    assert.isAtMost(r.error!.length, MAX_ERROR_CHARS)
+  })
+
+  it("vLLM's 'larger than the available KV cache memory' is kv_cache_oom", () => {
+    assert.strictEqual(exited(fixture("vllm-kv-cache-too-small.log"), 40).errorClass, "kv_cache_oom")
+  })
+
+  it("SGLang's 'Please try to increase --mem-fraction-static' is kv_cache_oom", () => {
+    assert.strictEqual(exited(fixture("sglang-kv-cache-oom.log"), 25).errorClass, "kv_cache_oom")
+  })
+
+  it("argparse errors of vllm serve and SGLang's launch_server are fast_exit_arg_error", () => {
+    assert.strictEqual(exited(fixture("vllm-arg-error.log"), 4, 2).errorClass, "fast_exit_arg_error")
+    assert.strictEqual(exited(fixture("sglang-arg-error.log"), 3, 2).errorClass, "fast_exit_arg_error")
+    assert.strictEqual(
+      exited(fixture("vllm-arg-error.log"), 45, 2).errorClass,
+      "subprocess_nonzero",
+      "not fast"
+    )
+  })
+
+  it("a server that exits before it is ready: classified from its log, with a header", () => {
+    const log = fixture("vllm-kv-cache-oom.log")
+    const r = classifyAttempt(
+      AttemptOutcome.ServerNotReady({
+        exitCode: 1,
+        runtimeSec: 52.3,
+        outputTail: log.slice(-MAX_ERROR_CHARS),
+        evidence: log.split("\n").filter(isTellingLine)
+      })
+    )
+    assert.strictEqual(r.errorClass, "kv_cache_oom")
+    assert.isTrue(
+      r.error!.startsWith("the server exited with code 1 after 52.3 s, before it was ready"),
+      r.error!
+    )
+    const timedOut = classifyAttempt(
+      AttemptOutcome.ServerNotReady({
+        exitCode: null,
+        runtimeSec: 30,
+        outputTail: "Loading safetensors checkpoint shards: 3/999",
+        readyTimeoutSec: 30
+      })
+    )
+    assert.strictEqual(timedOut.errorClass, "timeout")
+    assert.include(timedOut.error!, "not ready within 30 s")
+  })
+})
