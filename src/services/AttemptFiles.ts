@@ -119,7 +119,8 @@ const makeLive = Effect.gen(function* () {
           tail = keepTail(`${tail}${line}\n`, tailChars)
         })
       ),
-      Effect.as(tail),
+      // (read `tail` when the stream has ended, not when the pipeline is built)
+      Effect.map(() => tail),
       Effect.catchAll((e) =>
         Effect.as(Effect.logWarning(`cannot read ${file}: ${e.message}`), tail === "" ? undefined : tail)
       )

@@ -1,0 +1,40 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { AttemptFiles, layer } from "../../src/services/AttemptFiles.js"
+
+describe("AttemptFiles (live, on disk)", () => {
+  it.live(
+    "scanLog feeds every line and returns the tail of the whole file; a missing file is undefined",
+    () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-files-"))
+      const file = path.join(dir, "server.log")
+      const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} of the server log`)
+      fs.writeFileSync(file, `${lines.join("\n")}\n`)
+      return Effect.gen(function* () {
+        const files = yield* AttemptFiles
+        const seen: Array<string> = []
+        const tail = yield* files.scanLog(file, (l) => seen.push(l), 100)
+        assert.strictEqual(seen.length, 5000)
+        assert.strictEqual(seen[0], "line 0 of the server log")
+        assert.isDefined(tail)
+        assert.isTrue(tail!.endsWith("line 4999 of the server log\n"), tail)
+        assert.isAtMost(tail!.length, 100)
+        assert.isUndefined(yield* files.scanLog(path.join(dir, "nope.log"), () => undefined, 100))
+        fs.writeFileSync(
+          path.join(dir, "r.json"),
+          '{"backend": "sglang", "dataset_name": "random", "output_throughput": 5}\n'
+        )
+        const parsed = yield* files.readResult(path.join(dir, "r.json"))
+        assert.strictEqual(parsed?.format, "sglang")
+      }).pipe(
+        Effect.provide(layer),
+        Effect.provide(NodeFileSystem.layer),
+        Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      )
+    }
+  )
+})
