@@ -272,6 +272,8 @@ describe("baseline run on real heads", () => {
         "--session",
         session,
         "--json",
+        "--gpus",
+        "1",
         "--",
         ...bench,
         "--sleep=300",
