@@ -71,12 +71,28 @@ try {
   // warm-up: the first actor on a fresh head pays for the worker pool; each side once
   must("hyperloom lease run", measure(["node", cli, "lease", "run", "--gpus", "0", "--", "true"]))
   must("bare Ray script", measure([python, script]))
+  if (process.env.HYPERLOOM_BENCH_CLI_BEFORE !== undefined) {
+    must(
+      "before",
+      measure(["node", process.env.HYPERLOOM_BENCH_CLI_BEFORE, "lease", "run", "--gpus", "0", "--", "true"])
+    )
+  }
+  const before = process.env.HYPERLOOM_BENCH_CLI_BEFORE
   const cases = [
     {
       name: "hyperloom lease run --gpus 0 -- true",
       run: () => measure(["node", cli, "lease", "run", "--gpus", "0", "--", "true"])
     },
-    { name: "bare Ray script (python)", run: () => measure([python, script]) }
+    { name: "bare Ray script (python)", run: () => measure([python, script]) },
+    // For a before/after comparison: the same command from another build, in the same rotation.
+    ...(before !== undefined
+      ? [
+          {
+            name: "hyperloom lease run (HYPERLOOM_BENCH_CLI_BEFORE)",
+            run: () => measure(["node", before, "lease", "run", "--gpus", "0", "--", "true"])
+          }
+        ]
+      : [])
   ]
   const wall = Object.fromEntries(cases.map((c) => [c.name, []]))
   const cpu = Object.fromEntries(cases.map((c) => [c.name, []]))
@@ -89,7 +105,7 @@ try {
   }
   const [a, b] = cases.map((c) => c.name)
   console.log(`\ntrivial lease on one idle head (port ${PORT}), ${runs} runs each, alternating`)
-  for (const name of [a, b]) {
+  for (const name of cases.map((c) => c.name)) {
     console.log(
       `  ${name.padEnd(40)} wall median ${fmt(median(wall[name])).padStart(9)}   cpu median ${fmt(median(cpu[name])).padStart(9)}`
     )
@@ -102,6 +118,12 @@ try {
     `  wall ratio hyperloom / bare: ${wallRatio.toFixed(3)}x (goal <= 1.0x: ${wallRatio <= 1 ? "met" : "NOT met"})`
   )
   console.log(`  cpu ratio hyperloom / bare:  ${cpuRatio.toFixed(3)}x`)
+  if (before !== undefined) {
+    const c = cases[2].name
+    console.log(
+      `  before: wall ratio ${(median(wall[c]) / median(wall[b])).toFixed(3)}x, cpu ratio ${(median(cpu[c]) / median(cpu[b])).toFixed(3)}x`
+    )
+  }
 } finally {
   stopRay()
   fs.rmSync(path.dirname(script), { recursive: true, force: true })

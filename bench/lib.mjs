@@ -7,7 +7,8 @@ import { fileURLToPath } from "node:url"
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 export const ray = process.env.HYPERLOOM_RAY ?? path.join(root, ".venv/bin/ray")
-export const cli = path.join(root, "dist/hyperloom.mjs")
+/** The bundled CLI to measure (HYPERLOOM_BENCH_CLI: another build, e.g. of an older commit). */
+export const cli = process.env.HYPERLOOM_BENCH_CLI ?? path.join(root, "dist/hyperloom.mjs")
 
 /** Runs argv to completion; returns wall time in ms and the exit code. */
 export const time = (argv, env = {}) => {

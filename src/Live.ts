@@ -24,14 +24,18 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) =>
   Layer.mergeAll(
     RayCli.layer,
     ProcFs.layer,
-    ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer)),
     WorkGate.layer,
     LeaseBridge.layer,
     GroupBridge.layer,
     StateStore.layer,
     AttemptFiles.layer,
     Enablement.layer
-  ).pipe(Layer.provideMerge(settings), Layer.provide(NodeContext.layer))
+  ).pipe(
+    // one inspector (one GCS client cache) for the programs and RayCli's probe
+    Layer.provideMerge(ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer))),
+    Layer.provideMerge(settings),
+    Layer.provide(NodeContext.layer)
+  )
 
 /**
  * Every live service, reading the settings from the environment. Fails to build with

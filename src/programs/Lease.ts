@@ -96,6 +96,8 @@ const reportContention = (gcsAddress: string, request: LeaseRequest, session: Le
 export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<LeaseRunSpec, "timeoutSec">) {
   const gate = yield* WorkGate
   const bridge = yield* LeaseBridge
+  // Python imports Ray (the bridge's slowest step) while the cluster is ensured.
+  yield* bridge.prestart
   return yield* gate.withPermit(
     Effect.gen(function* () {
       const ensured = yield* ensureLocked(spec.request)

@@ -151,6 +151,12 @@ export interface LeaseBridgeShape {
    * (mark "lease submitted" before calling). The lease is released when the scope closes.
    */
   readonly open: (spec: LeaseSpec) => Effect.Effect<LeaseSession, LeaseBridgeError | RayNotFound, Scope.Scope>
+  /**
+   * Starts the next lease's bridge process now, so that Python imports Ray while the caller does
+   * other work (ensure); the next `open` takes it. Sends nothing (no lease is submitted); an
+   * unused one is stopped with the layer. Never fails: `open` reports any problem.
+   */
+  readonly prestart: Effect.Effect<void>
 }
 
 export class LeaseBridge extends Context.Tag("hyperloom/services/LeaseBridge")<
@@ -257,21 +263,57 @@ const errorFromEvent = (
 const make = Effect.gen(function* () {
   const settings = yield* Settings
   const executor = yield* CommandExecutor.CommandExecutor
+  const layerScope = yield* Effect.scope
+  const script = packageFile("python", "hyperloom_bridge.py")
+
+  const spawn = (scope: Scope.Scope, python: string) =>
+    executor
+      .start(
+        Command.make(python, script).pipe(
+          Command.env(definedEntries(settings.env), { extendEnv: false }),
+          Command.stdin("pipe"),
+          Command.stdout("pipe"),
+          Command.stderr("pipe")
+        )
+      )
+      .pipe(
+        Scope.extend(scope),
+        Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
+      )
+
+  /** A bridge process started ahead of its lease (see `prestart`), in a scope of its own. */
+  const spare = yield* Ref.make(
+    Option.none<{
+      readonly scope: Scope.CloseableScope
+      readonly proc: CommandExecutor.Process
+      readonly python: string
+    }>()
+  )
+
+  const prestart = Effect.gen(function* () {
+    if (Option.isSome(yield* Ref.get(spare))) return
+    const python = yield* rayPython(settings)
+    const scope = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
+    const proc = yield* spawn(scope, python).pipe(Effect.tapError(() => Scope.close(scope, Exit.void)))
+    yield* Ref.set(spare, Option.some({ scope, proc, python }))
+  }).pipe(Effect.ignore, Effect.uninterruptible, Effect.withSpan("LeaseBridge.prestart"))
+
+  /** The prestarted process for this Python if it is still running (now owned by `scope`), else a new one. */
+  const takeOrSpawn = (scope: Scope.Scope, python: string) =>
+    Effect.gen(function* () {
+      const taken = yield* Ref.getAndSet(spare, Option.none())
+      if (Option.isSome(taken)) {
+        const { proc, python: its } = taken.value
+        yield* Scope.addFinalizer(scope, Scope.close(taken.value.scope, Exit.void))
+        if (its === python && (yield* proc.isRunning.pipe(Effect.orElseSucceed(() => false)))) return proc
+      }
+      return yield* spawn(scope, python)
+    })
 
   /** Spawns the bridge and wires it up; uninterruptible so the release finalizer is always in place. */
   const startBridge = (scope: Scope.Scope, spec: LeaseSpec, python: string) =>
     Effect.gen(function* () {
-      const script = packageFile("python", "hyperloom_bridge.py")
-      const command = Command.make(python, script).pipe(
-        Command.env(definedEntries(settings.env), { extendEnv: false }),
-        Command.stdin("pipe"),
-        Command.stdout("pipe"),
-        Command.stderr("pipe")
-      )
-      const proc = yield* executor.start(command).pipe(
-        Scope.extend(scope),
-        Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
-      )
+      const proc = yield* takeOrSpawn(scope, python)
 
       const submitted = yield* Deferred.make<{ jobId: string; actorId: string }, LeaseBridgeError>()
       const started = yield* Deferred.make<LeaseStarted, LeaseBridgeError>()
@@ -452,12 +494,12 @@ const make = Effect.gen(function* () {
     )
   })
 
-  return LeaseBridge.of({ open })
+  return LeaseBridge.of({ open, prestart })
 })
 
 /** The live service: needs Settings and a CommandExecutor. */
 export const layer: Layer.Layer<LeaseBridge, never, Settings | CommandExecutor.CommandExecutor> =
-  Layer.effect(LeaseBridge, make)
+  Layer.scoped(LeaseBridge, make)
 
 // ---------------------------------------------------------------------------------------------
 // Test implementation: a scripted fake
@@ -557,7 +599,7 @@ export const layerTest = (
         }
         return session
       })
-      return Context.make(LeaseBridge, LeaseBridge.of({ open })).pipe(
+      return Context.make(LeaseBridge, LeaseBridge.of({ open, prestart: Effect.void })).pipe(
         Context.add(FakeLeaseBridgeLog, Ref.get(log))
       )
     })

@@ -1,7 +1,8 @@
 import { CommandExecutor } from "@effect/platform"
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Either, Layer } from "effect"
 import { RayCommandFailed, RayCommandTimeout, type RayNotFound } from "../domain/Errors.js"
 import type { ResourceMap } from "../domain/Snapshot.js"
+import { ClusterInspector, type ClusterInspectorShape } from "./ClusterInspector.js"
 import { rayExecutable } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
 import { runBounded } from "./Subprocess.js"
@@ -127,12 +128,48 @@ export const make = (options: {
     })
   })
 
-/** The live layer: the `ray` executable and probe timeout the settings name. */
-export const layer: Layer.Layer<RayCli, never, Settings | CommandExecutor.CommandExecutor> = Layer.effect(
+/**
+ * The probe as the live layer runs it: the cluster's GCS first (the same resolution and read the
+ * inspector does, milliseconds on a warm process), and only when the GCS does not answer,
+ * `ray status` (a Python start, ~0.4-1 s). A GCS that answers is a cluster `ray status` would
+ * report, so the verdict is the same; `ray status` keeps the last word whenever the GCS is silent.
+ */
+const gcsFirst = (inspector: ClusterInspectorShape, fallback: RayCliShape["probe"]): RayCliShape["probe"] =>
+  Effect.fn("RayCli.probe")(function* () {
+    const started = yield* Clock.currentTimeMillis
+    const read = yield* inspector.resolve.pipe(
+      Effect.flatMap((cluster) => inspector.snapshot(cluster.gcsAddress)),
+      Effect.either
+    )
+    if (Either.isRight(read)) {
+      return {
+        answered: true,
+        exitCode: 0,
+        timedOut: false,
+        output: `the GCS at ${read.right.gcsAddress} answered`,
+        elapsedMs: (yield* Clock.currentTimeMillis) - started
+      } satisfies ProbeResult
+    }
+    yield* Effect.logDebug(`GCS probe: ${read.left.message}; asking \`ray status\``)
+    return yield* fallback()
+  })
+
+/** The live layer: the `ray` executable and probe timeout the settings name, the GCS probed first. */
+export const layer: Layer.Layer<
   RayCli,
-  Effect.flatMap(Settings, (s) =>
-    make({ executable: rayExecutable(s), statusTimeoutSec: s.statusTimeoutSec })
-  )
+  never,
+  Settings | ClusterInspector | CommandExecutor.CommandExecutor
+> = Layer.effect(
+  RayCli,
+  Effect.gen(function* () {
+    const settings = yield* Settings
+    const inspector = yield* ClusterInspector
+    const cli = yield* make({
+      executable: rayExecutable(settings),
+      statusTimeoutSec: settings.statusTimeoutSec
+    })
+    return RayCli.of({ ...cli, probe: gcsFirst(inspector, cli.probe) })
+  })
 )
 
 // ---- the test layer --------------------------------------------------------------------------

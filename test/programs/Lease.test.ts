@@ -49,6 +49,7 @@ const layers = (
       const work = yield* WorkGate
       const inner = yield* LeaseBridge.LeaseBridge
       return LeaseBridge.LeaseBridge.of({
+        ...inner,
         open: (spec) =>
           Effect.flatMap(work.leaseSubmitted, (marked) => {
             seenAtOpen.push(marked)

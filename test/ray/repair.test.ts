@@ -6,6 +6,8 @@
 
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { daemonPids, prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
@@ -82,12 +84,27 @@ describe("the repair and leases on real heads", () => {
       15_000
     )
     assert.deepStrictEqual(liveActors(await status()), [])
+    // CMD not found / not executable: 127 / 126, as env and timeout report them.
+    const missing = await runCli(["lease", "run", "--gpus", "0", "--", "/nonexistent/hyperloom-cmd"])
+    assert.strictEqual(missing.code, 127, missing.stderr)
+    assert.include(missing.stderr, "command not found: /nonexistent/hyperloom-cmd")
+    const script = path.join(os.tmpdir(), `hl-not-executable-${process.pid}`)
+    fs.writeFileSync(script, "#!/bin/sh\necho hi\n", { mode: 0o644 })
+    try {
+      const notExec = await runCli(["lease", "run", "--gpus", "0", "--", script])
+      assert.strictEqual(notExec.code, 126, notExec.stderr)
+      assert.include(notExec.stderr, "cannot execute")
+    } finally {
+      fs.rmSync(script, { force: true })
+    }
   })
 
   it("a head short of both the slot and the GPUs reaches the repair first, then reports insufficient_gpus", async () => {
     await startHead({ port: PORT, numGpus: 1 })
     const r = await runCli(["lease", "run", "--gpus", "2", "--", "true"])
-    assert.strictEqual(r.code, 7, r.stderr)
+    // lease run's own failures exit 125 (like env/timeout); the precise code stays in the line.
+    assert.strictEqual(r.code, 125, r.stderr)
+    assert.include(r.stderr, "(hyperloom exit code 7)")
     assert.include(r.stderr, REPAIR_LOG)
     assert.include(r.stderr, "ray_cluster_infeasible: cluster has 1 GPU(s), 2 requested; ")
     assert.strictEqual((await status()).resources.total.serving_slot, 1, "the slot was added on the way")

@@ -19,6 +19,7 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 const FAKE_BRIDGE = `#!/usr/bin/env node
 const fs = require("node:fs")
 const mode = process.env.FAKE_BRIDGE_MODE
+if (process.env.FAKE_BRIDGE_STARTS) fs.appendFileSync(process.env.FAKE_BRIDGE_STARTS, process.pid + "\\n")
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n")
 let buf = ""
 let leased = false
@@ -225,6 +226,56 @@ describe("LeaseBridge (live, scripted bridge)", () => {
       )
     )
   )
+})
+
+describe("LeaseBridge.prestart (the bridge started while the cluster is ensured)", () => {
+  const startsIn = (file: string) =>
+    fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean).map(Number) : []
+  const started = (file: string) =>
+    Effect.promise(async () => {
+      for (let i = 0; i < 200 && startsIn(file).length === 0; i++) await new Promise((r) => setTimeout(r, 25))
+      return startsIn(file)
+    })
+
+  it.live("the next open takes the process started ahead: one bridge process, the lease as usual", () => {
+    const starts = path.join(dir, "prestart-used.starts")
+    return Effect.gen(function* () {
+      const bridge = yield* LeaseBridge.LeaseBridge
+      yield* bridge.prestart
+      yield* bridge.prestart // a second call keeps the one spare
+      const [pid] = yield* started(starts)
+      const exit = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const s = yield* bridge.open(spec)
+          assert.strictEqual(s.bridgePid, pid, "open used the prestarted process")
+          return yield* s.awaitExit
+        })
+      )
+      assert.strictEqual(exit.exitCode, 3)
+      assert.deepStrictEqual(startsIn(starts), [pid], "exactly one bridge process was started")
+    }).pipe(Effect.provide(layerFor("normal", { FAKE_BRIDGE_STARTS: starts })))
+  })
+
+  it.live("an unused prestarted bridge is stopped with the layer, having been sent nothing", () => {
+    const starts = path.join(dir, "prestart-unused.starts")
+    const log = path.join(dir, "prestart-unused.log")
+    return Effect.gen(function* () {
+      const pid = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const bridge = yield* LeaseBridge.LeaseBridge
+          yield* bridge.prestart
+          const [p] = yield* started(starts)
+          assert.isTrue(isAlive(p!))
+          return p!
+        }).pipe(Effect.provide(layerFor("normal", { FAKE_BRIDGE_STARTS: starts, FAKE_BRIDGE_LOG: log })))
+      )
+      yield* Effect.promise(async () => {
+        for (let i = 0; i < 200 && isAlive(pid); i++) await new Promise((r) => setTimeout(r, 25))
+      })
+      assert.isFalse(isAlive(pid), "the spare bridge outlived its layer")
+      assert.isFalse(fs.existsSync(log) && fs.readFileSync(log, "utf8").includes('"op":"lease"'))
+    })
+  })
 })
 
 describe("LeaseBridge.layerTest (the scripted fake)", () => {
