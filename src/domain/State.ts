@@ -2,6 +2,7 @@ import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, isCounted } from "./Failure.js"
 import { METRIC_KEYS, type MetricKey, RESULT_FORMATS } from "./Results.js"
 import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
+import { oneLine } from "./Text.js"
 
 /**
  * The persisted state of a baseline session (`<session>/state.json`, SPEC §6), with the SPEC's
@@ -207,8 +208,6 @@ export const initialState = (): SessionState => ({
 export type StateProblem =
   | { readonly kind: "corrupt"; readonly detail: string }
   | { readonly kind: "future"; readonly version: number }
-
-const oneLine = (s: string) => s.replace(/\s+/g, " ").trim()
 
 const firstIssue = (error: ParseResult.ParseError): string => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)

@@ -15,12 +15,12 @@ import {
   type RankExit,
   slotHolders
 } from "../domain/Group.js"
+import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
 import { RayCli } from "../services/RayCli.js"
 import { Settings } from "../services/Settings.js"
-import { keepTail } from "../services/Subprocess.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { inspect } from "./Inspect.js"
 import { type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"

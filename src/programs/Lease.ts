@@ -2,6 +2,7 @@ import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { wantsSlot } from "../domain/Group.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
+import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import {
   LeaseBridge,
@@ -9,7 +10,6 @@ import {
   type LeaseSession,
   type LeaseStarted
 } from "../services/LeaseBridge.js"
-import { keepTail } from "../services/Subprocess.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { ensureLocked } from "./Cluster.js"
 

@@ -26,6 +26,7 @@ import type {
   ResourceDemand,
   ResourceMap
 } from "../domain/Snapshot.js"
+import { oneLine } from "../domain/Text.js"
 import type { GcsMethod, GcsMethods } from "./GcsProto.js"
 import { packageFile } from "./PackagePaths.js"
 import { ProcFs } from "./ProcFs.js"
@@ -189,8 +190,6 @@ const toDemand = (d: Record<string, any>): ResourceDemand => ({
 })
 
 // ---- failures --------------------------------------------------------------------------------
-
-const oneLine = (s: string): string => s.replace(/\s+/g, " ").trim()
 
 /**
  * grpc-js's `No connection established. Last error: Error: connect ECONNREFUSED 1.2.3.4:5

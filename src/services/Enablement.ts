@@ -1,7 +1,8 @@
 import * as Command from "@effect/platform/Command"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Clock, Context, Duration, Effect, Layer, Ref, Stream } from "effect"
-import { keepTail, terminateTree } from "./Subprocess.js"
+import { keepTail } from "../domain/Text.js"
+import { terminateTree } from "./Subprocess.js"
 
 /**
  * Runs the operator's enablement command (SPEC §6 rule 5, `--enablement-cmd`).

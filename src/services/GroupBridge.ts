@@ -31,6 +31,7 @@ import {
 } from "effect"
 import type { RayNotFound } from "../domain/Errors.js"
 import { groupExitCode, type RankExit } from "../domain/Group.js"
+import { Tail } from "../domain/Text.js"
 import {
   LeaseActorFailed,
   type LeaseBridgeError,
@@ -135,19 +136,6 @@ const KILL_WAIT = Duration.seconds(2)
 
 /** The rank prefix of every output line. */
 export const rankPrefix = (rank: number) => `[rank ${rank}] `
-
-class Tail {
-  private text_ = ""
-  constructor(private readonly max: number) {}
-  push(line: string): void {
-    this.text_ += `${line}\n`
-    if (this.text_.length > this.max * 2) this.text_ = this.text_.slice(-this.max)
-  }
-  text(): string {
-    const t = this.text_.endsWith("\n") ? this.text_.slice(0, -1) : this.text_
-    return t.length > this.max ? t.slice(t.length - this.max) : t
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Protocol (python/hyperloom_group.py)

@@ -28,6 +28,7 @@ import {
   Stream
 } from "effect"
 import type { RayNotFound } from "../domain/Errors.js"
+import { oneLine, Tail } from "../domain/Text.js"
 import { packageFile } from "./PackagePaths.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
@@ -82,8 +83,6 @@ export type LeaseBridgeError =
   | LeaseBridgeProtocolError
   | LeaseRayInitFailed
   | LeaseActorFailed
-
-const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 
 // ---------------------------------------------------------------------------------------------
 // The service
@@ -171,25 +170,6 @@ const DEFAULT_CONNECT_TIMEOUT_SEC = 60
 /** Beyond the stop grace, how long a release may take before the bridge is killed. */
 const RELEASE_MARGIN_SEC = 10
 const KILL_WAIT = Duration.seconds(2)
-
-/** Keeps the last `max` characters of a line stream. */
-class Tail {
-  private lines: Array<string> = []
-  private size = 0
-  constructor(private readonly max: number) {}
-  push(line: string): void {
-    this.lines.push(line)
-    this.size += line.length + 1
-    while (this.size > this.max && this.lines.length > 1) this.size -= this.lines.shift()!.length + 1
-  }
-  text(): string {
-    const all = this.lines.join("\n")
-    return all.length > this.max ? all.slice(all.length - this.max) : all
-  }
-  lastLines(n: number): string {
-    return this.lines.slice(-n).join(" | ")
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Protocol (python/hyperloom_bridge.py)

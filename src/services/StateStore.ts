@@ -2,6 +2,7 @@ import { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
 import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
+import { oneLine } from "../domain/Text.js"
 import { holdLockFile, isNotFound, pidAlive } from "./LockFile.js"
 
 export { pidAlive }
@@ -21,8 +22,6 @@ export { pidAlive }
 
 export const STATE_FILE = "state.json"
 export const LOCK_FILE = ".lock"
-
-const oneLine = (s: string) => s.replace(/\s+/g, " ").trim()
 
 /** The state file exists but is not valid JSON or does not match the schema of its version. */
 export class StateCorrupt extends Data.TaggedError("StateCorrupt")<{

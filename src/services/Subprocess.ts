@@ -1,8 +1,6 @@
 import { Command, type CommandExecutor } from "@effect/platform"
 import { Duration, Effect, Option, Stream } from "effect"
-
-/** Keeps at most `max` characters, the newest. */
-export const keepTail = (text: string, max: number): string => (text.length > max ? text.slice(-max) : text)
+import { keepTail } from "../domain/Text.js"
 
 const signalGroup = (pid: number, signal: NodeJS.Signals) => {
   try {

@@ -1,0 +1,28 @@
+/** Small text helpers shared by the services and the domain (pure). */
+
+/** Whitespace (newlines included) folded to single spaces, trimmed: for one-line messages. */
+export const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
+
+/** The last `max` characters of `text`. */
+export const keepTail = (text: string, max: number): string => (text.length > max ? text.slice(-max) : text)
+
+/** Keeps the last `max` characters of a stream of lines (whole lines while they fit). */
+export class Tail {
+  private lines: Array<string> = []
+  private size = 0
+  constructor(private readonly max: number) {}
+  push(line: string): void {
+    this.lines.push(line)
+    this.size += line.length + 1
+    while (this.size > this.max && this.lines.length > 1) this.size -= this.lines.shift()!.length + 1
+  }
+  /** The kept lines joined by newlines, at most `max` characters. */
+  text(): string {
+    const all = this.lines.join("\n")
+    return all.length > this.max ? all.slice(all.length - this.max) : all
+  }
+  /** The last `n` lines on one line, separated by ` | `. */
+  lastLines(n: number): string {
+    return this.lines.slice(-n).join(" | ")
+  }
+}
