@@ -244,22 +244,24 @@ const make = Effect.gen(function* () {
   const settings = yield* Settings
   const executor = yield* CommandExecutor.CommandExecutor
   const layerScope = yield* Effect.scope
-  const script = packageFile("python", "hyperloom_bridge.py")
 
   const spawn = (scope: Scope.Scope, python: string) =>
-    executor
-      .start(
-        Command.make(python, script).pipe(
-          Command.env(definedEntries(settings.env), { extendEnv: false }),
-          Command.stdin("pipe"),
-          Command.stdout("pipe"),
-          Command.stderr("pipe")
+    Effect.suspend(() => {
+      const script = packageFile("python", "hyperloom_bridge.py")
+      return executor
+        .start(
+          Command.make(python, script).pipe(
+            Command.env(definedEntries(settings.env), { extendEnv: false }),
+            Command.stdin("pipe"),
+            Command.stdout("pipe"),
+            Command.stderr("pipe")
+          )
         )
-      )
-      .pipe(
-        Scope.extend(scope),
-        Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
-      )
+        .pipe(
+          Scope.extend(scope),
+          Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
+        )
+    })
 
   /** A bridge process started ahead of its lease (see `prestart`), in a scope of its own. */
   const spare = yield* Ref.make(
@@ -276,7 +278,12 @@ const make = Effect.gen(function* () {
     const scope = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
     const proc = yield* spawn(scope, python).pipe(Effect.tapError(() => Scope.close(scope, Exit.void)))
     yield* Ref.set(spare, Option.some({ scope, proc, python }))
-  }).pipe(Effect.ignore, Effect.uninterruptible, Effect.withSpan("LeaseBridge.prestart"))
+  }).pipe(
+    // Never fails (not even on a defect): open meets and reports any problem itself.
+    Effect.catchAllCause(() => Effect.void),
+    Effect.uninterruptible,
+    Effect.withSpan("LeaseBridge.prestart")
+  )
 
   /** The prestarted process for this Python if it is still running (now owned by `scope`), else a new one. */
   const takeOrSpawn = (scope: Scope.Scope, python: string) =>

@@ -1,5 +1,5 @@
 import { CommandExecutor } from "@effect/platform"
-import { Clock, Context, Effect, Either, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
 import { RayCommandFailed, RayCommandTimeout, type RayNotFound } from "../domain/Errors.js"
 import type { ResourceMap } from "../domain/Snapshot.js"
 import { ClusterInspector, type ClusterInspectorShape } from "./ClusterInspector.js"
@@ -137,20 +137,21 @@ export const make = (options: {
 const gcsFirst = (inspector: ClusterInspectorShape, fallback: RayCliShape["probe"]): RayCliShape["probe"] =>
   Effect.fn("RayCli.probe")(function* () {
     const started = yield* Clock.currentTimeMillis
+    // Any failure to read the GCS (a defect included: e.g. no proto to load) leaves it to `ray status`.
     const read = yield* inspector.resolve.pipe(
       Effect.flatMap((cluster) => inspector.snapshot(cluster.gcsAddress)),
-      Effect.either
+      Effect.exit
     )
-    if (Either.isRight(read)) {
+    if (Exit.isSuccess(read)) {
       return {
         answered: true,
         exitCode: 0,
         timedOut: false,
-        output: `the GCS at ${read.right.gcsAddress} answered`,
+        output: `the GCS at ${read.value.gcsAddress} answered`,
         elapsedMs: (yield* Clock.currentTimeMillis) - started
       } satisfies ProbeResult
     }
-    yield* Effect.logDebug(`GCS probe: ${read.left.message}; asking \`ray status\``)
+    yield* Effect.logDebug(`GCS probe: ${Cause.pretty(read.cause).split("\n")[0]}; asking \`ray status\``)
     return yield* fallback()
   })
 
