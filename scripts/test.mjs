@@ -1,8 +1,8 @@
-// The one test command (`npm test`): sets up Ray, typechecks, lints, builds, runs the unit tests and
-// the real-Ray tests (serially), and ends with `tests: N passed, N failed, N skipped` counted from
-// vitest's JSON reports. A test file that crashed on import counts as one failed test. Exits
+// The one test command (`npm test`): sets up Ray, typechecks, lints, builds, runs the unit tests
+// alongside the real-Ray tests (those serially, one file at a time), prints each file's time, and
+// ends with `tests: N passed, N failed, N skipped` counted from vitest's JSON reports. A test file that crashed on import counts as one failed test. Exits
 // non-zero on any failure.
-import { spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
 
 const only = process.argv[2] // optional: "unit" or "ray"
@@ -10,13 +10,27 @@ const out = ".test-results"
 rmSync(out, { recursive: true, force: true })
 mkdirSync(out, { recursive: true })
 
-const step = (name, cmd, args) => {
-  process.stderr.write(`\n== ${name}: ${cmd} ${args.join(" ")}\n`)
-  const r = spawnSync(cmd, args, { stdio: "inherit", env: process.env })
-  return r.status === 0
-}
+/** Runs one step to completion, its output to the console (or, with `log`, to a file printed after). */
+const step = (name, cmd, args, log) =>
+  new Promise((resolve) => {
+    const began = Date.now()
+    process.stderr.write(`\n== ${name}: ${cmd} ${args.join(" ")}${log ? ` (output after it ends)` : ""}\n`)
+    const child = spawn(cmd, args, { stdio: log ? ["ignore", "pipe", "pipe"] : "inherit", env: process.env })
+    let text = ""
+    if (log) {
+      child.stdout.on("data", (d) => (text += d))
+      child.stderr.on("data", (d) => (text += d))
+    }
+    child.on("close", (code) => {
+      const secs = ((Date.now() - began) / 1000).toFixed(1)
+      if (log) process.stderr.write(`\n== ${name} (output)\n${text}`)
+      process.stderr.write(`== ${name}: ${code === 0 ? "ok" : `FAILED (exit ${code})`} in ${secs} s\n`)
+      resolve(code === 0)
+    })
+  })
 
 const counts = { passed: 0, failed: 0, skipped: 0 }
+const timings = []
 let ok = true
 
 const tally = (file, project) => {
@@ -27,6 +41,11 @@ const tally = (file, project) => {
   }
   const report = JSON.parse(readFileSync(file, "utf8"))
   for (const suite of report.testResults ?? []) {
+    timings.push({
+      project,
+      file: suite.name.replace(`${process.cwd()}/`, ""),
+      ms: suite.endTime - suite.startTime
+    })
     const tests = suite.assertionResults ?? []
     if (suite.status === "failed" && tests.every((t) => t.status !== "failed")) {
       // The file failed outside any test (import crash, hook failure): one failure.
@@ -43,28 +62,56 @@ const tally = (file, project) => {
   }
 }
 
-if (!only) {
-  ok = step("ray setup", "bash", ["scripts/setup-ray.sh"]) && ok
-  ok = step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."]) && ok
-  ok = step("lint", "npx", ["biome", "check", "."]) && ok
-  ok = step("build", "node", ["scripts/build.mjs"]) && ok
-  ok = step("bundle smoke test", "node", ["dist/hyperloom.mjs", "--help"]) && ok
-  if (!ok) counts.failed += 1
-}
-for (const project of only ? [only] : ["unit", "ray"]) {
+const vitest = (project, log) => {
   const file = `${out}/${project}.json`
-  const passed = step(`${project} tests`, "npx", [
-    "vitest",
-    "run",
-    "--project",
-    project,
-    "--reporter=default",
-    "--reporter=json",
-    `--outputFile.json=${file}`
-  ])
-  ok = passed && ok
-  tally(file, project)
+  return step(
+    `${project} tests`,
+    "npx",
+    [
+      "vitest",
+      "run",
+      "--project",
+      project,
+      "--reporter=default",
+      "--reporter=json",
+      `--outputFile.json=${file}`
+    ],
+    log
+  ).then((passed) => {
+    tally(file, project)
+    return passed
+  })
 }
+
+const began = Date.now()
+if (only) {
+  ok = (await vitest(only, false)) && ok
+} else {
+  // The real-Ray tests mostly wait on Ray (heads starting, leases, sleeps) and run one file at a
+  // time; the checks and the unit tests use the CPU. So they run side by side: one lane sets up
+  // Ray, builds and runs the real-Ray tests (its output live), the other typechecks, lints and
+  // runs the unit tests (its output printed when each step ends).
+  const rayLane = (async () => {
+    let fine = await step("ray setup", "bash", ["scripts/setup-ray.sh"])
+    fine = (await step("build", "node", ["scripts/build.mjs"])) && fine
+    fine = (await step("bundle smoke test", "node", ["dist/hyperloom.mjs", "--help"], true)) && fine
+    if (!fine) counts.failed += 1
+    return (await vitest("ray", false)) && fine
+  })()
+  const checkLane = (async () => {
+    let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)
+    fine = (await step("lint", "npx", ["biome", "check", "."], true)) && fine
+    if (!fine) counts.failed += 1
+    return (await vitest("unit", true)) && fine
+  })()
+  const [rayOk, checksOk] = await Promise.all([rayLane, checkLane])
+  ok = rayOk && checksOk && ok
+}
+process.stderr.write("\n== time per test file\n")
+for (const t of timings.sort((a, b) => b.ms - a.ms)) {
+  process.stderr.write(`${(t.ms / 1000).toFixed(1).padStart(8)} s  ${t.project.padEnd(4)}  ${t.file}\n`)
+}
+process.stderr.write(`\n== total: ${((Date.now() - began) / 1000).toFixed(1)} s\n`)
 if (counts.failed > 0) ok = false
 console.log(`tests: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`)
 process.exit(ok ? 0 : 1)

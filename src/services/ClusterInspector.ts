@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type * as Grpc from "@grpc/grpc-js"
 import type * as ProtoLoader from "@grpc/proto-loader"
-import { Context, Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import {
   ClusterUnreachable,
   type InvalidAddress,
@@ -254,7 +254,7 @@ const readTextFile = (file: string) =>
 const authToken = (settings: SettingsShape, address: string) =>
   Effect.gen(function* () {
     if ((settings.authMode ?? "").toLowerCase() !== "token") return undefined
-    if (settings.authToken !== undefined) return settings.authToken
+    if (settings.authToken !== undefined) return Redacted.value(settings.authToken)
     const file = settings.authTokenPath ?? path.join(settings.env.HOME ?? os.homedir(), ".ray", "auth_token")
     const text = yield* readTextFile(file).pipe(
       Effect.mapError(

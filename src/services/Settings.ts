@@ -1,4 +1,4 @@
-import { Context, Effect, Either, Layer } from "effect"
+import { Config, ConfigProvider, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { parseNodeCount, parseRayAddress, type RayAddress } from "../domain/Address.js"
 import { type InvalidAddress, InvalidSetting } from "../domain/Errors.js"
 
@@ -25,9 +25,10 @@ export interface SettingsShape {
   readonly numGpusOverride: number | undefined
   /** Ray's temp dir root (RAY_TMPDIR, default /tmp/ray); the repair lock lives next to it. */
   readonly rayTempDir: string
-  /** Bearer token when RAY_AUTH_MODE=token. */
+  /** RAY_AUTH_MODE; with `token`, every GCS call carries `authorization: Bearer <token>`. */
   readonly authMode: string | undefined
-  readonly authToken: string | undefined
+  /** RAY_AUTH_TOKEN: a secret, redacted wherever settings are shown or logged. */
+  readonly authToken: Redacted.Redacted<string> | undefined
   readonly authTokenPath: string | undefined
   /** The environment the settings were read from, for children that need it (the lease command). */
   readonly env: Readonly<Record<string, string | undefined>>
@@ -59,49 +60,94 @@ const wholeNumber = (name: string, raw: string | undefined, min: number, max: nu
       )
 }
 
-/** Reads and validates the settings from an environment (pure: tests pass their own). */
-export const readSettings = (
+/** One variable as a string, or undefined when it is not set (a ConfigError is a defect: there is none to expect). */
+const variable = (name: string) => Config.option(Config.string(name)).pipe(Config.map(Option.getOrUndefined))
+
+/**
+ * The variables hyperloom reads, as an Effect Config: from the environment in the live layer, from
+ * `ConfigProvider.fromMap` in tests. The auth token is a secret: `Redacted`, never logged.
+ */
+export const variables = Config.all({
+  RAY_ADDRESS: variable("RAY_ADDRESS"),
+  HYPERLOOM_NODES: variable("HYPERLOOM_NODES"),
+  HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: variable("HYPERLOOM_RAY_STATUS_TIMEOUT_SEC"),
+  HYPERLOOM_RAY_START_TIMEOUT_SEC: variable("HYPERLOOM_RAY_START_TIMEOUT_SEC"),
+  HL_RAY_HEAD_PORT: variable("HL_RAY_HEAD_PORT"),
+  HYPERLOOM_RAY: variable("HYPERLOOM_RAY"),
+  HYPERLOOM_RAY_PYTHON: variable("HYPERLOOM_RAY_PYTHON"),
+  HYPERLOOM_RAY_NUM_GPUS: variable("HYPERLOOM_RAY_NUM_GPUS"),
+  RAY_TMPDIR: variable("RAY_TMPDIR"),
+  TMPDIR: variable("TMPDIR"),
+  RAY_AUTH_MODE: variable("RAY_AUTH_MODE"),
+  RAY_AUTH_TOKEN: Config.option(Config.redacted("RAY_AUTH_TOKEN")).pipe(Config.map(Option.getOrUndefined)),
+  RAY_AUTH_TOKEN_PATH: variable("RAY_AUTH_TOKEN_PATH")
+})
+
+/**
+ * Reads the settings through Config and validates them (a bad value is one InvalidSetting or
+ * InvalidAddress naming the variable). `env` is the environment handed to children (the leased
+ * command); the live layer passes `process.env`.
+ */
+export const load = (
   env: Readonly<Record<string, string | undefined>>,
   overrides: SettingsOverrides = {}
 ): Effect.Effect<SettingsShape, InvalidSetting | InvalidAddress> =>
   Effect.gen(function* () {
-    const rayAddress = yield* parseRayAddress(env.RAY_ADDRESS)
-    const nodes = overrides.nodes ?? (yield* parseNodeCount("HYPERLOOM_NODES", env.HYPERLOOM_NODES))
+    const v = yield* Effect.orDie(variables)
+    const rayAddress = yield* parseRayAddress(v.RAY_ADDRESS)
+    const nodes = overrides.nodes ?? (yield* parseNodeCount("HYPERLOOM_NODES", v.HYPERLOOM_NODES))
     const statusTimeoutSec = yield* positiveNumber(
       "HYPERLOOM_RAY_STATUS_TIMEOUT_SEC",
-      env.HYPERLOOM_RAY_STATUS_TIMEOUT_SEC,
+      v.HYPERLOOM_RAY_STATUS_TIMEOUT_SEC,
       5
     )
     const startTimeoutSec = yield* positiveNumber(
       "HYPERLOOM_RAY_START_TIMEOUT_SEC",
-      env.HYPERLOOM_RAY_START_TIMEOUT_SEC,
+      v.HYPERLOOM_RAY_START_TIMEOUT_SEC,
       120
     )
-    const headPort = (yield* wholeNumber("HL_RAY_HEAD_PORT", env.HL_RAY_HEAD_PORT, 1, 65535)) ?? 6379
-    const numGpusOverride = yield* wholeNumber("HYPERLOOM_RAY_NUM_GPUS", env.HYPERLOOM_RAY_NUM_GPUS, 0, 1024)
-    const nonEmpty = (v: string | undefined) => (v !== undefined && v.trim() !== "" ? v.trim() : undefined)
-    const tmp = nonEmpty(env.RAY_TMPDIR)
+    const headPort = (yield* wholeNumber("HL_RAY_HEAD_PORT", v.HL_RAY_HEAD_PORT, 1, 65535)) ?? 6379
+    const numGpusOverride = yield* wholeNumber("HYPERLOOM_RAY_NUM_GPUS", v.HYPERLOOM_RAY_NUM_GPUS, 0, 1024)
+    const nonEmpty = (x: string | undefined) => (x !== undefined && x.trim() !== "" ? x.trim() : undefined)
+    const tmp = nonEmpty(v.RAY_TMPDIR)
+    const token = v.RAY_AUTH_TOKEN
     return {
       rayAddress,
       nodes,
       statusTimeoutSec,
       startTimeoutSec,
       headPort,
-      rayExecutable: nonEmpty(env.HYPERLOOM_RAY),
-      rayPython: nonEmpty(env.HYPERLOOM_RAY_PYTHON),
+      rayExecutable: nonEmpty(v.HYPERLOOM_RAY),
+      rayPython: nonEmpty(v.HYPERLOOM_RAY_PYTHON),
       numGpusOverride,
       rayTempDir: tmp !== undefined ? `${tmp.replace(/\/+$/, "")}/ray` : "/tmp/ray",
-      authMode: nonEmpty(env.RAY_AUTH_MODE),
-      authToken: nonEmpty(env.RAY_AUTH_TOKEN),
-      authTokenPath: nonEmpty(env.RAY_AUTH_TOKEN_PATH),
+      authMode: nonEmpty(v.RAY_AUTH_MODE),
+      authToken:
+        token !== undefined && Redacted.value(token).trim() !== ""
+          ? Redacted.make(Redacted.value(token).trim())
+          : undefined,
+      authTokenPath: nonEmpty(v.RAY_AUTH_TOKEN_PATH),
       env
     }
   })
 
+/** The settings of an environment given as a record (tests, tools): `load` over `ConfigProvider.fromMap`. */
+export const readSettings = (
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: SettingsOverrides = {}
+): Effect.Effect<SettingsShape, InvalidSetting | InvalidAddress> =>
+  load(env, overrides).pipe(
+    Effect.withConfigProvider(
+      ConfigProvider.fromMap(
+        new Map(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined))
+      )
+    )
+  )
+
 /** The live layer: the settings of this process's environment. */
 export const layer: Layer.Layer<Settings, InvalidSetting | InvalidAddress> = Layer.effect(
   Settings,
-  Effect.suspend(() => readSettings(process.env))
+  Effect.suspend(() => load(process.env))
 )
 
 /** The live layer with overrides from the command line (e.g. --nodes). */
@@ -110,7 +156,7 @@ export const layerWith = (
 ): Layer.Layer<Settings, InvalidSetting | InvalidAddress> =>
   Layer.effect(
     Settings,
-    Effect.suspend(() => readSettings(process.env, overrides))
+    Effect.suspend(() => load(process.env, overrides))
   )
 
 const testSettings = (fields: Partial<SettingsShape> = {}): SettingsShape => ({

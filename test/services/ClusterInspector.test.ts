@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as grpc from "@grpc/grpc-js"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Redacted } from "effect"
 import { parseRayAddress } from "../../src/domain/Address.js"
 import { ClusterUnreachable, NoClusterFound } from "../../src/domain/Errors.js"
 import { availableResources, heldResources, totalResources } from "../../src/domain/Snapshot.js"
@@ -270,7 +270,7 @@ describe("ClusterInspector.snapshot with RAY_AUTH_MODE=token", () => {
     Effect.promise(() => startFakeGcs({ replies: busy, requireToken: TOKEN })).pipe(
       Effect.flatMap((gcs) =>
         snapshotOf(gcs.address).pipe(
-          Effect.provide(liveLayer({ authMode: "token", authToken: TOKEN })),
+          Effect.provide(liveLayer({ authMode: "token", authToken: Redacted.make(TOKEN) })),
           Effect.tap(() => {
             assert.strictEqual(gcs.calls.length, 6)
             for (const c of gcs.calls) assert.strictEqual(c.metadata.authorization, `Bearer ${TOKEN}`)

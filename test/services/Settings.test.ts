@@ -1,0 +1,89 @@
+/**
+ * Settings come from Effect's Config: the live layer reads whatever ConfigProvider is in place
+ * (the environment by default; a map here), validates every variable into one clear error, and
+ * keeps the auth token Redacted.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Redacted } from "effect"
+import * as Settings from "../../src/services/Settings.js"
+
+const fromMap = (vars: Record<string, string>) =>
+  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(vars))))
+
+const settings = Effect.flatMap(Settings.Settings, Effect.succeed)
+
+describe("Settings.layer reads through Config", () => {
+  it.effect("the defaults of an empty environment", () =>
+    Effect.gen(function* () {
+      const s = yield* settings
+      assert.deepStrictEqual(s.rayAddress, { _tag: "Auto" })
+      assert.strictEqual(s.nodes, 1)
+      assert.strictEqual(s.statusTimeoutSec, 5)
+      assert.strictEqual(s.startTimeoutSec, 120)
+      assert.strictEqual(s.headPort, 6379)
+      assert.strictEqual(s.rayTempDir, "/tmp/ray")
+      assert.isUndefined(s.authToken)
+    }).pipe(Effect.provide(Settings.layer), fromMap({}))
+  )
+
+  it.effect("values from the provider, the token kept secret", () =>
+    Effect.gen(function* () {
+      const s = yield* settings
+      assert.strictEqual(s.statusTimeoutSec, 2.5)
+      assert.strictEqual(s.headPort, 6390)
+      assert.strictEqual(s.nodes, 2)
+      assert.strictEqual(s.rayTempDir, "/scratch/ray")
+      assert.strictEqual(s.authMode, "token")
+      assert.isTrue(Redacted.isRedacted(s.authToken))
+      assert.strictEqual(Redacted.value(s.authToken!), "s3cret")
+      assert.notInclude(String(s.authToken), "s3cret")
+      assert.notInclude(JSON.stringify({ ...s, env: undefined }), "s3cret")
+    }).pipe(
+      Effect.provide(Settings.layer),
+      fromMap({
+        HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: "2.5",
+        HL_RAY_HEAD_PORT: "6390",
+        HYPERLOOM_NODES: "2",
+        RAY_TMPDIR: "/scratch/",
+        RAY_AUTH_MODE: "token",
+        RAY_AUTH_TOKEN: " s3cret "
+      })
+    )
+  )
+
+  it.effect("a bad value is one error naming the variable", () =>
+    Effect.gen(function* () {
+      for (const [name, value] of [
+        ["HYPERLOOM_RAY_STATUS_TIMEOUT_SEC", "soon"],
+        ["HL_RAY_HEAD_PORT", "99999"],
+        ["HYPERLOOM_RAY_NUM_GPUS", "-1"],
+        ["HYPERLOOM_NODES", "2x"]
+      ] as const) {
+        const error = yield* Effect.flip(
+          settings.pipe(Effect.provide(Settings.layer), fromMap({ [name]: value }))
+        )
+        assert.strictEqual(error._tag, "InvalidSetting", name)
+        assert.include(error.message, name)
+        assert.include(error.message, value)
+      }
+      const address = yield* Effect.flip(
+        settings.pipe(Effect.provide(Settings.layer), fromMap({ RAY_ADDRESS: "not an address" }))
+      )
+      assert.strictEqual(address._tag, "InvalidAddress")
+    })
+  )
+
+  it.effect("overrides from the command line win (--nodes)", () =>
+    Effect.gen(function* () {
+      assert.strictEqual((yield* settings).nodes, 3)
+    }).pipe(Effect.provide(Settings.layerWith({ nodes: 3 })), fromMap({ HYPERLOOM_NODES: "1" }))
+  )
+
+  it.effect("readSettings: the same from a plain record", () =>
+    Effect.gen(function* () {
+      const s = yield* Settings.readSettings({ HL_RAY_HEAD_PORT: "7000", PATH: "/bin" })
+      assert.strictEqual(s.headPort, 7000)
+      assert.strictEqual(s.env.PATH, "/bin")
+    })
+  )
+})
