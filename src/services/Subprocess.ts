@@ -1,5 +1,5 @@
 import { Command, type CommandExecutor } from "@effect/platform"
-import { Duration, Effect, Option, Stream } from "effect"
+import { Clock, Duration, Effect, Option, Stream } from "effect"
 import { keepTail } from "../domain/Text.js"
 
 const signalGroup = (pid: number, signal: NodeJS.Signals) => {
@@ -73,7 +73,7 @@ const drain = (stream: Stream.Stream<Uint8Array, unknown>, max: number) =>
 export const runBounded = (argv: ReadonlyArray<string>, options: BoundedOptions) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const started = Date.now()
+      const started = yield* Clock.currentTimeMillis
       let command = Command.make(argv[0]!, ...argv.slice(1))
       if (options.unsetEnv && options.unsetEnv.length > 0) {
         const env: Record<string, string | undefined> = { ...process.env, ...options.env }
@@ -94,7 +94,7 @@ export const runBounded = (argv: ReadonlyArray<string>, options: BoundedOptions)
         ],
         { concurrency: 3 }
       ).pipe(Effect.timeoutOption(Duration.seconds(options.timeoutSec)))
-      const elapsedMs = Date.now() - started
+      const elapsedMs = (yield* Clock.currentTimeMillis) - started
       return Option.match(outcome, {
         onNone: (): BoundedRun => ({
           exitCode: undefined,
