@@ -13,6 +13,7 @@ import { ClusterInspector, type ResolvedCluster } from "../services/ClusterInspe
 import { ProcFs } from "../services/ProcFs.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
+import type { EnsureOutcome, RepairOutcome } from "./Cluster.js"
 
 /** The connected cluster and the host, read side by side. */
 export interface Inspection {
@@ -212,3 +213,37 @@ export const status = Effect.fn("status")(function* () {
 })
 
 export type StatusReport = Effect.Effect.Success<ReturnType<typeof status>>
+
+/** The JSON documents of ensure and repair (`ray ensure --json`, `ray repair --json`), in the CLI contract's snake_case. */
+export const ensureReport = (r: EnsureOutcome) => ({
+  action: r.action,
+  address: r.gcsAddress,
+  feasible: r.verdict.feasible,
+  warnings: r.verdict.warnings,
+  guards: r.guards
+})
+
+export const repairReport = (r: RepairOutcome) => ({
+  action: r.action,
+  address: r.gcsAddress,
+  feasible: r.verdict.feasible,
+  infeasible:
+    r.verdict.infeasible === undefined
+      ? null
+      : {
+          marker: r.verdict.infeasible.marker,
+          reason: r.verdict.infeasible.reason,
+          message: r.verdict.infeasible.message
+        },
+  plan:
+    r.plan === null
+      ? null
+      : {
+          port: r.plan.port,
+          num_cpus: r.plan.numCpus ?? null,
+          num_gpus: r.plan.numGpus ?? null,
+          resources: r.plan.resources
+        },
+  repair: { allowed: r.action !== "none" || r.guards.every((g) => g.ok), guards: r.guards },
+  warnings: r.verdict.warnings
+})

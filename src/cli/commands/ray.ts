@@ -1,7 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { type EnsureOutcome, ensure, type RepairOutcome, repair } from "../../programs/Cluster.js"
-import { doctor, status } from "../../programs/Inspect.js"
+import { ensure, repair } from "../../programs/Cluster.js"
+import { doctor, ensureReport, repairReport, status } from "../../programs/Inspect.js"
 import { EXIT } from "../Exit.js"
 import { renderDoctor, renderEnsure, renderRepair, renderStatus } from "../Render.js"
 import { present } from "../Run.js"
@@ -26,42 +26,8 @@ export const doctorCommand = Command.make("doctor", { json, gpus, noServingSlot,
   )
 )
 
-/** The JSON documents of ensure and repair, in the CLI contract's snake_case. */
-const ensureJson = (r: EnsureOutcome) => ({
-  action: r.action,
-  address: r.gcsAddress,
-  feasible: r.verdict.feasible,
-  warnings: r.verdict.warnings,
-  guards: r.guards
-})
-
-const repairJson = (r: RepairOutcome) => ({
-  action: r.action,
-  address: r.gcsAddress,
-  feasible: r.verdict.feasible,
-  infeasible:
-    r.verdict.infeasible === undefined
-      ? null
-      : {
-          marker: r.verdict.infeasible.marker,
-          reason: r.verdict.infeasible.reason,
-          message: r.verdict.infeasible.message
-        },
-  plan:
-    r.plan === null
-      ? null
-      : {
-          port: r.plan.port,
-          num_cpus: r.plan.numCpus ?? null,
-          num_gpus: r.plan.numGpus ?? null,
-          resources: r.plan.resources
-        },
-  repair: { allowed: r.action !== "none" || r.guards.every((g) => g.ok), guards: r.guards },
-  warnings: r.verdict.warnings
-})
-
 export const ensureCommand = Command.make("ensure", { json, gpus, nodes }, (o) =>
-  present(o.json, ensure(leaseRequestOf(o)), { render: renderEnsure, toJson: ensureJson })
+  present(o.json, ensure(leaseRequestOf(o)), { render: renderEnsure, toJson: ensureReport })
 ).pipe(
   Command.withDescription(
     "Reuse the Ray head that answers `ray status`, repairing it if it lacks serving_slot and every guard allows; start a local head with serving_slot when none answers (never behind an explicit RAY_ADDRESS, on a multi-node run, or over Ray daemons it cannot reach)."
@@ -76,7 +42,7 @@ export const repairCommand = Command.make("repair", { json, dryRun, gpus, nodes 
   present(o.json, repair(leaseRequestOf(o), { dryRun: o.dryRun }), {
     render: renderRepair,
     exitCode: (r) => (r.verdict.feasible || r.action === "would_repair" ? EXIT.ok : EXIT.infeasible),
-    toJson: repairJson
+    toJson: repairReport
   })
 ).pipe(
   Command.withDescription(
