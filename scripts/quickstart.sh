@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # The quick start (`npm run quickstart`): on a fresh clone, one command that installs what is
-# missing, runs a baseline of the example benchmark under a serving lease on a local Ray head, and
-# shows the session's state.
+# missing, runs a serving baseline (SPEC §10) of the stand-in engine and load client under a
+# serving lease on a local Ray head, shows the session's state and writes the HTML report.
 #
 #   1. `npm ci` when node_modules is missing; Ray core into .venv (scripts/setup-ray.sh);
 #      `npm run build` when dist/ is missing or older than the sources.
-#   2. `hyperloom baseline run --session sessions/quickstart-<time> --gpus 0 --
-#      node examples/fake-serving-bench.mjs`: with no Ray running, hyperloom starts a local head
-#      with the serving_slot resource itself (SPEC §3); a head that already answers is reused.
-#   3. `hyperloom state show` on that session.
+#   2. `hyperloom baseline run --session sessions/quickstart-<time> --gpus 0
+#      --server 'node examples/fake-engine.mjs …' -- node examples/fake-bench-client.mjs`: with no
+#      Ray running, hyperloom starts a local head with the serving_slot resource itself (SPEC §3);
+#      a head that already answers is reused. The engine (an OpenAI-compatible stand-in, no GPU
+#      needed) starts on a free port in its own process group, the client runs once it answers
+#      /health, writes vLLM's result format, and the engine is stopped before the lease ends.
+#   3. `hyperloom state show` on that session, then `hyperloom report` into
+#      sessions/quickstart-<time>/report.html.
 #   4. Stops the Ray head again, but only if this script's run started it (nothing answered before)
 #      and the host's only Ray daemons are that head's: `ray stop` ends every Ray process on the
 #      host, so a head that was running before, or anyone else's Ray, is left alone.
 #
-# Extra arguments go to the benchmark, e.g. `npm run quickstart -- --fail=crash` to watch the
-# stop rules. Exits with `baseline run`'s exit code.
+# Extra arguments go to the engine, e.g. `npm run quickstart -- --fail=kv-oom-vllm` to watch a
+# KV-cache out-of-memory classified and the stop rules. Exits with `baseline run`'s exit code.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -43,14 +47,18 @@ else
 fi
 
 session="$root/sessions/quickstart-$(date +%Y%m%d-%H%M%S)"
-say "running the example baseline in $session"
+say "running the serving baseline (stand-in engine and client) in $session"
 set +e
 # Its progress goes to stderr; its summary on stdout is what `state show` prints next.
-hyperloom baseline run --session "$session" --gpus 0 -- node examples/fake-serving-bench.mjs "$@" >/dev/null
+engine="node $root/examples/fake-engine.mjs --load-sec 2 --token-rate 400"
+for a in "$@"; do engine="$engine $(printf '%q' "$a")"; done
+hyperloom baseline run --session "$session" --gpus 0 --server "$engine" --ready-timeout 120 \
+  -- node examples/fake-bench-client.mjs --num-prompts 32 --max-concurrency 8 --output-len 64 >/dev/null
 code=$?
 set -e
 say "baseline run exited with code $code"
 hyperloom state show --session "$session" || true
+hyperloom report --session "$session" --out "$session/report.html" || true
 
 if [ "$ray_before" = no ]; then
   # Stop the head only if it is the only Ray on the host (its gcs_server and raylets).
@@ -75,5 +83,5 @@ if [ "$ray_before" = no ]; then
     *) ;;
   esac
 fi
-say "done in $(($(date +%s) - started)) s; the session stays in $session (hyperloom state show --session $session)"
+say "done in $(($(date +%s) - started)) s; the session stays in $session (hyperloom state show --session $session; open $session/report.html)"
 exit "$code"

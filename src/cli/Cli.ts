@@ -13,6 +13,7 @@ import { VERSION } from "../version.js"
 import { baselineRun } from "./commands/baseline.js"
 import { leaseRun } from "./commands/lease.js"
 import { doctorCommand, ensureCommand, repairCommand, statusCommand } from "./commands/ray.js"
+import { reportCommand } from "./commands/report.js"
 import { showCommand } from "./commands/state.js"
 import { EXIT_CODES_HELP } from "./Exit.js"
 
@@ -73,7 +74,8 @@ export const makeRootCommand = (layers: Layers) => {
       Command.make("state").pipe(
         Command.withDescription("Inspect baseline sessions."),
         Command.withSubcommands([provide(showCommand)])
-      )
+      ),
+      provide(reportCommand)
     ])
   )
 }

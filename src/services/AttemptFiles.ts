@@ -40,6 +40,10 @@ export interface AttemptFilesShape {
   readonly readServeStatus: (file: string) => Effect.Effect<ServeStatus | undefined>
   /** Writes a JSON document atomically enough for a record (temp file, rename). */
   readonly writeJson: (file: string, value: unknown) => Effect.Effect<void, StateIoFailed>
+  /** A JSON document (the session's environment record); `undefined` when missing or not JSON. */
+  readonly readJson: (file: string) => Effect.Effect<unknown>
+  /** Writes a text file (a report), replacing one of the same name (temp file, rename). */
+  readonly writeText: (file: string, text: string) => Effect.Effect<void, StateIoFailed>
 }
 
 export class AttemptFiles extends Context.Tag("hyperloom/services/AttemptFiles")<
@@ -142,7 +146,28 @@ const makeLive = Effect.gen(function* () {
     yield* fs.rename(tmp, file).pipe(Effect.mapError(io("rename", file)))
   })
 
+  const readJson = Effect.fn("AttemptFiles.readJson")(function* (file: string) {
+    return yield* fs.readFileString(file).pipe(
+      Effect.map((text): unknown => {
+        try {
+          return JSON.parse(text)
+        } catch {
+          return undefined
+        }
+      }),
+      Effect.orElseSucceed(() => undefined)
+    )
+  })
+
+  const writeText = Effect.fn("AttemptFiles.writeText")(function* (file: string, text: string) {
+    const tmp = `${file}.tmp-${process.pid}`
+    yield* fs.writeFileString(tmp, text).pipe(Effect.mapError(io("write", tmp)))
+    yield* fs.rename(tmp, file).pipe(Effect.mapError(io("rename", file)))
+  })
+
   return AttemptFiles.of({
+    readJson,
+    writeText,
     prepare,
     readThroughput,
     readResult,
@@ -201,6 +226,20 @@ export const makeMemoryAttemptFiles = (): MemoryAttemptFiles => {
     writeJson: (file, value) =>
       Effect.sync(() => {
         files.set(file, `${JSON.stringify(value, null, 2)}\n`)
+      }),
+    readJson: (file) =>
+      Effect.sync(() => {
+        const text = files.get(file)
+        if (text === undefined) return undefined
+        try {
+          return JSON.parse(text) as unknown
+        } catch {
+          return undefined
+        }
+      }),
+    writeText: (file, text) =>
+      Effect.sync(() => {
+        files.set(file, text)
       })
   }
   return { service, files, dirs }

@@ -1,0 +1,53 @@
+import * as path from "node:path"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { Clock, Console, Effect, Option } from "effect"
+import { ENVIRONMENT_FILE, type EnvironmentRecord } from "../../domain/Serving.js"
+import { AttemptFiles } from "../../services/AttemptFiles.js"
+import { StateStore } from "../../services/StateStore.js"
+import { type ReportSession, renderReport } from "../RenderReport.js"
+import { withJsonErrors } from "../Run.js"
+import { json } from "../Shared.js"
+import { SessionNotFound } from "./state.js"
+
+const sessions = Options.text("session").pipe(
+  Options.atLeast(1),
+  Options.withDescription("A session directory; repeat --session to compare sessions side by side."),
+  Options.map((dirs) => dirs.map((d) => path.resolve(d)))
+)
+
+const out = Options.file("out").pipe(
+  Options.withDescription(
+    "Where to write the HTML page (default: hyperloom-report.html in the working directory)."
+  ),
+  Options.optional
+)
+
+const isEnvironment = (v: unknown): v is EnvironmentRecord =>
+  typeof v === "object" && v !== null && typeof (v as { node?: unknown }).node === "object"
+
+/** `hyperloom report --session A [--session B …] [--out FILE]` (SPEC §10). */
+export const reportCommand = Command.make("report", { sessions, out, json }, (o) =>
+  Effect.gen(function* () {
+    const store = yield* StateStore
+    const files = yield* AttemptFiles
+    const loaded: Array<ReportSession> = []
+    for (const dir of o.sessions) {
+      const state = yield* store.load(dir)
+      if (Option.isNone(state)) return yield* new SessionNotFound({ sessionDir: dir })
+      const env = yield* files.readJson(path.join(dir, ENVIRONMENT_FILE))
+      loaded.push({ name: dir, state: state.value, environment: isEnvironment(env) ? env : undefined })
+    }
+    const file = path.resolve(Option.getOrElse(o.out, () => "hyperloom-report.html"))
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+    const html = renderReport(loaded, now)
+    yield* files.writeText(file, html)
+    yield* o.json
+      ? Console.log(JSON.stringify({ out: file, sessions: o.sessions, bytes: Buffer.byteLength(html) }))
+      : Console.log(`wrote ${file} (${loaded.length} session(s), ${Buffer.byteLength(html)} bytes)`)
+  }).pipe(withJsonErrors(o.json), Effect.scoped)
+).pipe(
+  Command.withDescription(
+    "Write one self-contained HTML page comparing baseline sessions: a chart of output-token throughput per attempt, a chart of latency (TTFT, TPOT) per attempt, a side-by-side table (status, throughputs, latencies, engine, GPUs, commands) and each session's attempts. Inline SVG and CSS only: the page fetches nothing. Never modifies the sessions."
+  )
+)
