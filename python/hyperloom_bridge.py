@@ -9,7 +9,7 @@ Usage
 -----
     python hyperloom_bridge.py                     the bridge: JSON lines on stdin/stdout
     python hyperloom_bridge.py --supervise [--status-fd FD] [--parent PID] [--cwd DIR]
-                               [--grace SEC] -- ARGV...
+                               [--grace SEC] [--owner-pid PID [--owner-start TICKS]] -- ARGV...
                                                    the command supervisor alone (see below)
 
 Protocol (version 1)
@@ -82,7 +82,10 @@ process group runs. Every way the lease can end takes the group with it:
 
     hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,
                                     grace, KILL through the actor; the actor is killed after)
-    the bridge (the driver) dies    Ray kills the actor it owns: as below
+    the bridge (the driver) dies    the keeper, which watches the bridge's pid (a pidfd, when the
+                                    actor runs on the bridge's host and pid namespace), SIGKILLs
+                                    the group at once; Ray then kills the actor it owned (as
+                                    below), but may free the slot ~0.1 s before the worker dies
     the actor's worker dies         the raylet SIGKILLs the worker's direct children, i.e. the
     (SIGKILL, ray.kill, ray stop)   supervisor; the supervisor also gets PR_SET_PDEATHSIG
                                     (SIGUSR1, checked against its parent pid) and SIGKILLs the
@@ -94,8 +97,9 @@ The keeper is a child the supervisor forks before starting CMD. It stays in CMD'
 (so the group id cannot be reused while it waits), ignores TERM/INT/HUP, holds none of the
 supervisor's descriptors except the read end of a private pipe whose only writer is the
 supervisor, and SIGKILLs the whole group (itself included) on EOF, i.e. the moment the
-supervisor ends however it ends. Ray does not kill it with the worker, since it is not the
-worker's direct child. What no mechanism here covers: a process that leaves the group itself
+supervisor ends however it ends, or the moment the lease's owner (the bridge, `--owner-pid`
+with its start time against pid reuse) ends. Ray does not kill it with the worker, since it is
+not the worker's direct child. What no mechanism here covers: a process that leaves the group itself
 (setsid/setpgid) and a SIGKILL of the keeper together with the supervisor; the keeper's
 wake-up (milliseconds) bounds how long the group can outlive a supervisor killed with the
 worker, which is shorter than any new lease takes to start a command.
@@ -117,7 +121,7 @@ MAX_LINE_BYTES = 64 * 1024
 
 # The supervisor: self-contained (runs under `python -I -c`, so it does not need this file on
 # the actor's node), stdlib only. argv: [--status-fd FD] [--parent PID] [--cwd DIR] [--grace S]
-# -- ARGV...  Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it could not be executed, 2 usage).
+# [--owner-pid PID [--owner-start TICKS]] -- ARGV...  Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it could not be executed, 2 usage).
 SUPERVISOR_SOURCE = r'''
 import os, signal, subprocess, sys, threading, time
 
@@ -126,6 +130,7 @@ def _supervise(args):
     parent = None
     cwd = None
     grace = 3.0
+    owner = (None, None)
     argv = []
     i = 0
     try:
@@ -142,6 +147,10 @@ def _supervise(args):
                 cwd = args[i + 1]
             elif a == "--grace":
                 grace = float(args[i + 1])
+            elif a == "--owner-pid":
+                owner = (int(args[i + 1]), owner[1])
+            elif a == "--owner-start":
+                owner = (owner[0], int(args[i + 1]))
             else:
                 raise ValueError(a)
             i += 2
@@ -214,7 +223,7 @@ def _supervise(args):
     # moment we end, however we end (the raylet SIGKILLs a dying worker's direct children, i.e.
     # us, and our own cleanup never runs). It is not the worker's child, so Ray leaves it alone;
     # being in the group, it also keeps the group id from being reused while it waits.
-    keeper_pid, keeper_fd = start_keeper(pgid)
+    keeper_pid, keeper_fd = start_keeper(pgid, owner)
 
     def others_in_group():
         """Pids (not us, not the keeper, not zombies) in our group; None when /proc cannot tell."""
@@ -318,8 +327,20 @@ def _supervise(args):
             pass
     return code  # our exit closes the keeper's pipe: it SIGKILLs whatever is left, then itself
 
-def start_keeper(pgid):
-    """Forks the keeper; returns (its pid, the write end of its pipe, which only we hold)."""
+def start_time(pid):
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22); None if unknown."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rfind(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+def start_keeper(pgid, owner=(None, None)):
+    """Forks the keeper; returns (its pid, the write end of its pipe, which only we hold).
+    `owner` = (pid, start time) of the lease's driver (the bridge) when it runs on this host in
+    this pid namespace: its death ends the lease (Ray kills the actors it owns), so the keeper
+    ends the group at that moment too, before Ray gets round to freeing the slot."""
     r, w = os.pipe()
     pid = os.fork()
     if pid != 0:
@@ -339,7 +360,29 @@ def start_keeper(pgid):
             top = 65536
         os.closerange(3, r)
         os.closerange(r + 1, max(top, r + 2))
+        watch = [r]
+        owner_pid, owner_start = owner
+        if owner_pid is not None and hasattr(os, "pidfd_open"):
+            try:
+                pidfd = os.pidfd_open(owner_pid)
+            except ProcessLookupError:
+                return  # the owner is already gone: the lease is over (finally: kill)
+            except OSError:
+                pidfd = None  # no pidfds here: the pipe alone
+            if pidfd is not None:
+                if owner_start is not None and start_time(owner_pid) != owner_start:
+                    return  # that pid is another process now: the owner is gone
+                watch.append(pidfd)
+        import select
         while True:
+            try:
+                ready, _, _ = select.select(watch, [], [])
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if len(watch) > 1 and watch[1] in ready:
+                break  # the owner (the bridge) died
             try:
                 if not os.read(r, 64):
                     break  # EOF: the supervisor is gone
@@ -379,7 +422,7 @@ def make_actor_class(ray):
             self._lock = threading.Lock()
 
         @ray.method(num_returns="streaming")
-        def run(self, argv, env, cwd, grace):
+        def run(self, argv, env, cwd, grace, owner=None):
             merged = dict(env or {})
             for k in DEVICE_VARS:
                 v = os.environ.get(k)
@@ -392,6 +435,10 @@ def make_actor_class(ray):
             ]
             if cwd:
                 cmd += ["--cwd", cwd]
+            if owner and owner.get("pid") and owner.get("host") == host_identity():
+                cmd += ["--owner-pid", str(owner["pid"])]
+                if owner.get("start") is not None:
+                    cmd += ["--owner-start", str(owner["start"])]
             cmd += ["--"] + [str(a) for a in argv]
             with self._lock:
                 if self._stopped:  # released before CMD started: never start it
@@ -690,7 +737,7 @@ class Bridge:
             return 1
         self.emit("submitted", actor_id=self.actor._actor_id.hex())
         try:
-            gen = self.actor.run.remote(spec["argv"], spec["env"], spec["cwd"], self.grace)
+            gen = self.actor.run.remote(spec["argv"], spec["env"], spec["cwd"], self.grace, owner_info())
         except Exception as e:
             self.emit_error("actor_failed", describe(e))
             return 1
@@ -795,6 +842,32 @@ class Bridge:
             t.join(10.0)
         self.emit("released")
         return code
+
+
+def host_identity():
+    """This host's boot id and pid namespace: equal on both sides means the same pids."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return "%s/%d" % (boot, os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return None
+
+
+def owner_info():
+    """Who owns the lease (this bridge), for the keeper to watch when it runs on the same host."""
+    host = host_identity()
+    if host is None:
+        return None
+    pid = os.getpid()
+    start = None
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+        start = int(stat[stat.rfind(b")") + 2:].split()[19])  # field 22, as the keeper reads it
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"pid": pid, "start": start, "host": host}
 
 
 def probe_tcp(address, timeout=3.0):

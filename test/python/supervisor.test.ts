@@ -278,4 +278,49 @@ describe("supervisor", () => {
     await waitGone("CMD's process group", () => pidsInGroup(supervisor), 5_000)
     assert.isBelow(Date.now() - t0, 1_000)
   })
+
+  const startTime = (pid: number) => {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
+  }
+
+  it("the owner (the bridge) dies: the keeper SIGKILLs the group at once, before Ray frees the slot", async () => {
+    const g = stubbornGroup()
+    const owner = spawn("sleep", ["600"], { stdio: "ignore" })
+    children.push(owner)
+    const args = [
+      "--grace",
+      "10",
+      "--owner-pid",
+      String(owner.pid),
+      "--owner-start",
+      String(startTime(owner.pid!))
+    ]
+    let goneMs = -1
+    await supervise([...args, "--", ...g.argv], async (pid) => {
+      await groupUp(pid, g.markers)
+      await sleep(300)
+      assert.isAbove(pidsInGroup(pid).length, 3, "a live owner leaves the command alone")
+      owner.kill("SIGKILL")
+      const t0 = Date.now()
+      await waitGone("CMD's process group", () => pidsInGroup(pid), 5_000)
+      goneMs = Date.now() - t0
+    })
+    assert.isBelow(goneMs, 1_000)
+  })
+
+  it("an owner pid that is already another process (start time differs): the command does not survive", async () => {
+    const marker = markerSleep()
+    const r = await supervise([
+      "--owner-pid",
+      String(process.pid),
+      "--owner-start",
+      "1",
+      "--",
+      "sleep",
+      marker
+    ])
+    assert.notStrictEqual(r.code, 0)
+    assert.deepStrictEqual(pidsWithArg(marker), [])
+  })
 })
