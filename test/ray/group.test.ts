@@ -350,6 +350,49 @@ describe("serving groups across two Ray nodes on one host", () => {
     }
   })
 
+  it("baseline run --nodes 2 --server: the engine runs as both ranks, the client beside rank 0; the group ends with it", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "hl-group-serving-"))
+    try {
+      const engine = path.join(projectRoot, "examples", "fake-engine.mjs")
+      const client = path.join(projectRoot, "examples", "fake-bench-client.mjs")
+      const r = await runCli(
+        [
+          "baseline",
+          "run",
+          "--json",
+          "--session",
+          dir,
+          "--nodes",
+          "2",
+          "--gpus",
+          "1",
+          "--server",
+          `${process.execPath} ${engine} --load-sec 0.5 --port $HYPERLOOM_PORT`,
+          "--ready-timeout",
+          "60",
+          "--",
+          process.execPath,
+          client,
+          "--num-prompts",
+          "4",
+          "--output-len",
+          "8"
+        ],
+        { timeoutMs: 150_000 }
+      )
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.json.status, "succeeded")
+      assert.isAbove(r.json.baseline_tput, 0)
+      // Rank 1 ran the engine alone, on a port of its own node, and was stopped with the group.
+      assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*\S/)
+      const serve = JSON.parse(readFileSync(path.join(dir, "attempts", "1", "serve.json"), "utf8"))
+      assert.strictEqual(serve.outcome, "client_exited")
+      await assertNothingHeld(head)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it("the group bridge: rank 0 runs leader_argv with its own port, and with end_with_leader its end stops the others (no failure)", async () => {
     const marker = markerSleep()
     const g = spawnBridge(process.env, path.join(projectRoot, "python", "hyperloom_group.py"))

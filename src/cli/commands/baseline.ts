@@ -4,7 +4,7 @@ import { Console, Effect, Option } from "effect"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
-import { runServing } from "../../programs/Group.js"
+import { runGroupLeased, runServing } from "../../programs/Group.js"
 import { packageFile } from "../../services/PackagePaths.js"
 import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
@@ -107,12 +107,6 @@ export const baselineRun = Command.make(
       if (serverCmd !== undefined && serverCmd.trim() === "") {
         return yield* new UsageError({ detail: "--server must be a command line, got an empty string" })
       }
-      if (serverCmd !== undefined && Option.getOrElse(o.nodes, () => 1) >= 2) {
-        return yield* new UsageError({
-          detail:
-            "--server with --nodes 2 or more is not supported yet: run the serving benchmark on one node"
-        })
-      }
       const program = Effect.gen(function* () {
         const settings = yield* Settings
         const serving =
@@ -135,8 +129,19 @@ export const baselineRun = Command.make(
           enablementCmd: Option.getOrUndefined(o.enablementCmd),
           env: settings.env,
           cwd: process.cwd(),
-          // --nodes N >= 2 (or HYPERLOOM_NODES): every attempt runs as a group (SPEC §11).
-          runAttempt: runServing,
+          // --nodes N >= 2 (or HYPERLOOM_NODES): every attempt runs as a group (SPEC §11). A serving
+          // benchmark's engine runs as the group's ranks: rank 0 runs the serving runner (its engine,
+          // then the client beside it), every other rank the engine alone on a port of its own
+          // node; the group ends when rank 0's runner does.
+          runAttempt:
+            serving !== undefined && settings.nodes >= 2
+              ? (spec) =>
+                  runGroupLeased({ ...spec, argv: ["sh", "-c", serving.server] }, settings.nodes, {
+                    leaderArgv: spec.argv,
+                    endWithLeader: true,
+                    rankPorts: true
+                  })
+              : runServing,
           serving,
           version: VERSION
         })
