@@ -281,7 +281,7 @@ describe("serving groups across two Ray nodes on one host", () => {
   })
 
   it("a group waiting for a slot held by a single lease says so and by whom, then runs; the wait is not charged", async () => {
-    const holderMarker = markerSleep(6)
+    const holderMarker = markerSleep()
     const holder = startCli(["lease", "run", "--gpus", "1", "--", "sleep", holderMarker])
     await waitFor(
       "the single lease running",
@@ -289,31 +289,41 @@ describe("serving groups across two Ray nodes on one host", () => {
       60_000,
       200
     )
-    const run = await runCli(
-      [
-        "lease",
-        "run",
-        "--json",
-        "--nodes",
-        "2",
-        "--gpus",
-        "1",
-        "--timeout",
-        "5",
-        "--",
-        "sh",
-        "-c",
-        "sleep 1"
-      ],
-      { timeoutMs: 120_000 }
+    const group = startCli([
+      "lease",
+      "run",
+      "--json",
+      "--nodes",
+      "2",
+      "--gpus",
+      "1",
+      "--timeout",
+      "5",
+      "--",
+      "sh",
+      "-c",
+      "sleep 1"
+    ])
+    await waitFor(
+      "the group saying it waits",
+      () => (group.out.stderr.includes("waiting for 2 nodes") ? true : undefined),
+      60_000,
+      200
     )
+    // Waiting longer than --timeout: the wait is not charged. Then the holder's command ends, its
+    // lease is released and the group is placed.
+    await new Promise((r) => setTimeout(r, 2_500))
+    for (const pid of sleeps(holderMarker)) process.kill(pid, "SIGTERM")
+    const { code } = await group.exited
+    const run = { code, stderr: group.out.stderr, json: JSON.parse(group.out.stdout) }
     assert.strictEqual(run.code, 0, run.stderr)
-    assert.isAbove(run.json.waited_sec, 1.5)
+    assert.isAbove(run.json.waited_sec, 2, "waited past --timeout 2 without timing out")
+    assert.isFalse(run.json.timed_out)
     assert.match(
       run.stderr,
       /waiting for 2 nodes with serving_slot and 1 GPU\(s\) each: held by node [0-9a-f]{12}… \([^)]*\): actor [\w.<>]*HyperloomLease \(pid \d+, job [0-9a-f]{8}, driver pid \d+\)/
     )
-    assert.strictEqual((await holder.exited).code, 0)
+    assert.strictEqual((await holder.exited).code, 143, "the holder's command was ended by SIGTERM")
     await assertNothingHeld(head)
   })
 
