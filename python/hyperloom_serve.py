@@ -14,8 +14,10 @@ lease, so it runs on the leased node, inside the lease's process group, holding 
 3. Waits until GET BASE_URL/READY_PATH answers 200. While waiting it prints a progress line to stderr
    every PROGRESS_EVERY seconds: the elapsed time and the server log's last line. A server that
    exits, or is not ready within READY_TIMEOUT seconds, ends the attempt (exit 3).
-4. Runs the client (argv, no shell, in this runner's process group); its stdout and stderr are copied
-   live to this runner's stdout and stderr and, whole, to ATTEMPT_DIR/client.log.
+4. Runs the client (argv, no shell, in this runner's process group; `$HYPERLOOM_PORT`,
+   `${HYPERLOOM_BASE_URL}` and the other HYPERLOOM_* variables in its arguments are expanded, since
+   the port is only known here); its stdout and stderr are copied live to this runner's stdout and
+   stderr and, whole, to ATTEMPT_DIR/client.log.
 5. Stops the server's whole process group (TERM, STOP_GRACE seconds, KILL) and waits until none of
    it is left, THEN exits: the runner's exit ends the lease, so the engine is gone before the slot
    is released. Exit status: the client's (3 when the server was never ready).
@@ -41,6 +43,7 @@ Standard library only; Python >= 3.8; Linux (process groups, /proc).
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -144,6 +147,18 @@ def gpu_models():
 
 # ---------------------------------------------------------------------------------------------
 # Processes
+
+
+HYPERLOOM_REF = re.compile(r"\$(?:\{(HYPERLOOM_[A-Z_]+)\}|(HYPERLOOM_[A-Z_]+))")
+
+
+def expand(arg, env):
+    """$HYPERLOOM_X / ${HYPERLOOM_X} in a client argument, from env (the client runs without a
+    shell, and the port is only known here); any other text, and unknown names, stay as they are."""
+    def one(m):
+        name = m.group(1) or m.group(2)
+        return env.get(name, m.group(0))
+    return HYPERLOOM_REF.sub(one, arg)
 
 
 def free_port(host):
@@ -346,7 +361,7 @@ class Runner:
         started = time.monotonic()
         try:
             self.client = subprocess.Popen(
-                a["client"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                [expand(x, env) for x in a["client"]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd=a["cwd"], close_fds=True,
             )
         except OSError as e:

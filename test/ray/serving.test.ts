@@ -89,7 +89,19 @@ describe("baseline run --server on a real head", () => {
   it("a serving attempt: vLLM result format, metrics recorded, logs kept, environment recorded, engine gone, slot free", async () => {
     const session = newSession()
     const tag = newTag()
-    const r = await serving(session, engine(tag), ["--ready-timeout", "60"], client())
+    // the client's $HYPERLOOM_… arguments are expanded by the runner (no shell, the port is known there)
+    const r = await serving(
+      session,
+      engine(tag),
+      ["--ready-timeout", "60"],
+      client([
+        "--base-url",
+        "$HYPERLOOM_BASE_URL",
+        "--result-filename",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the runner expands ${…} (a shell-style reference), not JavaScript
+        "${HYPERLOOM_RESULT_FILE}"
+      ])
+    )
     report("success (vllm format)", r.json, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
     const state = readState(session)
