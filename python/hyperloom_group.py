@@ -258,7 +258,8 @@ class GroupBridge:
                 own = own_ports[rank]
                 env.update(HYPERLOOM_PORT=str(own), HYPERLOOM_BASE_URL="http://127.0.0.1:%d" % own)
             argv = spec["leader_argv"] if rank == 0 and spec["leader_argv"] else spec["argv"]
-            gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace)
+            # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
+            gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace, hb.owner_info())
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
 
     def pump(self, rank, gen):
