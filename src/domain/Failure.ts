@@ -57,7 +57,7 @@ export type AttemptOutcome = Data.TaggedEnum<{
     readonly runtimeSec: number
     readonly timeoutSec: number
     readonly outputTail: string
-    /** The `v2:` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
+    /** The `v1:<sha-256>` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
     readonly outputSignature?: string | undefined
   }
   /** The run stopped the attempt: the session deadline passed, or the operator cancelled. */
@@ -76,7 +76,7 @@ export type AttemptOutcome = Data.TaggedEnum<{
     readonly runtimeSec: number
     readonly outputTail: string
     readonly throughput: unknown
-    /** The `v2:` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
+    /** The `v1:<sha-256>` signature of the attempt's whole output (see Signature.ts), when the program kept one. */
     readonly outputSignature?: string | undefined
     /**
      * The telling lines (`isTellingLine`) seen anywhere in the whole output, not only in the tail:
@@ -121,7 +121,7 @@ export interface AttemptResult {
   /** The measurement when it is a finite number (also for `invalid_measurement` of 0 or < 0). */
   readonly throughput: number | null
   /**
-   * The signature of the attempt's whole output (`v2:…`), recorded for a counted failure instead of
+   * The signature of the attempt's whole output (`v1:<sha-256>`), recorded for a counted failure instead of
    * the fold of the displayed tail; absent when the attempt had no output of its own to digest.
    */
   readonly outputSignature?: string | undefined

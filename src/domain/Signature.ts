@@ -1,14 +1,14 @@
-import { Sha256, sha256Hex } from "./Sha256.js"
+import { createHash, type Hash } from "node:crypto"
 
 /**
  * Failure signatures (SPEC §6 rule 4): an error text with its volatile tokens folded into
  * placeholders, so that "the same failure again" can be told from "a different failure".
  *
- * Two versions exist:
+ * Two forms exist, both of fold version `v1` (SPEC §6 rule 4: the stored signature has the `v1:` prefix):
  *
  * - `v1:<folded text>` (`foldSignature`): the fold of one text. Used where an attempt has no output
  *   of its own (the lease's infeasibility error) and by the migration of old state files.
- * - `v2:<sha-256 hex>` (`OutputDigest`): the attempt's WHOLE output, every line of every stream,
+ * - `v1:<sha-256 hex>` (`OutputDigest`): the attempt's WHOLE output, every line of every stream,
  *   each line folded as below and fed into a streaming digest per stream (memory stays flat however
  *   long the output). The stored 2000-character tail is only what is displayed: two different root
  *   causes followed by the same long traceback (vLLM's "Engine core initialization failed. See root
@@ -125,27 +125,34 @@ export const foldSignature = (text: string): string => SIGNATURE_PREFIX + foldTe
 export const signatureBody = (signature: string): string | undefined =>
   signature.startsWith(SIGNATURE_PREFIX) ? signature.slice(SIGNATURE_PREFIX.length) : undefined
 
-export const OUTPUT_SIGNATURE_PREFIX = "v2:"
+/** The digest form has the fold's version too: what "equal" means is the `v1` fold's. */
+export const OUTPUT_SIGNATURE_PREFIX = SIGNATURE_PREFIX
 
 /**
- * The `v2:` signature of an attempt's whole output, built line by line as the output arrives.
+ * SHA-256 from node:crypto: a pure computation (no I/O), the one non-`effect` import the domain
+ * allows itself rather than a hand-written hash.
+ */
+const sha256 = (): Hash => createHash("sha256")
+
+/**
+ * The `v1:<hex>` signature of an attempt's whole output, built line by line as the output arrives.
  * `add(channel, line)` folds the line (volatile tokens → placeholders, whitespace collapsed; blank
  * lines carry nothing and are skipped) and feeds it to the channel's digest; `signature()` combines
  * the channels (sorted by name, so arrival order across channels does not matter). Lines of one
  * channel count in their order. Constant memory per channel.
  */
 export class OutputDigest {
-  private readonly channels = new Map<string, { hash: Sha256; lines: number }>()
+  private readonly channels = new Map<string, { hash: Hash; lines: number }>()
 
   add(channel: string, line: string): void {
     const folded = foldText(line)
     if (folded === "") return
     let c = this.channels.get(channel)
     if (c === undefined) {
-      c = { hash: new Sha256(), lines: 0 }
+      c = { hash: sha256(), lines: 0 }
       this.channels.set(channel, c)
     }
-    c.hash.update(`${folded}\n`)
+    c.hash.update(`${folded}\n`, "utf8")
     c.lines++
   }
 
@@ -156,16 +163,16 @@ export class OutputDigest {
     return n
   }
 
-  /** `v2:<hex>`; call once, after the last line (a channel's digest is finished by it). */
+  /** `v1:<hex>`; call once, after the last line (a channel's digest is finished by it). */
   signature(): string {
     const parts = [...this.channels.entries()]
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([name, c]) => `${name}\u0000${c.lines}\u0000${c.hash.hex()}\n`)
-    return OUTPUT_SIGNATURE_PREFIX + sha256Hex(parts.join(""))
+      .map(([name, c]) => `${name}\u0000${c.lines}\u0000${c.hash.digest("hex")}\n`)
+    return OUTPUT_SIGNATURE_PREFIX + sha256().update(parts.join(""), "utf8").digest("hex")
   }
 }
 
-/** The `v2:` signature of a whole text given per channel (each split into lines). */
+/** The `v1:<hex>` signature of a whole text given per channel (each split into lines). */
 export const outputSignature = (channels: Readonly<Record<string, string>>): string => {
   const d = new OutputDigest()
   for (const [name, text] of Object.entries(channels)) for (const line of text.split("\n")) d.add(name, line)

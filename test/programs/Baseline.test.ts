@@ -176,7 +176,7 @@ describe("Baseline.run", () => {
         assert.strictEqual(a1!.signature, a2!.signature)
         const sig = report.state.baseline_last_failure_signature
         assert.isNotNull(sig)
-        assert.isTrue(sig!.startsWith("v2:"), sig!)
+        assert.isTrue(sig!.startsWith("v1:"), sig!)
         assert.strictEqual(sig, a2!.signature)
         assert.include(report.why, "the same way")
         assert.strictEqual(a1!.runtime_sec, 41)
@@ -240,7 +240,7 @@ describe("Baseline.run", () => {
         // the displayed errors are the same tail, the signatures are not
         assert.strictEqual(a1!.error, a2!.error)
         assert.notStrictEqual(a1!.signature, a2!.signature)
-        assert.isTrue(a1!.signature!.startsWith("v2:"), a1!.signature!)
+        assert.isTrue(a1!.signature!.startsWith("v1:"), a1!.signature!)
         assert.strictEqual(report.state.baseline_attempts.length, 3)
         assert.deepStrictEqual(classes(report.state), [
           "subprocess_nonzero",
@@ -908,7 +908,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
           a.error!
         )
         assert.include(a.error!, "No available memory for the cache blocks")
-        assert.match(a.signature!, /^v2:/)
+        assert.match(a.signature!, /^v1:[0-9a-f]{64}$/)
         assert.strictEqual(a.runtime_sec, 52.3)
         // the leased command: the runner, the server, the attempt's folder, then the client
         const argv = specs[0]!.argv

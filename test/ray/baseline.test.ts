@@ -135,8 +135,8 @@ describe("baseline run on real heads", () => {
     const [a1, a2] = state.baseline_attempts
     assert.notStrictEqual(a1.error, a2.error, "the raw errors differ (pids, ports, ids)")
     assert.strictEqual(a1.signature, a2.signature)
-    // v2: the digest of the whole output, folded line by line (SPEC §6 rule 4)
-    assert.match(state.baseline_last_failure_signature, /^v2:[0-9a-f]{64}$/)
+    // v1:<sha-256>: the digest of the whole output, folded line by line (SPEC §6 rule 4)
+    assert.match(state.baseline_last_failure_signature, /^v1:[0-9a-f]{64}$/)
     // Live output, prefixed, with the lease's GPU.
     assert.include(r.stderr, "[attempt 1] fake-serving-bench: attempt 1; CUDA_VISIBLE_DEVICES=0")
     assert.include(r.stderr, "[attempt 2] RuntimeError: worker pid")
