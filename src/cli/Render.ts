@@ -141,7 +141,7 @@ export const renderRepair = (r: RepairOutcome): string => {
   }
   if (r.plan !== null) {
     lines.push(
-      `  ray start --head --port=${r.plan.port}${r.plan.numCpus !== undefined ? ` --num-cpus=${r.plan.numCpus}` : ""}${r.plan.numGpus !== undefined ? ` --num-gpus=${r.plan.numGpus}` : ""} --resources='${JSON.stringify(r.plan.resources)}'`
+      `  ray start --head --port=${r.plan.port}${r.plan.numCpus !== undefined ? ` --num-cpus=${r.plan.numCpus}` : ""} --num-gpus=${r.plan.numGpus} --resources='${JSON.stringify(r.plan.resources)}'`
     )
   }
   if (r.action !== "none") lines.push(...renderGuards(r.guards))

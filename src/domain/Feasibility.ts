@@ -57,7 +57,7 @@ export const manualSlotFix = (snapshot: ClusterSnapshot, totals: ResourceMap): s
   const argv = [
     "ray start --head",
     `--port=${portOf(snapshot.gcsAddress) ?? "<port>"}`,
-    ...(gpus > 0 ? [`--num-gpus=${gpus}`] : []),
+    `--num-gpus=${gpus}`,
     `--resources=${shellQuote(resourcesJson(custom))}`,
     "--disable-usage-stats"
   ]

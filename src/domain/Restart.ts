@@ -7,15 +7,19 @@ export { SERVING_SLOT as SLOT } from "./Feasibility.js"
 export interface RestartPlan {
   readonly port: number
   readonly numCpus: number | undefined
-  /** undefined: let Ray detect the GPUs (the old head declared none). */
-  readonly numGpus: number | undefined
+  /**
+   * The GPUs to declare: the old head's count, 0 when it had no GPU key (`--num-gpus=0` gives no
+   * key at all, and a head started without `--num-gpus` on a GPU host would have one): never left to
+   * Ray's detection, which would hand every GPU of the host to a head that declared none.
+   */
+  readonly numGpus: number
   /** The old head's custom resources plus `serving_slot: 1`. */
   readonly resources: ResourceMap
 }
 
 /**
  * The restart plan for a lone head that lacks the slot (SPEC §4): same port, the old head's CPU
- * count, its declared GPUs (none declared: Ray detects them; `numGpusOverride` wins) and its
+ * count, its declared GPUs (none declared: 0, never Ray's detection; `numGpusOverride` wins) and its
  * custom resources, plus the slot.
  */
 export const restartPlan = (
@@ -39,7 +43,7 @@ export const restartPlan = (
   return {
     port,
     numCpus: cpus !== undefined ? Math.round(cpus) : undefined,
-    numGpus: numGpusOverride ?? ((gpus ?? 0) > 0 ? Math.round(gpus!) : undefined),
+    numGpus: numGpusOverride ?? Math.round(gpus ?? 0),
     resources: custom
   }
 }

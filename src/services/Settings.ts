@@ -1,3 +1,4 @@
+import * as nodePath from "node:path"
 import { Config, ConfigProvider, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { parseNodeCount, parseRayAddress, type RayAddress } from "../domain/Address.js"
 import { type InvalidAddress, InvalidSetting } from "../domain/Errors.js"
@@ -23,7 +24,7 @@ export interface SettingsShape {
   readonly rayPython: string | undefined
   /** HYPERLOOM_RAY_NUM_GPUS: GPUs to declare when (re)starting a head. */
   readonly numGpusOverride: number | undefined
-  /** Ray's temp dir root (RAY_TMPDIR, default /tmp/ray); the repair lock lives next to it. */
+  /** Ray's temp dir (`<RAY_TMPDIR, else TMPDIR, else /tmp>/ray`), resolved as the installed Ray does. */
   readonly rayTempDir: string
   /** RAY_AUTH_MODE; with `token`, every GCS call carries `authorization: Bearer <token>`. */
   readonly authMode: string | undefined
@@ -58,6 +59,22 @@ const wholeNumber = (name: string, raw: string | undefined, min: number, max: nu
     : Either.left(
         new InvalidSetting({ name, value: v, reason: `expected a whole number from ${min} to ${max}` })
       )
+}
+
+/**
+ * Ray's temp dir exactly as the installed Ray resolves it (Ray 2.58, `ray/_common/utils.py`
+ * `get_default_system_temp_dir`): `RAY_TMPDIR` if it is set, else on Linux `TMPDIR` if it is set,
+ * else `/tmp`; then `ray`. "Set" is `in os.environ`: an empty value counts (and gives a relative
+ * `ray`, as it does for Ray). The current-cluster file and the session live under it.
+ */
+export const rayTempDirFor = (env: Readonly<Record<string, string | undefined>>): string => {
+  const base =
+    env.RAY_TMPDIR !== undefined
+      ? env.RAY_TMPDIR
+      : process.platform === "linux" && env.TMPDIR !== undefined
+        ? env.TMPDIR
+        : "/tmp"
+  return nodePath.posix.join(base, "ray")
 }
 
 /** One variable as a string, or undefined when it is not set (a ConfigError is a defect: there is none to expect). */
@@ -109,7 +126,6 @@ export const load = (
     const headPort = (yield* wholeNumber("HL_RAY_HEAD_PORT", v.HL_RAY_HEAD_PORT, 1, 65535)) ?? 6379
     const numGpusOverride = yield* wholeNumber("HYPERLOOM_RAY_NUM_GPUS", v.HYPERLOOM_RAY_NUM_GPUS, 0, 1024)
     const nonEmpty = (x: string | undefined) => (x !== undefined && x.trim() !== "" ? x.trim() : undefined)
-    const tmp = nonEmpty(v.RAY_TMPDIR)
     const token = v.RAY_AUTH_TOKEN
     return {
       rayAddress,
@@ -120,7 +136,7 @@ export const load = (
       rayExecutable: nonEmpty(v.HYPERLOOM_RAY),
       rayPython: nonEmpty(v.HYPERLOOM_RAY_PYTHON),
       numGpusOverride,
-      rayTempDir: tmp !== undefined ? `${tmp.replace(/\/+$/, "")}/ray` : "/tmp/ray",
+      rayTempDir: rayTempDirFor({ RAY_TMPDIR: v.RAY_TMPDIR, TMPDIR: v.TMPDIR }),
       authMode: nonEmpty(v.RAY_AUTH_MODE),
       authToken:
         token !== undefined && Redacted.value(token).trim() !== ""

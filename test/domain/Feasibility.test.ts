@@ -96,10 +96,9 @@ describe("checkFeasibility", () => {
       assert.include(error.detail, `--resources='{"nvme": 2, "serving_slot": 1}'`)
     })
 
-    it("the manual fix declares no GPUs when the head has none", () => {
+    it("the manual fix keeps 0 GPUs as --num-gpus=0 when the head has none (else Ray detects them all)", () => {
       const error = infeasibleOf(checkFeasibility(head({ CPU: 2 }), { gpus: 0, servingSlot: true }))
-      assert.notInclude(error.detail, "--num-gpus")
-      assert.include(error.detail, `--port=6379 --resources='{"serving_slot": 1}'`)
+      assert.include(error.detail, `--port=6379 --num-gpus=0 --resources='{"serving_slot": 1}'`)
     })
 
     it("the manual fix quotes a resource name with a quote in it for the shell", () => {

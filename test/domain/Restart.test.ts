@@ -24,9 +24,10 @@ describe("restartPlan", () => {
     })
   })
 
-  it("lets Ray detect GPUs when the old head declared none", () => {
-    assert.isUndefined(restartPlan(head({ CPU: 2 }), 6379, undefined).numGpus)
-    assert.isUndefined(restartPlan(head({ CPU: 2, GPU: 0 }), 6379, undefined).numGpus)
+  it("keeps 0 as 0: a head that declared no GPUs is restarted with --num-gpus=0, not with every GPU Ray detects", () => {
+    // `ray start --head --num-gpus=0` gives no GPU key at all (RAY.md), so no key means 0 declared.
+    assert.strictEqual(restartPlan(head({ CPU: 2 }), 6379, undefined).numGpus, 0)
+    assert.strictEqual(restartPlan(head({ CPU: 2, GPU: 0 }), 6379, undefined).numGpus, 0)
   })
 
   it("HYPERLOOM_RAY_NUM_GPUS overrides the old head's GPUs, also 0", () => {
@@ -96,7 +97,7 @@ describe("restartPlan", () => {
     assert.deepStrictEqual(restartPlan(empty, 6379, undefined), {
       port: 6379,
       numCpus: undefined,
-      numGpus: undefined,
+      numGpus: 0,
       resources: { serving_slot: 1 }
     })
   })

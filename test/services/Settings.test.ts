@@ -87,3 +87,34 @@ describe("Settings.layer reads through Config", () => {
     })
   )
 })
+
+// Ray 2.58's ray/_common/utils.py get_default_system_temp_dir: RAY_TMPDIR if set, else on Linux
+// TMPDIR if set, else /tmp; the temp dir is `<that>/ray`. hyperloom must read the same files.
+describe("Settings.rayTempDir resolves Ray's temp dir as the installed Ray does", () => {
+  const tempDir = (env: Record<string, string>) =>
+    Effect.map(Settings.readSettings(env), (s) => s.rayTempDir).pipe(fromMap(env))
+
+  it.effect("defaults to /tmp/ray", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* tempDir({}), "/tmp/ray")
+    })
+  )
+
+  it.effect("TMPDIR counts when RAY_TMPDIR is not set (as `ray start` under TMPDIR=/x writes /x/ray)", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* tempDir({ TMPDIR: "/x" }), "/x/ray")
+      assert.strictEqual(yield* tempDir({ TMPDIR: "/x/" }), "/x/ray")
+    })
+  )
+
+  it.effect("RAY_TMPDIR wins over TMPDIR", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* tempDir({ RAY_TMPDIR: "/r", TMPDIR: "/x" }), "/r/ray")
+    })
+  )
+
+  it("a set but empty variable counts as set, as `in os.environ` does (a relative ./ray)", () => {
+    assert.strictEqual(Settings.rayTempDirFor({ RAY_TMPDIR: "", TMPDIR: "/x" }), "ray")
+    assert.strictEqual(Settings.rayTempDirFor({ TMPDIR: "" }), "ray")
+  })
+})
