@@ -3,7 +3,7 @@ import type { PlatformError } from "@effect/platform/Error"
 import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
 import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
 import { oneLine } from "../domain/Text.js"
-import { holdLockFile, isNotFound, pidAlive } from "./LockFile.js"
+import { holdLockFile, isNotFound, type LockUnavailable, pidAlive } from "./LockFile.js"
 
 export { pidAlive }
 
@@ -15,9 +15,9 @@ export { pidAlive }
  *   `StateFromFuture`.
  * - `save` is atomic (temp file in the same directory, write, fsync, rename, fsync of the directory)
  *   and refuses to replace a file that `load` would refuse, so an unreadable state is never overwritten.
- * - `lock` holds `<session>/.lock` (the holder's pid) for the scope: one run per session. The lock file
- *   is created complete, by hard-linking a temp file that already holds the pid, so a reader never sees
- *   a half-written lock. A lock whose pid is no longer alive is stale and is taken over.
+ * - `lock` holds the session's lock for the scope: one run per session. It is the kernel-released
+ *   lock of LockFile.ts named by the session directory's identity (device, inode) and `.lock`: no
+ *   file is written, the kernel frees it when the holder dies, so there is no stale lock to judge.
  */
 
 export const STATE_FILE = "state.json"
@@ -50,7 +50,8 @@ export class SessionLocked extends Data.TaggedError("SessionLocked")<{
   readonly pid: number
 }> {
   override get message(): string {
-    return `session is in use by process ${this.pid} (lock ${this.path}); wait for that run to end, or remove the lock if no hyperloom run is active`
+    const who = this.pid > 0 ? `process ${this.pid}` : "another process"
+    return `session is in use by ${who} (lock ${this.path}); wait for that run to end (the lock goes with it, even if it is killed)`
   }
 }
 
@@ -94,7 +95,7 @@ export const makeFileStateStore = Effect.gen(function* () {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
 
-  const io = (operation: string, target: string) => (e: PlatformError) =>
+  const io = (operation: string, target: string) => (e: PlatformError | LockUnavailable) =>
     new StateIoFailed({ path: target, operation, detail: e.message })
 
   const readIfExists = (file: string) =>
@@ -149,7 +150,7 @@ export const makeFileStateStore = Effect.gen(function* () {
   const lock = Effect.fn("StateStore.lock")(function* (sessionDir: string) {
     yield* ensureDir(sessionDir)
     const lockPath = path.join(sessionDir, LOCK_FILE)
-    yield* holdLockFile(lockPath).pipe(
+    yield* holdLockFile(lockPath, { what: `baseline run --session ${sessionDir}` }).pipe(
       Effect.provideService(FileSystem.FileSystem, fs),
       Effect.mapError((e): SessionLocked | StateIoFailed =>
         e._tag === "LockHeld"

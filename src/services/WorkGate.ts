@@ -1,37 +1,41 @@
-import * as path from "node:path"
-import { FileSystem } from "@effect/platform"
 import { Effect, Layer, Scope } from "effect"
-import { holdLockFile, type LockHeld } from "./LockFile.js"
-import { layerTest as layerTestSettings, Settings } from "./Settings.js"
+import { holdNamedLock, type LockHeld } from "./LockFile.js"
 
 /** How long to wait for another hyperloom process that is working on the host's Ray head. */
 const HOST_LOCK_WAIT_MS = 300_000
 
 /**
+ * The host lock's name: one fixed abstract socket name for the whole host (its network namespace),
+ * whatever a process's RAY_TMPDIR/TMPDIR, because `ray stop --force` kills every Ray process on
+ * the host whatever temp dir it was started with.
+ */
+export const HOST_LOCK_NAME = "hyperloom-ray-host-lock"
+
+/**
  * The one permit that keeps lease work (connect, feasibility check, actor creation) and repair
  * work exclusive, the process-wide facts the repair guards need (has a lease actor been
- * submitted; which Ray jobs are our own drivers), and the host-wide lock file (next to Ray's temp
- * dir) that extends the same exclusion to every hyperloom process on the host, so two of them
- * never repair at once and none submits a lease while another restarts the head.
+ * submitted; which Ray jobs are our own drivers), and the host-wide lock (LockFile.ts: a lock the
+ * kernel releases when its holder dies, the same for every process on the host) that extends the
+ * same exclusion to every hyperloom process on the host, so two of them never repair at once and
+ * none submits a lease while another restarts the head.
  *
  * Provide it once (main.ts composes it once): a second instance would be a second semaphore.
  */
-export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/WorkGate", {
-  effect: Effect.gen(function* () {
-    const settings = yield* Settings
-    const fs = yield* FileSystem.FileSystem
+const makeWorkGate = (lockName: string) =>
+  Effect.gen(function* () {
     const permit = yield* Effect.makeSemaphore(1)
     let leaseSubmitted = false
     const ownJobs = new Set<string>()
-    const lockPath = path.join(path.dirname(settings.rayTempDir), "hyperloom-ray.lock")
-    const holdHostLock = holdLockFile(lockPath, {
+    const holdHostLock = holdNamedLock(lockName, `the host's Ray lock (${lockName})`, {
       waitMs: HOST_LOCK_WAIT_MS,
-      onWait: (pid) =>
-        Effect.logInfo(`waiting for hyperloom process ${pid}, which is working on the Ray head`)
+      onWait: (held) =>
+        Effect.logInfo(
+          `waiting for ${held.holderPid > 0 ? `hyperloom process ${held.holderPid}` : "another hyperloom process"}` +
+            `${held.holderWhat !== undefined ? ` (${held.holderWhat})` : ""}, which is working on the Ray head`
+        )
     }).pipe(
-      Effect.provideService(FileSystem.FileSystem, fs),
-      // A lock file that cannot be written at all is an OS impossibility here.
-      Effect.catchAll((e) => (e._tag === "LockHeld" ? Effect.fail(e) : Effect.die(e)))
+      // A socket that cannot be bound at all (not Linux) is an OS impossibility here.
+      Effect.catchTag("LockUnavailable", (e) => Effect.die(e))
     )
     return {
       /**
@@ -54,25 +58,28 @@ export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/Wor
       addOwnJob: (jobId: string) => Effect.sync(() => ownJobs.add(jobId.toLowerCase())),
       removeOwnJob: (jobId: string) => Effect.sync(() => ownJobs.delete(jobId.toLowerCase())),
       ownJobIds: Effect.sync((): ReadonlyArray<string> => [...ownJobs]),
-      hostLockPath: lockPath
+      hostLockName: lockName
     }
   })
+
+export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/WorkGate", {
+  effect: makeWorkGate(HOST_LOCK_NAME)
 }) {}
 
 export type { LockHeld }
 
-/** The live layer: one permit and the host-wide lock file next to Ray's temp dir. */
-export const layer: Layer.Layer<WorkGate, never, Settings | FileSystem.FileSystem> = WorkGate.Default
+/** The live layer: one permit and the host's Ray lock (HOST_LOCK_NAME). */
+export const layer: Layer.Layer<WorkGate> = WorkGate.Default
+
+let testGates = 0
 
 /**
- * A test layer: the same permit and process-wide facts, with the host-wide lock file in a fresh
- * temporary directory of its own (so tests never contend with this host's hyperloom processes).
+ * A test layer: the same permit and process-wide facts, with a host lock of its own name (so
+ * tests never contend with this host's hyperloom processes for the real one). Fresh per build.
  */
-export const layerTest: Layer.Layer<WorkGate, never, FileSystem.FileSystem> = Layer.unwrapScoped(
-  Effect.map(
-    Effect.flatMap(FileSystem.FileSystem, (fs) =>
-      fs.makeTempDirectoryScoped({ prefix: "hyperloom-workgate-" })
-    ),
-    (dir) => WorkGate.Default.pipe(Layer.provide(layerTestSettings({ rayTempDir: path.join(dir, "ray") })))
+export const layerTest: Layer.Layer<WorkGate> = Layer.effect(
+  WorkGate,
+  Effect.suspend(() =>
+    Effect.map(makeWorkGate(`hyperloom-test-gate:${process.pid}:${++testGates}`), (g) => WorkGate.make(g))
   )
-).pipe(Layer.orDie)
+)

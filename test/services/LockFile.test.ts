@@ -1,65 +1,212 @@
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Scope } from "effect"
-import { holdLockFile } from "../../src/services/LockFile.js"
+import {
+  abstractName,
+  holdLockFile,
+  holdNamedLock,
+  type LockHeld,
+  lockFileName
+} from "../../src/services/LockFile.js"
+import { lockHolderProcess } from "../support/lockHolder.js"
 
 const tempLock = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-lock-")), "x.lock")
 
-describe("holdLockFile", () => {
-  it.live("holds the lock for its scope, with our pid inside, and removes it on release", () =>
+/** A lock name no other test (or test run) uses. */
+let counter = 0
+const freshName = () => `hyperloom-test-lock:${process.pid}:${Date.now()}:${++counter}`
+
+describe("holdNamedLock: a lock the kernel releases", () => {
+  it.live("holds the lock for its scope; a second taker is refused and told who holds it and why", () =>
     Effect.gen(function* () {
-      const file = tempLock()
+      const name = freshName()
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* holdLockFile(file)
-          assert.strictEqual(fs.readFileSync(file, "utf8"), `${process.pid}\n`)
-          const second = yield* Effect.scoped(holdLockFile(file)).pipe(Effect.flip)
+          yield* holdNamedLock(name, "the test lock", { what: "holding it for the test" })
+          const second = yield* Effect.scoped(holdNamedLock(name, "the test lock")).pipe(Effect.flip)
           assert.strictEqual(second._tag, "LockHeld")
-          assert.strictEqual(second._tag === "LockHeld" ? second.holderPid : undefined, process.pid)
+          if (second._tag === "LockHeld") {
+            assert.strictEqual(second.holderPid, process.pid)
+            assert.strictEqual(second.holderWhat, "holding it for the test")
+            assert.strictEqual(
+              second.message,
+              `the test lock is held by process ${process.pid} (holding it for the test)`
+            )
+          }
         })
       )
-      assert.isFalse(fs.existsSync(file))
-      assert.deepStrictEqual(fs.readdirSync(path.dirname(file)), [], "no temp file left behind")
-    }).pipe(Effect.provide(NodeFileSystem.layer))
+      // Released with the scope: the next taker gets it at once.
+      yield* Effect.scoped(holdNamedLock(name, "the test lock"))
+    })
   )
 
   it.live("a waiter says once whom it waits for and gets the lock when the holder lets go", () =>
     Effect.gen(function* () {
-      const file = tempLock()
+      const name = freshName()
       const holder = yield* Scope.make()
-      yield* Scope.extend(holdLockFile(file), holder)
-      const waited: number[] = []
+      yield* Scope.extend(holdNamedLock(name, "L", { what: "first" }), holder)
+      const waited: Array<LockHeld> = []
       const waiter = yield* Effect.fork(
         Effect.scoped(
-          Effect.zipRight(
-            holdLockFile(file, { waitMs: 5_000, onWait: (pid) => Effect.sync(() => waited.push(pid)) }),
-            Effect.sync(() => fs.readFileSync(file, "utf8"))
-          )
+          holdNamedLock(name, "L", { waitMs: 5_000, onWait: (h) => Effect.sync(() => waited.push(h)) })
         )
       )
       yield* Effect.sleep(Duration.millis(400))
       yield* Scope.close(holder, Exit.void)
-      const content = yield* Fiber.join(waiter)
-      assert.strictEqual(content, `${process.pid}\n`)
-      assert.deepStrictEqual(waited, [process.pid])
+      yield* Fiber.join(waiter)
+      assert.deepStrictEqual(
+        waited.map((h) => [h.holderPid, h.holderWhat]),
+        [[process.pid, "first"]]
+      )
+    })
+  )
+
+  it.live("a waiter gives up after waitMs with LockHeld", () =>
+    Effect.gen(function* () {
+      const name = freshName()
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* holdNamedLock(name, "L")
+          const started = Date.now()
+          const e = yield* Effect.flip(Effect.scoped(holdNamedLock(name, "L", { waitMs: 300 })))
+          assert.strictEqual(e._tag, "LockHeld")
+          assert.isAtLeast(Date.now() - started, 250)
+        })
+      )
+    })
+  )
+
+  it.live("the holder in another process is named, and its SIGKILL frees the lock at once", () =>
+    Effect.gen(function* () {
+      const name = freshName()
+      const scope = yield* Scope.make()
+      const child = yield* Scope.extend(lockHolderProcess(name, "another run"), scope)
+      const e = yield* Effect.flip(Effect.scoped(holdNamedLock(name, "L")))
+      assert.strictEqual(e._tag, "LockHeld")
+      if (e._tag === "LockHeld") {
+        assert.strictEqual(e.holderPid, child.pid)
+        assert.strictEqual(e.holderWhat, "another run")
+      }
+      const exited = Effect.async<void>((resume) => {
+        child.once("exit", () => resume(Effect.void))
+      })
+      child.kill("SIGKILL")
+      yield* exited
+      // Nothing stale to judge: no file, no pid; the kernel freed the name with the process.
+      const started = Date.now()
+      yield* Effect.scoped(holdNamedLock(name, "L", { waitMs: 2_000 }))
+      assert.isBelow(Date.now() - started, 1_000)
+      yield* Scope.close(scope, Exit.void)
+    })
+  )
+
+  it.live("children started while the lock is held do not inherit it", () =>
+    Effect.gen(function* () {
+      // `ray start` leaves daemons running: an inherited socket would hold the lock forever.
+      const name = freshName()
+      const child = yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* holdNamedLock(name, "L")
+          return spawn("sleep", ["30"], { stdio: "ignore", detached: true })
+        })
+      )
+      try {
+        yield* Effect.scoped(holdNamedLock(name, "L"))
+      } finally {
+        child.kill("SIGKILL")
+      }
+    })
+  )
+
+  it.live("waiters racing for a lock whose holder was SIGKILLed never hold it together", () =>
+    Effect.gen(function* () {
+      let inside = 0
+      let most = 0
+      let entered = 0
+      for (let round = 0; round < 10; round++) {
+        const name = freshName()
+        const scope = yield* Scope.make()
+        const holder = yield* Scope.extend(lockHolderProcess(name), scope)
+        const waiter = Effect.scoped(
+          Effect.gen(function* () {
+            yield* holdNamedLock(name, "L", { waitMs: 10_000 })
+            inside += 1
+            entered += 1
+            most = Math.max(most, inside)
+            yield* Effect.sleep(Duration.millis(5))
+            inside -= 1
+          })
+        )
+        const waiters = yield* Effect.fork(
+          Effect.all(
+            Array.from({ length: 6 }, () => waiter),
+            { concurrency: "unbounded" }
+          )
+        )
+        yield* Effect.sleep(Duration.millis(50))
+        holder.kill("SIGKILL")
+        yield* Fiber.join(waiters)
+        yield* Scope.close(scope, Exit.void)
+      }
+      assert.strictEqual(entered, 60)
+      assert.strictEqual(most, 1, "two waiters held the lock at once")
+    })
+  )
+
+  it("a name too long for an abstract socket keeps a readable prefix and a digest", () => {
+    const long = `hyperloom-lock:${"x".repeat(200)}`
+    const a = abstractName(long)
+    assert.isAtMost(Buffer.byteLength(a), 107)
+    assert.isTrue(a.startsWith("hyperloom-lock:"))
+    assert.notStrictEqual(abstractName(`${long}y`), a)
+    assert.strictEqual(abstractName("short"), "short")
+  })
+})
+
+describe("holdLockFile", () => {
+  it.live("writes no file, and one directory reached by two paths is one lock", () =>
+    Effect.gen(function* () {
+      const file = tempLock()
+      const dir = path.dirname(file)
+      const link = `${dir}-link`
+      fs.symlinkSync(dir, link)
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* holdLockFile(file)
+          assert.deepStrictEqual(fs.readdirSync(dir), [])
+          const e = yield* Effect.flip(Effect.scoped(holdLockFile(path.join(link, "x.lock"))))
+          assert.strictEqual(e._tag, "LockHeld")
+          // Another file name in the same directory is another lock.
+          yield* Effect.scoped(holdLockFile(path.join(dir, "y.lock")))
+        })
+      )
+      fs.unlinkSync(link)
     }).pipe(Effect.provide(NodeFileSystem.layer))
   )
 
-  it.live("a stale lock (dead pid, or not a pid) is taken over", () =>
+  it.live("a lock file left by an older hyperloom (even with our own pid) never blocks", () =>
     Effect.gen(function* () {
-      for (const stale of ["2147483646\n", "", "garbage"]) {
+      // The pid-file lock made a waiter wait 300 s on a reused or its own pid.
+      for (const leftover of [`${process.pid}\n`, "2147483646\n", "garbage"]) {
         const file = tempLock()
-        fs.writeFileSync(file, stale)
-        yield* Effect.scoped(
-          Effect.sync(() => undefined).pipe(
-            Effect.zipLeft(holdLockFile(file)),
-            Effect.tap(() => assert.strictEqual(fs.readFileSync(file, "utf8"), `${process.pid}\n`))
-          )
-        )
+        fs.writeFileSync(file, leftover)
+        yield* Effect.scoped(holdLockFile(file))
       }
     }).pipe(Effect.provide(NodeFileSystem.layer))
+  )
+
+  it.live("the lock another process holds on the same file is refused with its pid", () =>
+    Effect.gen(function* () {
+      const file = tempLock()
+      const name = yield* lockFileName(file)
+      const child = yield* lockHolderProcess(name)
+      const e = yield* Effect.flip(Effect.scoped(holdLockFile(file)))
+      assert.strictEqual(e._tag, "LockHeld")
+      if (e._tag === "LockHeld") assert.strictEqual(e.holderPid, child.pid)
+    }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
   )
 })

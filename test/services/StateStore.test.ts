@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import * as NodePath from "node:path"
 import { FileSystem } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -6,7 +6,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Scope } from "effect"
 import { foldSignature } from "../../src/domain/Signature.js"
 import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
+import { lockFileName } from "../../src/services/LockFile.js"
 import { LOCK_FILE, layer, layerTest, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
+import { lockHolderProcess } from "../support/lockHolder.js"
 
 const live = layer.pipe(Layer.provideMerge(NodeContext.layer))
 
@@ -52,12 +54,6 @@ const deadPid = (): number => {
   assert.isNumber(r.pid)
   return r.pid!
 }
-
-/** A live child process for the scope of the test, killed (by its own pid) at the end. */
-const liveChild = Effect.acquireRelease(
-  Effect.sync(() => spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" })),
-  (child) => Effect.sync(() => child.kill("SIGKILL"))
-)
 
 const listDir = (dir: string) =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(dir)).pipe(
@@ -199,84 +195,65 @@ describe("StateStore.layer", () => {
 })
 
 describe("StateStore.layer lock", () => {
-  it.scopedLive("holds <session>/.lock with our pid, refuses a second holder, releases on scope close", () =>
-    Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
-      const store = yield* StateStore
-      const session = NodePath.join(yield* tempDir, "s")
-      const lockPath = NodePath.join(session, LOCK_FILE)
+  it.scopedLive(
+    "holds the session's lock without writing a file, refuses a second holder, releases on scope close",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* StateStore
+        const session = NodePath.join(yield* tempDir, "s")
 
-      const scope = yield* Scope.make()
-      yield* Scope.extend(store.lock(session), scope)
-      assert.strictEqual((yield* fs.readFileString(lockPath)).trim(), String(process.pid))
+        const scope = yield* Scope.make()
+        yield* Scope.extend(store.lock(session), scope)
+        const second = yield* Effect.flip(Effect.scoped(store.lock(session)))
+        assert.strictEqual(second._tag, "SessionLocked")
+        if (second._tag === "SessionLocked") assert.strictEqual(second.pid, process.pid)
+        assert.include(second.message, `process ${process.pid}`)
+        assert.include(second.message, NodePath.join(session, LOCK_FILE))
+        // Nothing written: a killed holder leaves nothing behind to judge.
+        assert.deepStrictEqual(yield* listDir(session), [])
 
-      const second = yield* Effect.flip(Effect.scoped(store.lock(session)))
-      assert.strictEqual(second._tag, "SessionLocked")
-      if (second._tag === "SessionLocked") assert.strictEqual(second.pid, process.pid)
-      assert.include(second.message, `process ${process.pid}`)
-      // The failed attempt left no temp file behind and did not touch the holder's lock.
-      assert.deepStrictEqual(yield* listDir(session), [LOCK_FILE])
-
-      yield* Scope.close(scope, Exit.void)
-      assert.isFalse(yield* fs.exists(lockPath))
-      yield* Effect.scoped(store.lock(session))
-      assert.isFalse(yield* fs.exists(lockPath))
-    }).pipe(Effect.provide(live))
+        yield* Scope.close(scope, Exit.void)
+        yield* Effect.scoped(store.lock(session))
+      }).pipe(Effect.provide(live))
   )
 
-  it.scopedLive("a lock held by another live process is refused and left in place", () =>
+  it.scopedLive("a lock held by another live process is refused with its pid; its death frees it", () =>
     Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
       const store = yield* StateStore
       const session = yield* tempDir
-      const child = yield* liveChild
-      const lockPath = NodePath.join(session, LOCK_FILE)
-      yield* fs.writeFileString(lockPath, `${child.pid}\n`)
+      const child = yield* lockHolderProcess(
+        yield* lockFileName(NodePath.join(session, LOCK_FILE)),
+        "baseline run --session elsewhere"
+      )
       const e = yield* Effect.flip(Effect.scoped(store.lock(session)))
       assert.strictEqual(e._tag, "SessionLocked")
       if (e._tag === "SessionLocked") assert.strictEqual(e.pid, child.pid)
-      assert.strictEqual(yield* fs.readFileString(lockPath), `${child.pid}\n`)
+      const exited = Effect.async<void>((resume) => {
+        child.once("exit", () => resume(Effect.void))
+      })
+      child.kill("SIGKILL")
+      yield* exited
+      yield* Effect.scoped(store.lock(session))
     }).pipe(Effect.provide(live))
   )
 
-  const staleContents: ReadonlyArray<readonly [string, () => string]> = [
+  const leftovers: ReadonlyArray<readonly [string, () => string]> = [
     ["a dead pid", () => `${deadPid()}\n`],
+    ["our own pid", () => `${process.pid}\n`],
     ["garbage", () => "not a pid"],
     ["an empty file", () => ""]
   ]
-  it.scopedLive.each(staleContents)("a stale lock holding %s is taken over", ([_name, content]) =>
-    Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
-      const store = yield* StateStore
-      const session = yield* tempDir
-      const lockPath = NodePath.join(session, LOCK_FILE)
-      yield* fs.writeFileString(lockPath, content())
-      yield* Effect.scoped(
-        Effect.gen(function* () {
-          yield* store.lock(session)
-          assert.strictEqual((yield* fs.readFileString(lockPath)).trim(), String(process.pid))
-        })
-      )
-      assert.isFalse(yield* fs.exists(lockPath))
-      assert.deepStrictEqual(yield* listDir(session), [])
-    }).pipe(Effect.provide(live))
-  )
-
-  it.scopedLive("release leaves a lock that is no longer ours", () =>
-    Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
-      const store = yield* StateStore
-      const session = yield* tempDir
-      const child = yield* liveChild
-      const lockPath = NodePath.join(session, LOCK_FILE)
-      yield* Effect.scoped(
-        Effect.gen(function* () {
-          yield* store.lock(session)
-          yield* fs.writeFileString(lockPath, `${child.pid}\n`)
-        })
-      )
-      assert.strictEqual(yield* fs.readFileString(lockPath), `${child.pid}\n`)
-    }).pipe(Effect.provide(live))
+  it.scopedLive.each(leftovers)(
+    "a .lock file left by an older hyperloom holding %s never blocks",
+    ([_name, content]) =>
+      Effect.gen(function* () {
+        const fs = yield* FileSystem.FileSystem
+        const store = yield* StateStore
+        const session = yield* tempDir
+        const lockPath = NodePath.join(session, LOCK_FILE)
+        yield* fs.writeFileString(lockPath, content())
+        yield* Effect.scoped(store.lock(session))
+      }).pipe(Effect.provide(live))
   )
 })
 
