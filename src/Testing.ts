@@ -48,7 +48,8 @@ export const idleHead = (
     actors: [],
     jobs: [],
     resources: [{ nodeId: HEAD_NODE_ID, total, available: total }],
-    demands: []
+    demands: [],
+    placementGroups: []
   }
 }
 

@@ -102,3 +102,59 @@ export const rayletGcsAddresses = (daemons: ReadonlyArray<RayDaemon>): ReadonlyA
   for (const r of raylets(daemons)) if (r.gcsAddress !== undefined) set.add(r.gcsAddress)
   return [...set].sort()
 }
+
+// ---- whether /proc shows every process ------------------------------------------------------
+
+/** CAP_SYS_PTRACE: with it, `hidepid` hides nothing (the kernel's ptrace_may_access check passes). */
+export const CAP_SYS_PTRACE = 19
+
+export interface ProcVisibilityInput {
+  /** The text of /proc/self/mountinfo. */
+  readonly mountinfo: string
+  /** The mount point of the /proc tree that is read (`/proc`). */
+  readonly root: string
+  /** The effective capability set (`CapEff:` of /proc/self/status), undefined when unknown. */
+  readonly capEff: bigint | undefined
+  /** This process's group ids (effective and supplementary). */
+  readonly groups: ReadonlyArray<number>
+}
+
+/** mountinfo escapes space, tab, newline and backslash in paths as octal (`\040`). */
+const unescapeMountPath = (p: string): string =>
+  p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)))
+
+/**
+ * Why the /proc mounted at `root` may hide other users' processes from this process, or undefined
+ * when it shows every process (SPEC §9 "Ray's own view of the host"). A proc mount with `hidepid`
+ * other than 0/off (1 noaccess, 2 invisible, 4 ptraceable) hides the processes of other users
+ * unless this process may ptrace them (CAP_SYS_PTRACE) or belongs to the mount's `gid=` group.
+ * `subset=pid` only hides /proc's non-process entries, not processes. The topmost proc mount at
+ * `root` (the last in mountinfo) is the one a reader sees; a tree that is not a proc mount (a
+ * recorded fixture) hides nothing it recorded.
+ */
+export const procHiddenReason = (input: ProcVisibilityInput): string | undefined => {
+  let options: ReadonlyArray<string> | undefined
+  for (const line of input.mountinfo.split("\n")) {
+    const [left, right] = line.split(" - ")
+    if (left === undefined || right === undefined) continue
+    const mountPoint = left.split(" ")[4]
+    const [fsType, , superOptions = ""] = right.split(" ")
+    if (mountPoint === undefined || unescapeMountPath(mountPoint) !== input.root) continue
+    // A later mount at the same point covers the earlier ones.
+    options = fsType === "proc" ? superOptions.split(",") : undefined
+  }
+  if (options === undefined) return undefined
+  const value = (name: string) => options.find((o) => o.startsWith(`${name}=`))?.slice(name.length + 1)
+  const hidepid = value("hidepid")
+  if (hidepid === undefined || hidepid === "0" || hidepid === "off") return undefined
+  if (input.capEff !== undefined && ((input.capEff >> BigInt(CAP_SYS_PTRACE)) & 1n) === 1n) return undefined
+  const gid = value("gid")
+  if (gid !== undefined && input.groups.includes(Number(gid))) return undefined
+  return `${input.root} is mounted with hidepid=${hidepid} and this process has neither CAP_SYS_PTRACE${gid !== undefined ? ` nor group ${gid}` : ""}: other users' Ray daemons would be invisible (run hyperloom as root or with CAP_SYS_PTRACE)`
+}
+
+/** `CapEff:` of a /proc/<pid>/status text, undefined when absent or malformed. */
+export const parseCapEff = (status: string): bigint | undefined => {
+  const m = /^CapEff:\s*([0-9a-fA-F]+)\s*$/m.exec(status)
+  return m === null ? undefined : BigInt(`0x${m[1]}`)
+}

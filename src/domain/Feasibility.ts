@@ -67,14 +67,33 @@ export const manualSlotFix = (snapshot: ClusterSnapshot, totals: ResourceMap): s
   )
 }
 
-const slotWarnings = (snapshot: ClusterSnapshot, totals: ResourceMap): ReadonlyArray<string> => {
-  const slots = totals[SERVING_SLOT]
-  if (slots === undefined) return []
-  const nodes = aliveNodes(snapshot).length
-  if (Math.abs(slots - nodes) < RESOURCE_EPSILON) return []
-  return [
-    `${SERVING_SLOT} total is ${slots} on ${nodes} node(s); it should be 1 per node, or two serving runs can overlap`
-  ]
+const ID_SHOWN = 12
+
+/**
+ * The slot is a per-node mutex (SPEC §4): every node that declares `serving_slot` must declare
+ * exactly 1. Checked node by node (a cluster-wide sum hides two slots on one node and none on
+ * another); a node without the slot serves nothing and is not a warning (group feasibility
+ * reports what a node lacks). Dead node records are history, not nodes.
+ */
+const slotWarnings = (snapshot: ClusterSnapshot): ReadonlyArray<string> => {
+  const alive = aliveNodes(snapshot)
+  const perNode: ReadonlyArray<{ readonly nodeId: string; readonly total: ResourceMap }> =
+    snapshot.resources.length > 0
+      ? snapshot.resources.filter(
+          (r) => !snapshot.nodes.some((n) => n.nodeId === r.nodeId && n.state !== "ALIVE")
+        )
+      : alive.map((n) => ({ nodeId: n.nodeId, total: n.resourcesTotal }))
+  const warnings: Array<string> = []
+  for (const r of perNode) {
+    const slots = r.total[SERVING_SLOT]
+    if (slots === undefined || Math.abs(slots - 1) < RESOURCE_EPSILON) continue
+    const isHead = alive.some((n) => n.nodeId === r.nodeId && n.isHead)
+    const id = r.nodeId.length > ID_SHOWN ? `${r.nodeId.slice(0, ID_SHOWN)}…` : r.nodeId
+    warnings.push(
+      `${SERVING_SLOT} total is ${slots} on node ${id}${isHead ? " (head)" : ""}; it should be 1 per node, or two serving runs can overlap`
+    )
+  }
+  return warnings
 }
 
 const infeasible = (
@@ -94,7 +113,7 @@ const infeasible = (
  */
 export const checkFeasibility = (snapshot: ClusterSnapshot, request: LeaseRequest): FeasibilityVerdict => {
   const totals = totalResources(snapshot)
-  const warnings = slotWarnings(snapshot, totals)
+  const warnings = slotWarnings(snapshot)
   if (request.servingSlot && (totals[SERVING_SLOT] ?? 0) < 1 - RESOURCE_EPSILON) {
     return infeasible(
       "no_serving_slot",

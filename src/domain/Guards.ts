@@ -1,7 +1,7 @@
 import { Either } from "effect"
 import type { RayAddress } from "./Address.js"
 import { RESOURCE_EPSILON } from "./Feasibility.js"
-import type { ActorInfo, ClusterSnapshot, JobInfo, RayDaemon } from "./Snapshot.js"
+import type { ActorInfo, ClusterSnapshot, JobInfo, PlacementGroupInfo, RayDaemon } from "./Snapshot.js"
 
 /** The repair guards' stable ids (SPEC §4), in report order. */
 export const GUARD_IDS = [
@@ -39,6 +39,12 @@ export interface GuardInput {
   readonly ownJobIds: ReadonlyArray<string>
   /** Whether this process has already submitted a lease actor. */
   readonly leaseSubmitted: boolean
+  /**
+   * Why /proc may hide other users' processes from this process (a `hidepid` mount and no
+   * CAP_SYS_PTRACE), or undefined when it shows every process. A hidden foreign daemon would make
+   * `only_our_daemons` pass on a host it must refuse.
+   */
+  readonly procHidden: string | undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -113,8 +119,10 @@ const oneLocalNode: Guard = ({ snapshot, daemons }) => {
   )
 }
 
-const onlyOurDaemons: Guard = ({ snapshot, daemons, gcsPort }) => {
+const onlyOurDaemons: Guard = ({ snapshot, daemons, gcsPort, procHidden }) => {
   if (Either.isLeft(snapshot) || Either.isLeft(daemons)) return cannotTell("the host's Ray daemons")
+  // What /proc does not show cannot be told clean.
+  if (procHidden !== undefined) return `cannot tell: /proc may hide other users' processes (${procHidden})`
   const nodeIds = snapshot.right.nodes.map((n) => n.nodeId)
   const foreign: Array<string> = []
   // One gcs_server can serve the connected port; a second one claiming it (another network
@@ -142,6 +150,24 @@ const onlyOurDaemons: Guard = ({ snapshot, daemons, gcsPort }) => {
     : `other Ray daemons run on this host: ${listed(foreign)}`
 }
 
+/** Placement groups a restart would drop: every state but REMOVED (a pending one holds nothing). */
+const KEPT_GROUP_STATES: ReadonlySet<string> = new Set(["PENDING", "PREPARED", "CREATED", "RESCHEDULING"])
+
+const describeGroup = (g: PlacementGroupInfo): string => {
+  const facts = [
+    `id ${shortId(g.groupId)}`,
+    g.state,
+    ...(g.isDetached ? ["detached"] : []),
+    ...(g.creatorJobId === "" ? [] : [`job ${g.creatorJobId}`])
+  ]
+  return `${g.name === "" ? "(unnamed)" : g.name} (${facts.join(", ")})`
+}
+
+/**
+ * Held resources, and placement groups that are pending or created (detached or not): both are
+ * work a restart would drop. A pending group holds nothing and has no actor, so neither the
+ * resource table nor the actor table shows it; it refuses the repair like held resources.
+ */
 const noResourcesHeld: Guard = ({ snapshot }) => {
   if (Either.isLeft(snapshot)) return cannotTell("the resources")
   const { nodes, resources } = snapshot.right
@@ -156,9 +182,18 @@ const noResourcesHeld: Guard = ({ snapshot }) => {
   const unreported = nodes
     .filter((n) => n.state === "ALIVE" && !resources.some((r) => sameHex(r.nodeId, n.nodeId)))
     .map((n) => shortId(n.nodeId))
+  const groups = snapshot.right.placementGroups.filter((g) => KEPT_GROUP_STATES.has(g.state))
   const parts = [
     ...(held.length > 0 ? [`resources are held: ${listed(held)}`] : []),
-    ...(unreported.length > 0 ? [`no resource report for alive node(s) ${listed(unreported)}`] : [])
+    ...(unreported.length > 0 ? [`no resource report for alive node(s) ${listed(unreported)}`] : []),
+    ...(groups.length === 1
+      ? [`placement group ${describeGroup(groups[0]!)} would be dropped by a restart`]
+      : []),
+    ...(groups.length > 1
+      ? [
+          `${groups.length} placement groups would be dropped by a restart: ${listed(groups.map(describeGroup))}`
+        ]
+      : [])
   ]
   return parts.length === 0 ? null : parts.join(", ")
 }
@@ -212,10 +247,13 @@ const noOtherDrivers: Guard = ({ snapshot, ownJobIds }) => {
 const noLeaseSubmitted: Guard = ({ leaseSubmitted }) =>
   leaseSubmitted ? "this process already submitted a lease actor (actor creation is asynchronous)" : null
 
-const clusterInspectable: Guard = ({ snapshot, daemons }) => {
+const clusterInspectable: Guard = ({ snapshot, daemons, procHidden }) => {
   const why = [
     ...(Either.isLeft(snapshot) ? [`GCS read failed: ${snapshot.left}`] : []),
-    ...(Either.isLeft(daemons) ? [`/proc read failed: ${daemons.left}`] : [])
+    ...(Either.isLeft(daemons) ? [`/proc read failed: ${daemons.left}`] : []),
+    ...(Either.isRight(daemons) && procHidden !== undefined
+      ? [`/proc may hide other users' processes: ${procHidden}`]
+      : [])
   ]
   return why.length === 0 ? null : `cluster could not be fully inspected: ${why.join(", ")}`
 }

@@ -54,6 +54,26 @@ export interface ResourceDemand {
   readonly infeasibleQueued: number
 }
 
+export type PlacementGroupState = "PENDING" | "PREPARED" | "CREATED" | "REMOVED" | "RESCHEDULING"
+
+export interface PlacementGroupBundle {
+  readonly index: number
+  readonly resources: ResourceMap
+  /** The node the bundle is placed on; "" while it is not placed. */
+  readonly nodeId: string
+}
+
+export interface PlacementGroupInfo {
+  readonly groupId: string
+  readonly name: string
+  readonly state: PlacementGroupState
+  readonly strategy: string
+  readonly isDetached: boolean
+  readonly creatorJobId: string
+  readonly creatorJobDead: boolean
+  readonly bundles: ReadonlyArray<PlacementGroupBundle>
+}
+
 export interface ClusterSnapshot {
   /** The GCS address that was read, `host:port`. */
   readonly gcsAddress: string
@@ -63,6 +83,11 @@ export interface ClusterSnapshot {
   readonly jobs: ReadonlyArray<JobInfo>
   readonly resources: ReadonlyArray<NodeResources>
   readonly demands: ReadonlyArray<ResourceDemand>
+  /**
+   * Placement groups, every state (REMOVED ones included, as the GCS lists them). A pending group
+   * holds nothing yet a restart drops it: the guards read them.
+   */
+  readonly placementGroups: ReadonlyArray<PlacementGroupInfo>
   /** The cluster's Ray version (from the GCS CheckAlive reply), when it could be read. */
   readonly rayVersion?: string | undefined
 }

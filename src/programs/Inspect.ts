@@ -20,6 +20,8 @@ export interface Inspection {
   readonly resolved: ResolvedCluster
   readonly snapshot: ClusterSnapshot
   readonly daemons: Either.Either<ReadonlyArray<RayDaemon>, string>
+  /** Why /proc may hide other users' processes (hidepid), undefined when it shows them all. */
+  readonly procHidden: string | undefined
 }
 
 /** Resolves the cluster and reads it (GCS) and the host's daemons (/proc) concurrently. */
@@ -27,17 +29,18 @@ export const inspect = Effect.fn("inspect")(function* () {
   const inspector = yield* ClusterInspector
   const procFs = yield* ProcFs
   const resolved = yield* inspector.resolve
-  const [snapshot, daemons] = yield* Effect.all(
+  const [snapshot, daemons, procHidden] = yield* Effect.all(
     [
       inspector.snapshot(resolved.gcsAddress),
       procFs.rayDaemons.pipe(
         Effect.mapError((e) => e.message),
         Effect.either
-      )
+      ),
+      procFs.hiddenReason
     ],
-    { concurrency: 2 }
+    { concurrency: 3 }
   )
-  return { resolved, snapshot, daemons } satisfies Inspection
+  return { resolved, snapshot, daemons, procHidden } satisfies Inspection
 })
 
 /** Every guard, evaluated on an inspection with this process's own facts. */
@@ -51,7 +54,8 @@ export const guardsFor = Effect.fn("guardsFor")(function* (inspection: Inspectio
     snapshot: Either.right(inspection.snapshot),
     daemons: inspection.daemons,
     ownJobIds: yield* gate.ownJobIds,
-    leaseSubmitted: yield* gate.leaseSubmitted
+    leaseSubmitted: yield* gate.leaseSubmitted,
+    procHidden: inspection.procHidden
   })
 })
 
@@ -206,9 +210,22 @@ export const status = Effect.fn("status")(function* () {
       entrypoint: j.entrypoint
     })),
     daemons: Either.match(inspection.daemons, {
-      onLeft: (error) => ({ error, processes: [] as ReadonlyArray<RayDaemon> }),
-      onRight: (processes) => ({ error: null, processes })
-    })
+      onLeft: (error) => ({
+        error,
+        hidden: inspection.procHidden ?? null,
+        processes: [] as ReadonlyArray<RayDaemon>
+      }),
+      onRight: (processes) => ({ error: null, hidden: inspection.procHidden ?? null, processes })
+    }),
+    placement_groups: snapshot.placementGroups.map((g) => ({
+      placement_group_id: g.groupId,
+      name: g.name,
+      state: g.state,
+      strategy: g.strategy,
+      detached: g.isDetached,
+      creator_job_id: g.creatorJobId,
+      bundles: g.bundles.map((b) => ({ index: b.index, resources: b.resources, node_id: b.nodeId }))
+    }))
   }
 })
 

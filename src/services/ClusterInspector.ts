@@ -23,6 +23,8 @@ import type {
   JobInfo,
   NodeInfo,
   NodeResources,
+  PlacementGroupInfo,
+  PlacementGroupState,
   ResourceDemand,
   ResourceMap
 } from "../domain/Snapshot.js"
@@ -37,7 +39,7 @@ export type { ResolvedCluster } from "../domain/Resolve.js"
 export interface ClusterInspectorShape {
   /** Resolves the cluster like Ray does: RAY_ADDRESS, else the current-cluster file, else the single local GCS. */
   readonly resolve: Effect.Effect<ResolvedCluster, InvalidAddress | NoClusterFound | MultipleClusters>
-  /** Reads cluster id, nodes, actors, jobs, per-node resources and queued demand from the GCS. */
+  /** Reads cluster id, nodes, actors, jobs, per-node resources, queued demand and placement groups from the GCS. */
   readonly snapshot: (gcsAddress: string) => Effect.Effect<ClusterSnapshot, ClusterUnreachable>
 }
 
@@ -66,7 +68,8 @@ const SERVICES = {
   CheckAlive: "ray.rpc.NodeInfoGcsService",
   GetAllActorInfo: "ray.rpc.ActorInfoGcsService",
   GetAllJobInfo: "ray.rpc.JobInfoGcsService",
-  GetAllResourceUsage: "ray.rpc.NodeResourceInfoGcsService"
+  GetAllResourceUsage: "ray.rpc.NodeResourceInfoGcsService",
+  GetAllPlacementGroup: "ray.rpc.PlacementGroupInfoGcsService"
 } as const
 
 type MethodName = keyof typeof SERVICES
@@ -187,6 +190,30 @@ const toDemand = (d: Record<string, any>): ResourceDemand => ({
   shape: resourceMap(d.shape),
   readyQueued: num(d.num_ready_requests_queued),
   infeasibleQueued: num(d.num_infeasible_requests_queued)
+})
+
+const GROUP_STATES: ReadonlySet<string> = new Set([
+  "PENDING",
+  "PREPARED",
+  "CREATED",
+  "REMOVED",
+  "RESCHEDULING"
+])
+
+const toPlacementGroup = (g: Record<string, any>): PlacementGroupInfo => ({
+  groupId: hex(g.placement_group_id),
+  name: str(g.name),
+  // An unknown state is not "REMOVED": the guards then refuse.
+  state: GROUP_STATES.has(g.state) ? (g.state as PlacementGroupState) : "PENDING",
+  strategy: str(g.strategy),
+  isDetached: g.is_detached === true,
+  creatorJobId: hex(g.creator_job_id),
+  creatorJobDead: g.creator_job_dead === true,
+  bundles: list(g.bundles).map((b, i) => ({
+    index: typeof b.bundle_id?.bundle_index === "number" ? b.bundle_id.bundle_index : i,
+    resources: resourceMap(b.unit_resources),
+    nodeId: hex(b.node_id)
+  }))
 })
 
 // ---- failures --------------------------------------------------------------------------------
@@ -387,7 +414,8 @@ export const makeLive = (options: LiveOptions = {}) =>
           alive: call(rt, conn, gcsAddress, "CheckAlive", {}),
           actors: call(rt, conn, gcsAddress, "GetAllActorInfo", { show_dead_jobs: false }),
           jobs: call(rt, conn, gcsAddress, "GetAllJobInfo", {}),
-          usage: call(rt, conn, gcsAddress, "GetAllResourceUsage", {})
+          usage: call(rt, conn, gcsAddress, "GetAllResourceUsage", {}),
+          groups: call(rt, conn, gcsAddress, "GetAllPlacementGroup", {})
         },
         { concurrency: "unbounded" }
       ).pipe(Effect.tapError(() => evict(gcsAddress)))
@@ -401,6 +429,7 @@ export const makeLive = (options: LiveOptions = {}) =>
         jobs: list(replies.jobs.job_info_list).map(toJob),
         resources: list(usage.batch).map(toResources),
         demands: list(usage.resource_load_by_shape?.resource_demands).map(toDemand),
+        placementGroups: list(replies.groups.placement_group_table_data).map(toPlacementGroup),
         rayVersion: version === "" ? undefined : version
       }
       return result

@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Data, Effect, Layer } from "effect"
-import { parseRayDaemons } from "../domain/Daemons.js"
+import { parseCapEff, parseRayDaemons, procHiddenReason } from "../domain/Daemons.js"
 import type { ProcessInfo, RayDaemon } from "../domain/Snapshot.js"
 
 /** The /proc root itself could not be listed (a vanished process is never an error). */
@@ -19,6 +19,12 @@ export interface ProcFsShape {
   readonly processes: Effect.Effect<ReadonlyArray<ProcessInfo>, ProcUnreadable>
   /** The host's `gcs_server` and `raylet` daemons with their flags parsed. */
   readonly rayDaemons: Effect.Effect<ReadonlyArray<RayDaemon>, ProcUnreadable>
+  /**
+   * Why this tree may hide other users' processes from this process (`hidepid` without
+   * CAP_SYS_PTRACE), or undefined when it shows every process. The daemons read are then only
+   * those visible: never proof that no other Ray runs on the host.
+   */
+  readonly hiddenReason: Effect.Effect<string | undefined>
 }
 
 export class ProcFs extends Context.Tag("hyperloom/services/ProcFs")<ProcFs, ProcFsShape>() {}
@@ -107,14 +113,48 @@ export const readProcesses = (root: string): Effect.Effect<ReadonlyArray<Process
     return read.filter((p): p is ProcessInfo => p !== undefined).sort((a, b) => a.pid - b.pid)
   })
 
+/** Where this process's own mount table and status are read (injectable for tests). */
+export interface SelfFiles {
+  readonly mountinfo: string
+  readonly status: string
+}
+
+const HOST_SELF: SelfFiles = { mountinfo: "/proc/self/mountinfo", status: "/proc/self/status" }
+
+/** Whether the proc mount at `root` hides processes from this process (see `procHiddenReason`). */
+export const readHiddenReason = (
+  root: string,
+  self: SelfFiles = HOST_SELF
+): Effect.Effect<string | undefined> =>
+  Effect.sync(() => {
+    let mountinfo: string
+    try {
+      mountinfo = fs.readFileSync(self.mountinfo, "utf8")
+    } catch (e) {
+      return `cannot read ${self.mountinfo} to tell whether ${root} hides processes (${describe(e)})`
+    }
+    let capEff: bigint | undefined
+    try {
+      capEff = parseCapEff(fs.readFileSync(self.status, "utf8"))
+    } catch {
+      capEff = undefined
+    }
+    const groups = [
+      ...(typeof process.getegid === "function" ? [process.getegid()] : []),
+      ...(typeof process.getgroups === "function" ? process.getgroups() : [])
+    ]
+    return procHiddenReason({ mountinfo, root: path.resolve(root), capEff, groups })
+  })
+
 /** The ProcFs service over a /proc tree at `root` (the host's, or a recorded one). */
-export const make = (root = "/proc"): ProcFsShape => {
+export const make = (root = "/proc", self: SelfFiles = HOST_SELF): ProcFsShape => {
   const processes = readProcesses(root).pipe(Effect.withSpan("ProcFs.processes", { attributes: { root } }))
   return {
     processes,
     rayDaemons: Effect.map(readProcesses(root), parseRayDaemons).pipe(
       Effect.withSpan("ProcFs.rayDaemons", { attributes: { root } })
-    )
+    ),
+    hiddenReason: readHiddenReason(root, self)
   }
 }
 
@@ -127,12 +167,24 @@ export const layerWith = (options: { readonly root: string }): Layer.Layer<ProcF
 
 /**
  * A test layer serving these processes (daemons parsed from them as the live layer does), or
- * failing every read with a ProcUnreadable.
+ * failing every read with a ProcUnreadable; `hiddenReason` makes it a /proc that may hide other
+ * users' processes.
  */
-export const layerTest = (processes: ReadonlyArray<ProcessInfo> | ProcUnreadable = []): Layer.Layer<ProcFs> =>
+export const layerTest = (
+  processes: ReadonlyArray<ProcessInfo> | ProcUnreadable = [],
+  options: { readonly hiddenReason?: string } = {}
+): Layer.Layer<ProcFs> =>
   Layer.succeed(
     ProcFs,
     processes instanceof ProcUnreadable
-      ? { processes: Effect.fail(processes), rayDaemons: Effect.fail(processes) }
-      : { processes: Effect.succeed(processes), rayDaemons: Effect.sync(() => parseRayDaemons(processes)) }
+      ? {
+          processes: Effect.fail(processes),
+          rayDaemons: Effect.fail(processes),
+          hiddenReason: Effect.succeed(options.hiddenReason)
+        }
+      : {
+          processes: Effect.succeed(processes),
+          rayDaemons: Effect.sync(() => parseRayDaemons(processes)),
+          hiddenReason: Effect.succeed(options.hiddenReason)
+        }
   )

@@ -1,10 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import {
+  CAP_SYS_PTRACE,
   flagValue,
   gcsServers,
+  parseCapEff,
   parseRayDaemon,
   parseRayDaemons,
   parseStaticResourceList,
+  procHiddenReason,
   rayletGcsAddresses,
   raylets
 } from "../../src/domain/Daemons.js"
@@ -203,5 +206,71 @@ describe("collections", () => {
   it("rayletGcsAddresses gives one address per cluster", () => {
     assert.deepStrictEqual(rayletGcsAddresses(parseRayDaemons(tree)), ["192.0.2.2:6379", "192.0.2.2:6380"])
     assert.deepStrictEqual(rayletGcsAddresses([]), [])
+  })
+})
+
+describe("procHiddenReason: does /proc show every process?", () => {
+  const line = (mountPoint: string, fsType: string, superOptions: string) =>
+    `22 27 0:21 / ${mountPoint} rw,relatime shared:12 - ${fsType} ${fsType} ${superOptions}`
+  const mountinfo = (...lines: Array<string>) =>
+    [line("/", "ext4", "rw"), ...lines, line("/sys", "sysfs", "rw")].join("\n")
+  const NO_CAPS = 0n
+  const PTRACE = 1n << BigInt(CAP_SYS_PTRACE)
+  const hidden = (mi: string, capEff: bigint | undefined = NO_CAPS, groups: Array<number> = [1000]) =>
+    procHiddenReason({ mountinfo: mi, root: "/proc", capEff, groups })
+
+  it("a plain proc mount shows everything", () => {
+    assert.isUndefined(hidden(mountinfo(line("/proc", "proc", "rw"))))
+    assert.isUndefined(hidden(mountinfo(line("/proc", "proc", "rw,hidepid=0"))))
+    assert.isUndefined(hidden(mountinfo(line("/proc", "proc", "rw,hidepid=off"))))
+    // subset=pid hides /proc's other entries, not processes.
+    assert.isUndefined(hidden(mountinfo(line("/proc", "proc", "rw,subset=pid"))))
+  })
+
+  it("hidepid=1/2/4 (and their names) hide other users' processes from an unprivileged reader", () => {
+    for (const v of ["1", "2", "4", "noaccess", "invisible", "ptraceable"]) {
+      const reason = hidden(mountinfo(line("/proc", "proc", `rw,nosuid,hidepid=${v}`)))
+      assert.isDefined(reason, v)
+      assert.include(reason!, `/proc is mounted with hidepid=${v}`)
+      assert.include(reason!, "CAP_SYS_PTRACE")
+    }
+  })
+
+  it("CAP_SYS_PTRACE, or membership in the mount's gid= group, sees through hidepid", () => {
+    const mi = mountinfo(line("/proc", "proc", "rw,hidepid=2,gid=27"))
+    assert.isUndefined(hidden(mi, PTRACE))
+    assert.isUndefined(hidden(mi, NO_CAPS, [1000, 27]))
+    assert.include(hidden(mi, NO_CAPS, [1000])!, "nor group 27")
+    // Other capabilities do not help; unknown capabilities are not assumed.
+    assert.isDefined(hidden(mi, PTRACE - 1n))
+    assert.isDefined(hidden(mi, undefined))
+  })
+
+  it("the topmost mount at /proc counts; other mount points and other file systems do not", () => {
+    assert.isDefined(
+      hidden(mountinfo(line("/proc", "proc", "rw"), line("/proc", "proc", "rw,hidepid=invisible")))
+    )
+    assert.isUndefined(hidden(mountinfo(line("/proc", "proc", "rw,hidepid=2"), line("/proc", "proc", "rw"))))
+    assert.isUndefined(hidden(mountinfo(line("/srv/proc", "proc", "rw,hidepid=2"))))
+    assert.isUndefined(hidden(mountinfo(line("/proc", "tmpfs", "rw,hidepid=2"))))
+    // A recorded tree elsewhere is no proc mount: it hides nothing it recorded.
+    assert.isUndefined(
+      procHiddenReason({
+        mountinfo: mountinfo(line("/proc", "proc", "rw,hidepid=2")),
+        root: "/fixtures/x",
+        capEff: 0n,
+        groups: []
+      })
+    )
+  })
+
+  it("reads escaped mount points", () => {
+    const mi = mountinfo(line("/my\\040proc", "proc", "rw,hidepid=2"))
+    assert.isDefined(procHiddenReason({ mountinfo: mi, root: "/my proc", capEff: 0n, groups: [] }))
+  })
+
+  it("parses CapEff from a status text", () => {
+    assert.strictEqual(parseCapEff("Name:\tx\nCapEff:\t000001fffeffffff\nCapBnd:\t0\n"), 0x1fffeffffffn)
+    assert.isUndefined(parseCapEff("Name:\tx\n"))
   })
 })

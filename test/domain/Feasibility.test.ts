@@ -220,17 +220,34 @@ describe("checkFeasibility", () => {
       const verdict = checkFeasibility(head({ GPU: 2, serving_slot: 2 }), { gpus: 1, servingSlot: true })
       assertFeasible(verdict)
       assert.deepStrictEqual(verdict.warnings, [
-        "serving_slot total is 2 on 1 node(s); it should be 1 per node, or two serving runs can overlap"
+        "serving_slot total is 2 on node ab12cd34ab12… (head); it should be 1 per node, or two serving runs can overlap"
       ])
     })
 
-    it("warns when two nodes share one slot", () => {
-      const verdict = checkFeasibility(twoNodes({ GPU: 1, serving_slot: 1 }, { GPU: 1 }), {
+    it("checks each node, not the cluster's sum: two slots on one node and none on the other is a warning", () => {
+      // The sum (2 on 2 nodes) looked right, yet two serving runs can overlap on the first node.
+      const verdict = checkFeasibility(twoNodes({ GPU: 1, serving_slot: 2 }, { GPU: 1 }), {
         gpus: 1,
         servingSlot: true
       })
       assert.deepStrictEqual(verdict.warnings, [
-        "serving_slot total is 1 on 2 node(s); it should be 1 per node, or two serving runs can overlap"
+        "serving_slot total is 2 on node ab12cd34ab12… (head); it should be 1 per node, or two serving runs can overlap"
+      ])
+    })
+
+    it("names every node whose slot is not 1, and leaves a node without a slot alone (it serves nothing)", () => {
+      const verdict = checkFeasibility(twoNodes({ GPU: 1, serving_slot: 1 }, { GPU: 1 }), {
+        gpus: 1,
+        servingSlot: true
+      })
+      assert.deepStrictEqual(verdict.warnings, [])
+      const both = checkFeasibility(twoNodes({ serving_slot: 3 }, { serving_slot: 0.5 }), {
+        gpus: 0,
+        servingSlot: true
+      })
+      assert.deepStrictEqual(both.warnings, [
+        "serving_slot total is 3 on node ab12cd34ab12… (head); it should be 1 per node, or two serving runs can overlap",
+        `serving_slot total is 0.5 on node ${nodeId(2).slice(0, 12)}…; it should be 1 per node, or two serving runs can overlap`
       ])
     })
 
@@ -248,7 +265,7 @@ describe("checkFeasibility", () => {
       const verdict = checkFeasibility(head({ GPU: 1, serving_slot: 2 }), { gpus: 2, servingSlot: true })
       assert.strictEqual(infeasibleOf(verdict).reason, "insufficient_gpus")
       assert.lengthOf(verdict.warnings, 1)
-      assert.isTrue(verdict.warnings[0]!.startsWith("serving_slot total is 2 on 1 node(s);"))
+      assert.isTrue(verdict.warnings[0]!.startsWith("serving_slot total is 2 on node "))
     })
 
     it("tolerates rounding in the slot total, below the tolerance only", () => {

@@ -23,8 +23,10 @@ import {
   mapSnapshot,
   nodeId,
   nodeResources,
+  PLACEMENT_GROUP_ID,
   raylet,
   withActor,
+  withGroup,
   withHeld,
   withJob,
   withNode
@@ -44,6 +46,7 @@ const EXPECTED_IDS: ReadonlyArray<GuardId> = [
 ]
 
 const HEAD = "ab12cd34ab12…"
+const PG = `${PLACEMENT_GROUP_ID.slice(0, 12)}…`
 const UNINSPECTABLE = "cannot tell: cluster not inspectable"
 
 const failedIds = (results: ReadonlyArray<GuardResult>): ReadonlyArray<GuardId> =>
@@ -181,6 +184,12 @@ const tables: Record<GuardId, ReadonlyArray<Case>> = {
     }
   ],
   only_our_daemons: [
+    {
+      name: "cannot tell when /proc may hide other users' processes (hidepid): not clean",
+      input: guardInput({ procHidden: "/proc is mounted with hidepid=2" }),
+      fails: ["only_our_daemons", "cluster_inspectable"],
+      reason: "cannot tell: /proc may hide other users' processes (/proc is mounted with hidepid=2)"
+    },
     {
       name: "holds for a worker raylet joined to our head (that is one_local_node's business)",
       input: guardInput({
@@ -414,6 +423,38 @@ const tables: Record<GuardId, ReadonlyArray<Case>> = {
       reason: `resources are held: GPU 1/2 on node ${HEAD}, no resource report for alive node(s) 000000080000…`
     },
     {
+      name: "refuses a pending detached placement group that holds nothing (a restart would drop it)",
+      input: withSnapshot(
+        withGroup(idleHeadSnapshot(), { name: "big_pg", state: "PENDING", isDetached: true, bundles: [] })
+      ),
+      fails: ["no_resources_held"],
+      reason: `placement group big_pg (id ${PG}, PENDING, detached, job 03000000) would be dropped by a restart`
+    },
+    {
+      name: "refuses a created placement group, naming it and its creator",
+      input: withSnapshot(withGroup(idleHeadSnapshot(), { name: "", state: "CREATED" })),
+      fails: ["no_resources_held"],
+      reason: `placement group (unnamed) (id ${PG}, CREATED, job 03000000) would be dropped by a restart`
+    },
+    {
+      name: "refuses prepared and rescheduling groups too, and lists them with what is held",
+      input: withSnapshot(
+        withGroup(withGroup(withHeld(idleHeadSnapshot(), { CPU: 1 }), { name: "a", state: "PREPARED" }), {
+          name: "b",
+          state: "RESCHEDULING"
+        })
+      ),
+      fails: ["no_resources_held"],
+      reason:
+        `resources are held: CPU 1/2 on node ${HEAD}, ` +
+        `2 placement groups would be dropped by a restart: a (id ${PG}, PREPARED, job 03000000), b (id ${PG}, RESCHEDULING, job 03000000)`
+    },
+    {
+      name: "holds with a removed placement group (history, like a dead actor)",
+      input: withSnapshot(withGroup(idleHeadSnapshot(), { state: "REMOVED" })),
+      fails: []
+    },
+    {
       name: "cannot tell without the cluster",
       input: guardInput({ snapshot: Either.left("UNAVAILABLE") }),
       fails: [
@@ -569,6 +610,13 @@ const tables: Record<GuardId, ReadonlyArray<Case>> = {
       input: guardInput({ daemons: Either.left("EACCES /proc") }),
       fails: ["one_local_node", "only_our_daemons", "cluster_inspectable"],
       reason: "cluster could not be fully inspected: /proc read failed: EACCES /proc"
+    },
+    {
+      name: "refuses a /proc that hides other users' processes (hidepid), naming why",
+      input: guardInput({ procHidden: "/proc is mounted with hidepid=invisible" }),
+      fails: ["only_our_daemons", "cluster_inspectable"],
+      reason:
+        "cluster could not be fully inspected: /proc may hide other users' processes: /proc is mounted with hidepid=invisible"
     },
     {
       name: "names both",

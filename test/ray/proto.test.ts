@@ -195,7 +195,14 @@ describe("proto/gcs.proto against the installed Ray's descriptors", () => {
 
   it("reads a non-trivial proto in package ray.rpc", () => {
     assert.isAtLeast(ours.messages.size, 20)
-    assert.strictEqual(ours.services.size, 4)
+    assert.strictEqual(ours.services.size, 5)
+    // What the guards read beyond nodes, actors, jobs and resources: placement groups.
+    assert.deepStrictEqual(ours.services.get("ray.rpc.PlacementGroupInfoGcsService"), {
+      GetAllPlacementGroup: {
+        input: "ray.rpc.GetAllPlacementGroupRequest",
+        output: "ray.rpc.GetAllPlacementGroupReply"
+      }
+    })
     for (const name of [...ours.messages.keys(), ...ours.enums.keys(), ...ours.services.keys()]) {
       assert.match(name, /^ray\.rpc\./)
     }
@@ -241,6 +248,13 @@ describe("proto/gcs.proto against the installed Ray's descriptors", () => {
       }
     }
     assert.deepStrictEqual(problems, [])
+    assert.deepStrictEqual(ours.enums.get("ray.rpc.PlacementGroupTableData.PlacementGroupState"), {
+      PENDING: 0,
+      PREPARED: 1,
+      CREATED: 2,
+      REMOVED: 3,
+      RESCHEDULING: 4
+    })
     assert.deepStrictEqual(ours.enums.get("ray.rpc.ActorTableData.ActorState"), {
       DEPENDENCIES_UNREADY: 0,
       PENDING_CREATION: 1,

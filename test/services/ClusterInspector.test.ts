@@ -113,12 +113,13 @@ describe("ClusterInspector.snapshot against a fake GCS serving recorded replies"
         { shape: { CPU: 1, nope: 1, GPU: 1 }, readyQueued: 0, infeasibleQueued: 1 }
       ])
 
-      // the six calls, with empty requests (show_dead_jobs=false), no metadata of ours
+      // the seven calls, with empty requests (show_dead_jobs=false), no metadata of ours
       assert.deepStrictEqual(gcs.calls.map((c) => c.method).sort(), [
         "CheckAlive",
         "GetAllActorInfo",
         "GetAllJobInfo",
         "GetAllNodeInfo",
+        "GetAllPlacementGroup",
         "GetAllResourceUsage",
         "GetClusterId"
       ])
@@ -127,6 +128,60 @@ describe("ClusterInspector.snapshot against a fake GCS serving recorded replies"
       for (const c of gcs.calls) assert.notProperty(c.metadata, "authorization")
     })
   )
+
+  it.live("decodes placement groups: ids as hex, state and strategy by name, bundles and their nodes", () => {
+    const groupId = Buffer.from("00112233445566778899aabbccddeeff00112233", "hex")
+    const placed = Buffer.from(NODE, "hex")
+    const reply = {
+      status: { code: 0 },
+      placement_group_table_data: [
+        {
+          placement_group_id: groupId.toString("base64"),
+          name: "held_pg",
+          strategy: "STRICT_SPREAD",
+          state: "CREATED",
+          is_detached: true,
+          creator_job_id: Buffer.from("03000000", "hex").toString("base64"),
+          creator_job_dead: true,
+          bundles: [
+            {
+              bundle_id: { placement_group_id: groupId.toString("base64"), bundle_index: 0 },
+              unit_resources: { CPU: 1, serving_slot: 1 },
+              node_id: placed.toString("base64")
+            }
+          ]
+        },
+        { placement_group_id: groupId.toString("base64"), name: "", state: "PENDING", bundles: [{}] }
+      ]
+    }
+    return withFakeGcs({ replies: { ...busy, GetAllPlacementGroup: reply } }, (address) =>
+      Effect.gen(function* () {
+        const s = yield* snapshotOf(address).pipe(Effect.provide(liveLayer()))
+        assert.deepStrictEqual(s.placementGroups, [
+          {
+            groupId: groupId.toString("hex"),
+            name: "held_pg",
+            state: "CREATED",
+            strategy: "STRICT_SPREAD",
+            isDetached: true,
+            creatorJobId: "03000000",
+            creatorJobDead: true,
+            bundles: [{ index: 0, resources: { CPU: 1, serving_slot: 1 }, nodeId: NODE }]
+          },
+          {
+            groupId: groupId.toString("hex"),
+            name: "",
+            state: "PENDING",
+            strategy: "PACK",
+            isDetached: false,
+            creatorJobId: "",
+            creatorJobDead: false,
+            bundles: [{ index: 0, resources: {}, nodeId: "" }]
+          }
+        ])
+      })
+    )
+  })
 
   it.live("an IPv6 address works", () =>
     withFakeGcs({ replies: busy, host: "[::1]" }, (address) =>
@@ -272,7 +327,7 @@ describe("ClusterInspector.snapshot with RAY_AUTH_MODE=token", () => {
         snapshotOf(gcs.address).pipe(
           Effect.provide(liveLayer({ authMode: "token", authToken: Redacted.make(TOKEN) })),
           Effect.tap(() => {
-            assert.strictEqual(gcs.calls.length, 6)
+            assert.strictEqual(gcs.calls.length, 7)
             for (const c of gcs.calls) assert.strictEqual(c.metadata.authorization, `Bearer ${TOKEN}`)
           }),
           Effect.ensuring(Effect.promise(() => gcs.stop()))
@@ -411,7 +466,8 @@ describe("ClusterInspector.layerTest", () => {
               actors: [],
               jobs: [],
               resources: [],
-              demands: []
+              demands: [],
+              placementGroups: []
             },
             "192.0.2.2:6380": new ClusterUnreachable({ address: "192.0.2.2:6380", detail: "head restarting" })
           }

@@ -62,7 +62,8 @@ const SERVICES = [
   "ray.rpc.NodeInfoGcsService",
   "ray.rpc.ActorInfoGcsService",
   "ray.rpc.JobInfoGcsService",
-  "ray.rpc.NodeResourceInfoGcsService"
+  "ray.rpc.NodeResourceInfoGcsService",
+  "ray.rpc.PlacementGroupInfoGcsService"
 ]
 
 export const startFakeGcs = async (options: FakeGcsOptions): Promise<FakeGcs> => {

@@ -14,6 +14,7 @@ import type {
   JobInfo,
   NodeInfo,
   NodeResources,
+  PlacementGroupInfo,
   RayDaemon,
   RayletDaemon,
   ResourceMap
@@ -68,6 +69,29 @@ export const actor = (overrides: Partial<ActorInfo> = {}): ActorInfo => ({
   ...overrides
 })
 
+/** A 36-hex placement group id (18 bytes). */
+export const PLACEMENT_GROUP_ID = "00112233445566778899aabbccddeeff0011"
+
+export const placementGroup = (overrides: Partial<PlacementGroupInfo> = {}): PlacementGroupInfo => ({
+  groupId: PLACEMENT_GROUP_ID,
+  name: "pg",
+  state: "CREATED",
+  strategy: "PACK",
+  isDetached: false,
+  creatorJobId: jobId(3),
+  creatorJobDead: false,
+  bundles: [{ index: 0, resources: { CPU: 1 }, nodeId: HEAD_NODE_ID }],
+  ...overrides
+})
+
+export const withGroup = (
+  snapshot: ClusterSnapshot,
+  overrides: Partial<PlacementGroupInfo> = {}
+): ClusterSnapshot => ({
+  ...snapshot,
+  placementGroups: [...snapshot.placementGroups, placementGroup(overrides)]
+})
+
 export const job = (overrides: Partial<JobInfo> = {}): JobInfo => ({
   jobId: jobId(2),
   isDead: false,
@@ -104,7 +128,8 @@ export const idleHeadSnapshot = (options: HeadOptions = {}): ClusterSnapshot => 
     actors: [],
     jobs: [],
     resources: [nodeResources({ nodeId: id, total: resources, available: resources })],
-    demands: []
+    demands: [],
+    placementGroups: []
   }
 }
 
@@ -147,6 +172,7 @@ export const guardInput = (overrides: Partial<GuardInput> = {}): GuardInput => (
   daemons: Either.right(headDaemons()),
   ownJobIds: [],
   leaseSubmitted: false,
+  procHidden: undefined,
   ...overrides
 })
 
