@@ -2,10 +2,24 @@
 // alongside the real-Ray tests (those serially, one file at a time), prints each file's time, and
 // ends with `tests: N passed, N failed, N skipped` counted from vitest's JSON reports. A test file that crashed on import counts as one failed test. Exits
 // non-zero on any failure.
+//
+// The real-Ray tests run `ray stop --force`, which kills every Ray process on the host: before
+// anything else, it refuses (one line on stderr, exit 3) when Ray processes it did not start are
+// running, unless HYPERLOOM_TEST_DISPOSABLE_HOST=1 says this is a disposable test host (.ci/run).
 import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
+import { refusal } from "./host-ray.mjs"
 
 const only = process.argv[2] // optional: "unit" or "ray"
+
+if (only !== "unit") {
+  // HYPERLOOM_TEST_PROC_ROOT: test-only, points the scan at a recorded /proc tree.
+  const refused = refusal(process.env, process.env.HYPERLOOM_TEST_PROC_ROOT ?? "/proc")
+  if (refused !== undefined) {
+    process.stderr.write(`${refused}\n`)
+    process.exit(3)
+  }
+}
 const out = ".test-results"
 rmSync(out, { recursive: true, force: true })
 mkdirSync(out, { recursive: true })

@@ -44,6 +44,29 @@ const awaitSlot = (gcsAddress: string) =>
     )
   })
 
+/** The named steps of a restart, for the test-only pause below. */
+export const REPAIR_STEPS = ["before_stop", "before_start", "before_slot"] as const
+export type RepairStep = (typeof REPAIR_STEPS)[number]
+
+/** How long the test-only pause waits (the fault-injection test SIGKILLs the process meanwhile). */
+const TEST_PAUSE = Duration.seconds(120)
+
+/**
+ * TEST ONLY (docs/reliability.md): `HYPERLOOM_TEST_REPAIR_PAUSE=<step>` makes the repair log
+ * `repair paused at <step>` and wait there, so a fault-injection test can SIGKILL the repairing
+ * process at a known step (before `ray stop`, between stop and start, before the slot shows).
+ * Unset, it does nothing.
+ */
+const testPause = (step: RepairStep) =>
+  Effect.flatMap(Settings, (settings) =>
+    settings.env.HYPERLOOM_TEST_REPAIR_PAUSE === step
+      ? Effect.zipRight(
+          Effect.logWarning(`repair paused at ${step} (HYPERLOOM_TEST_REPAIR_PAUSE, test only)`),
+          Effect.sleep(TEST_PAUSE)
+        )
+      : Effect.void
+  )
+
 const describeFailure = (e: unknown): string =>
   typeof e === "string" ? e : e instanceof Error ? e.message : String(e)
 
@@ -102,8 +125,11 @@ export const repairLocked = Effect.fn("repair")(function* (
   yield* Effect.logInfo(
     `ray stop --force, then ray start --head --port=${plan.port} with ${JSON.stringify(plan.resources)}`
   )
+  yield* testPause("before_stop")
   yield* rayCli.stop().pipe(Effect.mapError(restartFailed))
+  yield* testPause("before_start")
   yield* rayCli.start({ ...plan, timeoutSec: settings.startTimeoutSec }).pipe(Effect.mapError(restartFailed))
+  yield* testPause("before_slot")
   const gcsAddress = formatHostPort(current.resolved.host, plan.port)
   const snapshot = yield* awaitSlot(gcsAddress).pipe(Effect.mapError(restartFailed))
   yield* Effect.logInfo(`Ray head restarted at ${gcsAddress} with serving_slot`)

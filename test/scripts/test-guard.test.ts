@@ -1,0 +1,84 @@
+/**
+ * `npm test` protects the host too (SPEC §9): it refuses, in one line, to run `ray stop --force`
+ * on a host where Ray processes it did not start are running, unless the host is declared
+ * disposable (HYPERLOOM_TEST_DISPOSABLE_HOST=1).
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { rayProcesses, rayProcessKind, refusal } from "../../scripts/host-ray.mjs"
+
+const root = path.resolve(import.meta.dirname, "../..")
+const tree = (name: string) => path.join(root, "test/fixtures/proc", name)
+
+/** An empty /proc-like tree (no processes). */
+const emptyTree = () => fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-proc-"))
+
+describe("the host's Ray processes", () => {
+  it("recognises Ray's daemons, workers and Python daemons, and nothing else", () => {
+    assert.strictEqual(
+      rayProcessKind("raylet", ["/x/ray/core/src/ray/raylet/raylet", "--node_id=ab"]),
+      "raylet"
+    )
+    assert.strictEqual(rayProcessKind("gcs_server", ["/x/gcs_server"]), "gcs_server")
+    assert.strictEqual(rayProcessKind("ray::IDLE", ["ray::IDLE"]), "ray::IDLE")
+    assert.strictEqual(rayProcessKind("python3", ["ray::LeaseHolder.run"]), "ray::LeaseHolder.run")
+    assert.strictEqual(
+      rayProcessKind("python3", ["/usr/bin/python3", "-u", "/venv/lib/ray/_private/log_monitor.py", "--x"]),
+      "log_monitor.py"
+    )
+    assert.strictEqual(
+      rayProcessKind("python3", ["python3", "/venv/lib/ray/autoscaler/_private/monitor.py"]),
+      "monitor.py"
+    )
+    assert.isUndefined(rayProcessKind("python3", ["python3", "bench.py", "--ray-address=x"]))
+    assert.isUndefined(rayProcessKind("node", ["node", "dist/hyperloom.mjs", "ray", "status"]))
+  })
+
+  it("reads a recorded /proc: the lone head's daemons are Ray processes", () => {
+    const kinds = rayProcesses(tree("lone-head")).map((p) => p.kind)
+    assert.includeMembers(kinds, ["gcs_server", "raylet"])
+    assert.notInclude(kinds, "my (odd) proc")
+    assert.deepStrictEqual(rayProcesses(emptyTree()), [])
+  })
+
+  it("refuses in one line naming them, unless the host is declared disposable", () => {
+    const line = refusal({}, tree("lone-head"))
+    assert.isDefined(line)
+    assert.notInclude(line!, "\n")
+    assert.match(
+      line!,
+      /^npm test: refusing to run: Ray processes it did not start are running on this host \(/
+    )
+    assert.include(line!, "HYPERLOOM_TEST_DISPOSABLE_HOST=1")
+    assert.isUndefined(refusal({ HYPERLOOM_TEST_DISPOSABLE_HOST: "1" }, tree("lone-head")))
+    assert.isDefined(refusal({ HYPERLOOM_TEST_DISPOSABLE_HOST: "yes" }, tree("lone-head")))
+    assert.isUndefined(refusal({}, emptyTree()))
+  })
+
+  it("`npm test` itself stops before doing anything (exit 3, one line on stderr)", () => {
+    const r = spawnSync(process.execPath, ["scripts/test.mjs"], {
+      cwd: root,
+      env: {
+        ...process.env,
+        HYPERLOOM_TEST_PROC_ROOT: tree("lone-head"),
+        HYPERLOOM_TEST_DISPOSABLE_HOST: ""
+      },
+      encoding: "utf8",
+      timeout: 20_000
+    })
+    assert.strictEqual(r.status, 3, r.stderr)
+    assert.strictEqual(r.stdout, "")
+    assert.lengthOf(r.stderr.trim().split("\n"), 1)
+    assert.include(r.stderr, "refusing to run")
+  })
+
+  it(".ci/run declares its host disposable", () => {
+    assert.match(
+      fs.readFileSync(path.join(root, ".ci/run"), "utf8"),
+      /^export HYPERLOOM_TEST_DISPOSABLE_HOST=1$/m
+    )
+  })
+})
