@@ -9,12 +9,14 @@ import {
   daemonPids,
   type Head,
   prepareRay,
+  runPython,
   startDetachedActor,
   startDetachedPlacementGroup,
   startDriver,
   startHead,
   startWorker,
-  teardownRay
+  teardownRay,
+  waitFor
 } from "../support/ray.js"
 
 const PORT = 6391
@@ -116,6 +118,21 @@ describe("repair guards on real heads", () => {
     await startDetachedPlacementGroup(head, { CPU: 1 })
     const doctor = await expectRefused("no_resources_held")
     assert.include(guard(doctor, "no_resources_held").reason, "CPU")
+  })
+
+  it("a pending detached placement group (nothing held, no actor) refuses the repair (no_resources_held)", async () => {
+    head = await startHead({ port: PORT, numCpus: 2 })
+    // More CPUs than the cluster has: it stays PENDING, holds nothing, yet a restart would drop it.
+    const p = await runPython(
+      `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([{"CPU": 64}], name="hl_pending_pg", lifetime="detached")\nprint("ready", flush=True)\n`
+    )
+    await waitFor("the placement group driver to exit", () => p.child.exitCode !== null || undefined, 30_000)
+    const doctor = await expectRefused("no_resources_held")
+    assert.deepStrictEqual(failing(doctor), ["no_resources_held"])
+    const reason: string = guard(doctor, "no_resources_held").reason
+    assert.include(reason, "placement group hl_pending_pg (")
+    assert.include(reason, "PENDING, detached")
+    assert.notInclude(reason, "resources are held")
   })
 
   it("a second head on another port refuses the repair (only_our_daemons)", async () => {

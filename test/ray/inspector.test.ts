@@ -3,6 +3,7 @@
  * Every test arranges its own cluster and tears it down: run under the shared lock
  * (`flock /tmp/hyperloom-dev-ray.lock npx vitest run --project ray test/ray/inspector.test.ts`).
  */
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -14,11 +15,13 @@ import { type ClusterSnapshot, heldResources, totalResources } from "../../src/d
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as Settings from "../../src/services/Settings.js"
+import { runCli } from "../support/cli.js"
 import { deadPort } from "../support/fakeGcs.js"
 import {
   type Head,
   prepareRay,
   RAY_TMP,
+  rayBin,
   startDetachedActor,
   startDetachedPlacementGroup,
   startDriver,
@@ -185,6 +188,52 @@ describe("ClusterInspector on a real Ray head", () => {
         .map((h) => [h.nodeId, h.held]),
       [[s.nodes[0]!.nodeId, 1]]
     )
+    // GetAllPlacementGroup: the group itself, created, detached, its bundle placed on the head.
+    assert.deepStrictEqual(
+      s.placementGroups.map((g) => [
+        g.state,
+        g.isDetached,
+        g.strategy,
+        g.bundles.map((b) => [b.resources, b.nodeId])
+      ]),
+      [["CREATED", true, "PACK", [[{ CPU: 1 }, s.nodes[0]!.nodeId]]]]
+    )
+    assert.match(s.placementGroups[0]!.groupId, /^[0-9a-f]{36}$/)
+  })
+
+  it("TMPDIR=/x ray start --head: hyperloom reads the current-cluster file `ray status` reads (/x/ray), not /tmp/ray", async () => {
+    const x = fs.mkdtempSync(path.join(os.tmpdir(), "hl-tmpdir-"))
+    // A stale file where hyperloom used to look, naming a dead address.
+    fs.mkdirSync(RAY_TMP, { recursive: true })
+    const stale = path.join(RAY_TMP, "ray_current_cluster")
+    fs.writeFileSync(stale, `127.0.0.1:${await deadPort()}`)
+    try {
+      execFileSync(
+        rayBin,
+        [
+          "start",
+          "--head",
+          "--port=6396",
+          "--num-cpus=1",
+          "--disable-usage-stats",
+          "--include-dashboard=false"
+        ],
+        { env: { ...process.env, TMPDIR: x, RAY_USAGE_STATS_ENABLED: "0" }, stdio: "ignore", timeout: 90_000 }
+      )
+      const rayFile = fs.readFileSync(path.join(x, "ray", "ray_current_cluster"), "utf8").trim()
+      assert.match(rayFile, /:6396$/)
+      // `ray status` under the same TMPDIR finds the cluster through that file.
+      const rayStatus = spawnSync(rayBin, ["status"], { env: { ...process.env, TMPDIR: x }, timeout: 60_000 })
+      assert.strictEqual(rayStatus.status, 0, String(rayStatus.stderr))
+      const r = await runCli(["ray", "status", "--json"], { env: { TMPDIR: x } })
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.json.source, "current_cluster_file")
+      assert.strictEqual(r.json.address, rayFile)
+    } finally {
+      fs.rmSync(stale, { force: true })
+      spawnSync(rayBin, ["stop", "--force"], { env: { ...process.env, TMPDIR: x }, timeout: 90_000 })
+      fs.rmSync(x, { recursive: true, force: true })
+    }
   })
 
   it("a worker raylet joined to the head: two nodes, two raylets of one cluster", async () => {

@@ -10,7 +10,16 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
-import { daemonPids, prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
+import {
+  daemonPids,
+  prepareRay,
+  projectRoot,
+  rayBin,
+  rayPython,
+  startHead,
+  teardownRay,
+  waitFor
+} from "../support/ray.js"
 
 const PORT = 6392
 const REPAIR_LOG = "Ray head has no serving_slot resource; restarting the local head with it"
@@ -63,6 +72,38 @@ describe("the repair and leases on real heads", () => {
     const again = await runCli(["ray", "doctor", "--json", "--gpus", "2"])
     assert.strictEqual(again.code, 0)
     assert.isTrue(again.json.feasible)
+  })
+
+  it("a head declared with 0 GPUs (no GPU key) comes back with 0: the restart passes --num-gpus=0", async () => {
+    // No GPU here, so Ray's detection would also find 0: the `ray` the repair runs records its argv.
+    await startHead({ port: PORT, numGpus: 0, numCpus: 2 })
+    assert.notProperty((await status()).resources.total, "GPU")
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-ray-argv-"))
+    const log = path.join(dir, "argv.log")
+    const wrapper = path.join(dir, "ray")
+    fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' "$*" >> '${log}'\nexec '${rayBin}' "$@"\n`, {
+      mode: 0o755
+    })
+    try {
+      const r = await runCli(["ray", "repair", "--json"], {
+        env: { HYPERLOOM_RAY: wrapper, HYPERLOOM_RAY_PYTHON: rayPython }
+      })
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.json.action, "repaired")
+      assert.strictEqual(r.json.plan.num_gpus, 0)
+      const starts = fs
+        .readFileSync(log, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("start "))
+      assert.lengthOf(starts, 1)
+      assert.include(starts[0]!, " --num-gpus=0 ")
+      const s = await status()
+      assert.notProperty(s.resources.total, "GPU")
+      assert.strictEqual(s.resources.total.CPU, 2)
+      assert.strictEqual(s.resources.total.serving_slot, 1)
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("a lease repairs the head end to end and runs the command with its GPU, returning its exit code", async () => {

@@ -243,3 +243,59 @@ describe("stat and cmdline parsing", () => {
     assert.deepStrictEqual(ProcFs.parseCmdline(""), [])
   })
 })
+
+describe("ProcFs.hiddenReason: does this /proc show every process?", () => {
+  const selfFiles = (mountinfo: string | undefined, status: string | undefined) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-self-"))
+    const files = { mountinfo: path.join(dir, "mountinfo"), status: path.join(dir, "status") }
+    if (mountinfo !== undefined) fs.writeFileSync(files.mountinfo, mountinfo)
+    if (status !== undefined) fs.writeFileSync(files.status, status)
+    return files
+  }
+  const procLine = (options: string) => `22 27 0:21 / /proc rw,relatime - proc proc ${options}\n`
+  const hidden = (self: ProcFs.SelfFiles, root = "/proc") =>
+    Effect.flatMap(ProcFs.ProcFs, (p) => p.hiddenReason).pipe(
+      Effect.provideService(ProcFs.ProcFs, ProcFs.make(root, self))
+    )
+
+  it.effect("a hidepid mount without CAP_SYS_PTRACE hides; with it, or a plain mount, it does not", () =>
+    Effect.gen(function* () {
+      const noCaps = "CapEff:\t0000000000000000\n"
+      const ptrace = "CapEff:\t0000000000080000\n"
+      const reason = yield* hidden(selfFiles(procLine("rw,hidepid=invisible"), noCaps))
+      assert.include(reason!, "/proc is mounted with hidepid=invisible")
+      assert.isUndefined(yield* hidden(selfFiles(procLine("rw,hidepid=invisible"), ptrace)))
+      assert.isUndefined(yield* hidden(selfFiles(procLine("rw"), noCaps)))
+      // A status without CapEff is not taken as privileged.
+      assert.isDefined(yield* hidden(selfFiles(procLine("rw,hidepid=2"), "Name:\tnode\n")))
+      assert.isDefined(yield* hidden(selfFiles(procLine("rw,hidepid=2"), undefined)))
+    })
+  )
+
+  it.effect("an unreadable mount table is a reason (cannot tell), never a pass", () =>
+    Effect.gen(function* () {
+      const reason = yield* hidden(selfFiles(undefined, "CapEff:\t0\n"))
+      assert.include(reason!, "cannot read ")
+      assert.include(reason!, "mountinfo")
+    })
+  )
+
+  it.effect("a recorded tree is no proc mount: it hides nothing it recorded", () =>
+    Effect.gen(function* () {
+      assert.isUndefined(
+        yield* hidden(selfFiles(procLine("rw,hidepid=2"), "CapEff:\t0\n"), tree("lone-head"))
+      )
+    })
+  )
+
+  it.effect("this machine's /proc as this process sees it", () =>
+    Effect.gen(function* () {
+      // Whatever it says, it says it from the real mount table, without failing.
+      const reason = yield* Effect.flatMap(ProcFs.ProcFs, (p) => p.hiddenReason).pipe(
+        Effect.provide(ProcFs.layerLive())
+      )
+      const mounted = fs.readFileSync("/proc/self/mountinfo", "utf8")
+      if (!/ \/proc .* - proc .*hidepid=[^0o]/.test(mounted)) assert.isUndefined(reason)
+    })
+  )
+})
