@@ -3,12 +3,14 @@
  * guard, `ray repair` fails with the marker and the reason, and no Ray process was killed.
  * And the one situation where the repair is allowed: a lone idle head without the slot.
  */
+import { spawnSync } from "node:child_process"
 import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
-import { runCli } from "../support/cli.js"
+import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import {
   daemonPids,
   type Head,
   prepareRay,
+  projectRoot,
   runPython,
   startDetachedActor,
   startDetachedPlacementGroup,
@@ -32,11 +34,17 @@ const failing = (doctor: any): string[] =>
   doctor.repair.guards.filter((g: any) => !g.ok).map((g: any) => g.id)
 
 /** doctor says the repair is refused by `id` (among others allowed), repair refuses and kills nothing. */
-const expectRefused = async (id: string, env: Record<string, string> = {}, extraArgs: string[] = []) => {
+const expectRefused = async (
+  id: string,
+  env: Record<string, string> = {},
+  extraArgs: string[] = [],
+  // A multi-node run's doctor gives the group's verdict (SPEC §11): one node, two wanted.
+  doctorReason = "no_serving_slot"
+) => {
   const doctor = await runCli(["ray", "doctor", "--json", ...extraArgs], { env })
   assert.strictEqual(doctor.code, 7, doctor.stderr)
   assert.isFalse(doctor.json.feasible)
-  assert.strictEqual(doctor.json.infeasible.reason, "no_serving_slot")
+  assert.strictEqual(doctor.json.infeasible.reason, doctorReason)
   assert.isFalse(doctor.json.repair.allowed)
   const g = guard(doctor.json, id)
   assert.isFalse(g.ok)
@@ -160,12 +168,50 @@ describe("repair guards on real heads", () => {
 
   it("a multi-node run refuses the repair (single_node_run), by env and by --nodes", async () => {
     head = await startHead({ port: PORT })
-    const doctor = await expectRefused("single_node_run", { HYPERLOOM_NODES: "2" })
+    const doctor = await expectRefused("single_node_run", { HYPERLOOM_NODES: "2" }, [], "insufficient_nodes")
     assert.deepStrictEqual(failing(doctor), ["single_node_run"])
-    await expectRefused("single_node_run", {}, ["--nodes", "2"])
+    await expectRefused("single_node_run", {}, ["--nodes", "2"], "insufficient_nodes")
     const bad = await runCli(["ray", "doctor"], { env: { HYPERLOOM_NODES: "two" } })
     assert.strictEqual(bad.code, 2)
     assert.include(bad.stderr, "HYPERLOOM_NODES")
+  })
+
+  it("a /proc mounted with hidepid, read without CAP_SYS_PTRACE: not clean (only_our_daemons cannot tell, cluster_inspectable fails)", async (ctx) => {
+    // Needs root (to mount) and unshare/setpriv; the new /proc lives in a private mount and PID
+    // namespace of the hyperloom process only: nothing changes for anyone else.
+    if (process.getuid?.() !== 0 || spawnSync("setpriv", ["--help"]).status !== 0) ctx.skip()
+    head = await startHead({ port: PORT })
+    const r = spawnSync(
+      "unshare",
+      [
+        "--mount",
+        "--pid",
+        "--fork",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t proc -o hidepid=2 proc /proc && exec setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace "$0" "$@"',
+        process.execPath,
+        cliPath,
+        "ray",
+        "doctor",
+        "--json"
+      ],
+      { env: cleanEnv(), cwd: projectRoot, encoding: "utf8", timeout: 60_000 }
+    )
+    assert.strictEqual(r.status, 7, r.stderr)
+    const doctor = JSON.parse(r.stdout)
+    assert.isFalse(doctor.repair.allowed)
+    const inspectable = guard(doctor, "cluster_inspectable")
+    assert.isFalse(inspectable.ok)
+    assert.include(
+      inspectable.reason,
+      "/proc may hide other users' processes: /proc is mounted with hidepid="
+    )
+    const ours = guard(doctor, "only_our_daemons")
+    assert.isFalse(ours.ok)
+    assert.match(ours.reason, /^cannot tell: \/proc may hide other users' processes \(/)
   })
 
   it("a dead explicit address fails fast with one clear line", async () => {
