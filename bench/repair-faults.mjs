@@ -4,13 +4,17 @@
 //     HYPERLOOM_TEST_REPAIR_PAUSE: before_stop, before_start, before_slot), SIGKILLs it there, and
 //     runs `hyperloom ray ensure` again: the host must end with a healthy head with the slot, and the
 //     second ensure must not wait for the dead holder's lock; or
-//   - races two `hyperloom ray ensure`: exactly one repairs, and no two repair windows (final
-//     guard check → restarted head, timed as the log lines arrive) overlap.
+//   - races two `hyperloom ray ensure` (the second with another RAY_TMPDIR): exactly one repairs,
+//     and no two repair windows (final guard check → restarted head, timed as the log lines
+//     arrive) overlap.
 // Needs `npm run build` first; starts and stops its own heads (`ray stop --force`): run it on a
 // disposable host (inside /work-style isolation, e.g. a private PID/network namespace).
 //
 //   node bench/repair-faults.mjs [rounds per fault]     (default 5: 15 kills and 5 races)
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { cli, ray, root, startHead, stopRay, time } from "./lib.mjs"
 
 const rounds = Number(process.argv[2] ?? 5)
@@ -131,7 +135,10 @@ try {
     }
     slotless()
     counts.races += 1
-    const runs = await Promise.all([ensure(), ensure()])
+    // The second racer has another Ray temp dir: the host lock is the same whatever RAY_TMPDIR.
+    const otherTmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-raytmp-"))
+    const runs = await Promise.all([ensure(), ensure({ RAY_TMPDIR: otherTmp })])
+    fs.rmSync(otherTmp, { recursive: true, force: true })
     const [a, b] = runs.map(windows)
     counts.raceRepairs += a.length + b.length
     if (runs.every((r) => r.code === 0)) counts.raceBothOk += 1

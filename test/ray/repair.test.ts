@@ -181,7 +181,7 @@ describe("the repair and leases on real heads", () => {
     const first = await holder
     assert.strictEqual(first.code, 0, first.stderr)
     assert.strictEqual(waiter.code, 0, waiter.stderr)
-    assert.include(waiter.stderr, "waiting for serving_slot: held by actor")
+    assert.include(waiter.stderr, "waiting for serving_slot: held by actor", waiter.stderr)
     assert.include(waiter.stdout, "second")
   })
 
