@@ -292,7 +292,7 @@ describe("ProcFs.hiddenReason: does this /proc show every process?", () => {
     Effect.gen(function* () {
       // Whatever it says, it says it from the real mount table, without failing.
       const reason = yield* Effect.flatMap(ProcFs.ProcFs, (p) => p.hiddenReason).pipe(
-        Effect.provide(ProcFs.layerLive())
+        Effect.provide(ProcFs.layer)
       )
       const mounted = fs.readFileSync("/proc/self/mountinfo", "utf8")
       if (!/ \/proc .* - proc .*hidepid=[^0o]/.test(mounted)) assert.isUndefined(reason)
