@@ -31,9 +31,9 @@ const awaitSlot = (gcsAddress: string) =>
   Effect.gen(function* () {
     const inspector = yield* ClusterInspector
     return yield* inspector.snapshot(gcsAddress).pipe(
+      // not yet: retried like a head that does not answer yet, until the timeout below names it
       Effect.filterOrFail(
-        (s) => (totalResources(s)[SLOT] ?? 0) > 0 && s.nodes.some((n) => n.state === "ALIVE"),
-        () => "the head answers but does not show serving_slot yet"
+        (s) => (totalResources(s)[SLOT] ?? 0) > 0 && s.nodes.some((n) => n.state === "ALIVE")
       ),
       Effect.retry(Schedule.spaced(Duration.millis(100))),
       Effect.timeoutFail({
@@ -67,8 +67,7 @@ const testPause = (step: RepairStep) =>
       : Effect.void
   )
 
-const describeFailure = (e: unknown): string =>
-  typeof e === "string" ? e : e instanceof Error ? e.message : String(e)
+const describeFailure = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /**
  * The guarded runtime repair (SPEC §4), for a caller that holds the work permit.

@@ -25,6 +25,7 @@ export interface Inspection {
 }
 
 /** Resolves the cluster and reads it (GCS) and the host's daemons (/proc) concurrently. */
+// Stryker disable next-line StringLiteral: span names are for traces only
 export const inspect = Effect.fn("inspect")(function* () {
   const inspector = yield* ClusterInspector
   const procFs = yield* ProcFs
@@ -38,12 +39,14 @@ export const inspect = Effect.fn("inspect")(function* () {
       ),
       procFs.hiddenReason
     ],
+    // Stryker disable next-line ObjectLiteral: concurrency only saves time, the reads are independent
     { concurrency: 3 }
   )
   return { resolved, snapshot, daemons, procHidden } satisfies Inspection
 })
 
 /** Every guard, evaluated on an inspection with this process's own facts. */
+// Stryker disable next-line StringLiteral: span names are for traces only
 export const guardsFor = Effect.fn("guardsFor")(function* (inspection: Inspection) {
   const settings = yield* Settings
   const gate = yield* WorkGate

@@ -3,10 +3,11 @@
  * whose answers change as the fake CLI stops and starts heads, and a recorded-shape /proc.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Either, Fiber, Layer, Logger, Option, TestClock } from "effect"
 import { RayClusterInfeasible, RayCommandFailed } from "../../src/domain/Errors.js"
 import type { ClusterSnapshot, ProcessInfo, ResourceMap } from "../../src/domain/Snapshot.js"
-import { ensure, repair } from "../../src/programs/Cluster.js"
+import { ensure, REPAIR_LOG, repair } from "../../src/programs/Cluster.js"
+import { guardsFor, inspect } from "../../src/programs/Inspect.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
@@ -333,5 +334,179 @@ describe("ensure (hyperloom ray ensure, and every lease attempt)", () => {
       assert.include(e.message, "but Ray daemons run on this host: gcs_server pid 100 (port 6379)")
       assert.deepStrictEqual(ops(cli), ["probe"])
     }).pipe(Effect.provide(layer))
+  })
+})
+
+/** Every log line of the program, as "LEVEL message". */
+const captureLogs = () => {
+  const lines: Array<string> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+  })
+  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
+}
+
+/** After the restart (read 3 on), what the GCS shows instead of the new head, until `until`. */
+const afterRestart = (world: World, until: number, show: (head: ClusterSnapshot) => ClusterSnapshot) => {
+  let head: ClusterSnapshot | undefined
+  world.onRead = (n, w) => {
+    if (n === 3) head = w.current
+    if (n >= 3 && head !== undefined) w.current = n < until ? show(head) : head
+  }
+}
+
+describe("repair: the slot wait, the re-check and the logs", () => {
+  it.effect("logs the SPEC's repair warning, the restart it runs and the head it brought up", () => {
+    const { layer } = harness(headSnapshot(SLOTLESS))
+    const logs = captureLogs()
+    return Effect.gen(function* () {
+      yield* repair(SLOT_ONLY, { dryRun: false })
+      assert.deepStrictEqual(logs.lines, [
+        `WARN ${REPAIR_LOG}`,
+        `INFO ray stop --force, then ray start --head --port=${PORT} with {"serving_slot":1}`,
+        `INFO Ray head restarted at ${GCS} with serving_slot`
+      ])
+    }).pipe(Effect.provide(Layer.merge(layer, logs.layer)))
+  })
+
+  it.effect(
+    "waits until an alive node declares the slot: a slot-less answer, then the slot on a dead node, are not enough",
+    () => {
+      const { layer, world } = harness(headSnapshot(SLOTLESS))
+      const withoutSlot = (s: ClusterSnapshot): ClusterSnapshot => headSnapshot(SLOTLESS, s.nodes[0]!.nodeId)
+      const dead = (s: ClusterSnapshot): ClusterSnapshot => ({
+        ...s,
+        nodes: s.nodes.map((n) => ({ ...n, state: "DEAD" as const }))
+      })
+      // Read 3 answers without the slot, read 4 with the slot on a dead node only; read 5 shows the
+      // new head alive beside the old head's record, which Ray keeps as DEAD.
+      let head: ClusterSnapshot | undefined
+      world.onRead = (n, w) => {
+        if (n === 3) head = w.current
+        if (head === undefined) return
+        if (n === 3) w.current = withoutSlot(head)
+        else if (n === 4) w.current = dead(head)
+        else w.current = { ...head, nodes: [...dead(headSnapshot(SLOTLESS)).nodes, ...head.nodes] }
+      }
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(repair(SLOT_ONLY, { dryRun: false }))
+        yield* TestClock.adjust(Duration.millis(150))
+        assert.strictEqual(world.reads, 4, "still waiting after a slot-less answer and a dead node")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+        yield* TestClock.adjust(Duration.seconds(1))
+        const outcome = yield* Fiber.join(fiber)
+        assert.strictEqual(outcome.action, "repaired")
+        assert.strictEqual(world.reads, 5)
+        assert.isTrue(outcome.verdict.feasible)
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.effect("a head that never shows the slot fails the repair after the wait, naming the head", () => {
+    const { layer, world } = harness(headSnapshot(SLOTLESS))
+    afterRestart(world, Number.POSITIVE_INFINITY, (s) => headSnapshot(SLOTLESS, s.nodes[0]!.nodeId))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(Effect.flip(repair(SLOT_ONLY, { dryRun: false })))
+      yield* TestClock.adjust(Duration.seconds(59))
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "still waiting before the timeout")
+      yield* TestClock.adjust(Duration.seconds(2))
+      const e = yield* Fiber.join(fiber)
+      assert.instanceOf(e, RayClusterInfeasible)
+      assert.strictEqual(e.restartFailure, `the head at ${GCS} did not show serving_slot within 1m`)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a dry run refuses like the repair when a guard fails, planning nothing", () => {
+    const { cli, layer } = harness(withActor(headSnapshot(SLOTLESS), { name: "keeper", isDetached: true }))
+    return Effect.gen(function* () {
+      const e = yield* Effect.flip(repair(SLOT_ONLY, { dryRun: true }))
+      assert.instanceOf(e, RayClusterInfeasible)
+      assert.include(e.message, "; not restarting it automatically: actor keeper (")
+      assert.deepStrictEqual(ops(cli), [])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a cluster that cannot be inspected again before the stop refuses, stopping nothing", () => {
+    const { cli, layer, world } = harness(headSnapshot(SLOTLESS))
+    world.onRead = (n, w) => {
+      if (n === 2) w.current = undefined
+    }
+    return Effect.gen(function* () {
+      const e = yield* Effect.flip(repair(SLOT_ONLY, { dryRun: false }))
+      assert.instanceOf(e, RayClusterInfeasible)
+      assert.strictEqual(e.refusals.length, 1)
+      assert.match(e.refusals[0]!, /^cluster could not be inspected again: \S/)
+      assert.deepStrictEqual(ops(cli), [])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("a head that got the slot meanwhile (another repairer) is left alone: none", () => {
+    const { cli, layer, world } = harness(headSnapshot(SLOTLESS))
+    world.onRead = (n, w) => {
+      if (n === 2) w.current = headSnapshot({ ...SLOTLESS, serving_slot: 1 }, nodeId(0xbeef))
+    }
+    return Effect.gen(function* () {
+      const outcome = yield* repair(SLOT_ONLY, { dryRun: false })
+      assert.strictEqual(outcome.action, "none")
+      assert.isNull(outcome.plan)
+      assert.isTrue(outcome.verdict.feasible)
+      assert.deepStrictEqual(ops(cli), [])
+    }).pipe(Effect.provide(layer))
+  })
+
+  for (const [step, before] of [
+    ["before_stop", []],
+    ["before_start", ["stop"]],
+    ["before_slot", ["stop", "start"]]
+  ] as const) {
+    it.effect(`HYPERLOOM_TEST_REPAIR_PAUSE=${step} logs and waits there, then goes on`, () => {
+      const { cli, layer } = harness(headSnapshot(SLOTLESS), {
+        settings: { env: { HYPERLOOM_TEST_REPAIR_PAUSE: step } }
+      })
+      const logs = captureLogs()
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(repair(SLOT_ONLY, { dryRun: false }))
+        yield* TestClock.adjust(Duration.seconds(60))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)))
+        assert.deepStrictEqual(ops(cli), [...before])
+        assert.include(logs.lines, `WARN repair paused at ${step} (HYPERLOOM_TEST_REPAIR_PAUSE, test only)`)
+        yield* TestClock.adjust(Duration.seconds(61))
+        assert.strictEqual((yield* Fiber.join(fiber)).action, "repaired")
+        assert.deepStrictEqual(ops(cli), ["stop", "start"])
+      }).pipe(Effect.provide(Layer.merge(layer, logs.layer)))
+    })
+  }
+})
+
+describe("inspect and guardsFor: the guard wiring", () => {
+  it.effect("an unreadable /proc reaches the inspection as its message, and the guards cannot tell", () => {
+    const { layer } = harness(headSnapshot(SLOTLESS))
+    const unreadable = new ProcFs.ProcUnreadable({ root: "/proc", detail: "EACCES: permission denied" })
+    return Effect.gen(function* () {
+      const inspection = yield* inspect()
+      assert.deepStrictEqual(inspection.daemons, Either.left(unreadable.message))
+      const guards = yield* guardsFor(inspection)
+      const failed = guards.filter((g) => !g.ok).map((g) => g.id)
+      assert.deepStrictEqual(failed, ["one_local_node", "only_our_daemons", "cluster_inspectable"])
+    }).pipe(Effect.provide(Layer.merge(layer, ProcFs.layerTest(unreadable))))
+  })
+
+  it.effect("a lone idle head passes every guard; this run's facts from the settings decide theirs", () => {
+    const one = harness(headSnapshot(SLOTLESS))
+    const multi = harness(headSnapshot(SLOTLESS), { settings: { nodes: 2 } })
+    const verdicts = Effect.gen(function* () {
+      const guards = yield* guardsFor(yield* inspect())
+      return guards.map((g) => [g.id, g.ok] as const)
+    })
+    return Effect.gen(function* () {
+      const all = yield* verdicts.pipe(Effect.provide(one.layer))
+      assert.isTrue(all.length >= 8)
+      assert.isTrue(all.every(([, ok]) => ok))
+      const two = yield* verdicts.pipe(Effect.provide(multi.layer))
+      assert.deepStrictEqual(
+        two.filter(([, ok]) => !ok).map(([id]) => id),
+        ["single_node_run"]
+      )
+    })
   })
 })

@@ -169,13 +169,82 @@ describe("ProcFs tolerates processes that vanish mid-scan", () => {
   )
 })
 
+describe("ProcFs reads only pid directories, in pid order", () => {
+  const writeProc = (dir: string, name: string, comm: string, stat: string) => {
+    fs.mkdirSync(path.join(dir, name))
+    fs.writeFileSync(path.join(dir, name, "cmdline"), `${comm}\0`)
+    fs.writeFileSync(path.join(dir, name, "comm"), `${comm}\n`)
+    fs.writeFileSync(path.join(dir, name, "stat"), stat)
+  }
+
+  it.effect(
+    "names that are not all digits are skipped even with a process's files; pids sort numerically",
+    () =>
+      Effect.gen(function* () {
+        const dir = copyTree(tree("lone-head"))
+        try {
+          writeProc(dir, "10000", "big", "10000 (big) S 1 0")
+          writeProc(dir, "12x", "a", "12 (a) S 1 0")
+          writeProc(dir, "x12", "b", "12 (b) S 1 0")
+          writeProc(dir, "NaN", "c", "1 (c) S 1 0")
+          const { processes } = yield* read(dir)
+          assert.deepStrictEqual(
+            processes.map((p) => p.pid),
+            [5925, 5927, 5959, 5992, 6015, 10000]
+          )
+          assert.deepStrictEqual(processes.at(-1), {
+            pid: 10000,
+            ppid: 1,
+            comm: "big",
+            argv: ["big"],
+            state: "S"
+          })
+        } finally {
+          fs.rmSync(dir, { recursive: true, force: true })
+        }
+      })
+  )
+
+  it.effect("comm loses only its final newline", () =>
+    Effect.gen(function* () {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-proc-"))
+      try {
+        writeProc(dir, "5", "a\nb", "5 (a) R 1 0")
+        const { processes } = yield* read(dir)
+        assert.strictEqual(processes[0]?.comm, "a\nb")
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  )
+})
+
 describe("ProcFs errors", () => {
+  it.effect("a process entry that cannot be read for another reason than vanishing is ProcUnreadable", () =>
+    Effect.gen(function* () {
+      const dir = copyTree(tree("lone-head"))
+      try {
+        fs.mkdirSync(path.join(dir, "4242", "cmdline"), { recursive: true }) // EISDIR: not a vanished process
+        const e = yield* Effect.flip(read(dir))
+        assert.strictEqual(e._tag, "ProcUnreadable")
+        assert.strictEqual(e.root, dir)
+        assert.match(e.detail, /^reading a process: EISDIR: illegal operation on a directory, read$/)
+        assert.strictEqual(e.message, `cannot read the process table at ${dir}: ${e.detail}`)
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  )
+
   it.effect("a missing root is ProcUnreadable", () =>
     Effect.gen(function* () {
       const e = yield* Effect.flip(read("/nonexistent-hyperloom-proc"))
       assert.strictEqual(e._tag, "ProcUnreadable")
       assert.strictEqual(e.root, "/nonexistent-hyperloom-proc")
-      assert.include(e.message, "ENOENT")
+      assert.strictEqual(
+        e.message,
+        "cannot read the process table at /nonexistent-hyperloom-proc: ENOENT: no such file or directory, scandir '/nonexistent-hyperloom-proc'"
+      )
     })
   )
 
@@ -235,6 +304,16 @@ describe("stat and cmdline parsing", () => {
     assert.deepStrictEqual(ProcFs.parseStat("42 (x y) Z 1 0"), { state: "Z", ppid: 1 })
     assert.strictEqual(ProcFs.parseStat(""), undefined)
     assert.strictEqual(ProcFs.parseStat("42 (x"), undefined)
+    // no ')' at all is no stat line, even when its fields would parse
+    assert.strictEqual(ProcFs.parseStat("1 2 3"), undefined)
+    // a ')' first, fields after it
+    assert.deepStrictEqual(ProcFs.parseStat(") R 3"), { state: "R", ppid: 3 })
+    // runs of blanks separate fields
+    assert.deepStrictEqual(ProcFs.parseStat("42 (x)  S \t 7  9"), { state: "S", ppid: 7 })
+    // a stat cut after the comm, or after the state, has no ppid
+    assert.strictEqual(ProcFs.parseStat("42 (x)"), undefined)
+    assert.strictEqual(ProcFs.parseStat("42 (x) S"), undefined)
+    assert.strictEqual(ProcFs.parseStat("42 (x) S x"), undefined)
   })
 
   it("parseCmdline splits on NUL and drops the trailing padding", () => {
@@ -266,6 +345,10 @@ describe("ProcFs.hiddenReason: does this /proc show every process?", () => {
       assert.include(reason!, "/proc is mounted with hidepid=invisible")
       assert.isUndefined(yield* hidden(selfFiles(procLine("rw,hidepid=invisible"), ptrace)))
       assert.isUndefined(yield* hidden(selfFiles(procLine("rw"), noCaps)))
+      // a member of the mount's gid= group sees every process
+      const gid = process.getegid!()
+      assert.isUndefined(yield* hidden(selfFiles(procLine(`rw,hidepid=invisible,gid=${gid}`), noCaps)))
+      assert.isDefined(yield* hidden(selfFiles(procLine(`rw,hidepid=invisible,gid=${gid + 4242}`), noCaps)))
       // A status without CapEff is not taken as privileged.
       assert.isDefined(yield* hidden(selfFiles(procLine("rw,hidepid=2"), "Name:\tnode\n")))
       assert.isDefined(yield* hidden(selfFiles(procLine("rw,hidepid=2"), undefined)))
