@@ -2,7 +2,9 @@
  * The LeaseBridge service on real heads: exit codes, live output, device variables, cwd/env,
  * a missing command, the slot's hand-over under contention, and release on every path
  * (scope end, fiber interruption, SIGKILL of the process holding the lease, SIGKILL of the
- * actor's worker). Each test starts its own head and tears it down.
+ * actor's worker). No scenario restarts or stops the head (they lease, run and release), so the
+ * file's scenarios share one head, started in beforeAll and torn down in afterAll; after each
+ * scenario no lease actor may be left alive, so none inherits another's slot.
  */
 
 import { spawn } from "node:child_process"
@@ -10,7 +12,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { afterEach, assert, describe, it } from "@effect/vitest"
+import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as Settings from "../../src/services/Settings.js"
@@ -53,20 +55,23 @@ const since = (t0: number) => Date.now() - t0
 const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
 
 let head: Head
-const setup = promise(async () => {
-  await prepareRay()
-  head = await startHead({ numGpus: 2, slot: true, port: PORT })
-})
-
-afterEach(async () => {
-  closeGcs()
-  await teardownRay()
-})
 
 describe("LeaseBridge on a real head", () => {
+  beforeAll(async () => {
+    await prepareRay()
+    head = await startHead({ numGpus: 2, slot: true, port: PORT })
+  })
+  // Each scenario releases what it leased: none may leave a lease actor for the next one.
+  afterEach(async () => {
+    await waitNoLeaseActor(head, 10_000)
+  })
+  afterAll(async () => {
+    closeGcs()
+    await teardownRay()
+  })
+
   it.live("returns CMD's exit code (0 and non-zero) and frees the slot for the next lease", () =>
     Effect.gen(function* () {
-      yield* setup
       const spec = specFor(head)
       const bridge = yield* LeaseBridge.LeaseBridge
       const run = (argv: ReadonlyArray<string>) =>
@@ -95,7 +100,6 @@ describe("LeaseBridge on a real head", () => {
 
   it.live("streams output live: a line arrives while CMD still runs", () =>
     Effect.gen(function* () {
-      yield* setup
       const bridge = yield* LeaseBridge.LeaseBridge
       const first = yield* Deferred.make<number>()
       const lines: string[] = []
@@ -126,7 +130,6 @@ describe("LeaseBridge on a real head", () => {
 
   it.live("CMD sees the actor's CUDA_VISIBLE_DEVICES over the caller's empty one, and its cwd and env", () =>
     Effect.gen(function* () {
-      yield* setup
       const bridge = yield* LeaseBridge.LeaseBridge
       const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-cwd-")))
       const script = 'echo "cvd=$CUDA_VISIBLE_DEVICES"; echo "pwd=$(pwd)"; echo "probe=$HL_PROBE"'
@@ -155,7 +158,6 @@ describe("LeaseBridge on a real head", () => {
 
   it.live("a command that does not exist exits 127 with a clear line", () =>
     Effect.gen(function* () {
-      yield* setup
       const bridge = yield* LeaseBridge.LeaseBridge
       const { started, exit } = yield* Effect.scoped(
         Effect.gen(function* () {
@@ -171,7 +173,6 @@ describe("LeaseBridge on a real head", () => {
 
   it.live("contention: B waits while A holds the slot and starts promptly once A is released", () =>
     Effect.gen(function* () {
-      yield* setup
       const spec = specFor(head)
       const bridge = yield* LeaseBridge.LeaseBridge
       const markerA = markerSleep()
@@ -205,7 +206,6 @@ describe("LeaseBridge on a real head", () => {
     "interrupting the fiber mid-lease leaves no actor and no CMD (also while waiting for the slot)",
     () =>
       Effect.gen(function* () {
-        yield* setup
         const spec = specFor(head)
         const bridge = yield* LeaseBridge.LeaseBridge
         const marker = markerSleep()
@@ -245,7 +245,6 @@ describe("LeaseBridge on a real head", () => {
 
   it.live("SIGKILL of the actor's worker: the supervisor kills CMD; the lease fails with actor_died", () =>
     Effect.gen(function* () {
-      yield* setup
       const bridge = yield* LeaseBridge.LeaseBridge
       const marker = markerSleep()
       const result = yield* Effect.scoped(
@@ -273,7 +272,6 @@ describe("LeaseBridge on a real head", () => {
 
   it.live("SIGKILL of the process holding the lease: bridge, CMD and actor go away", () =>
     Effect.gen(function* () {
-      yield* setup
       const childJs = yield* promise(buildLeaseChild)
       const marker = markerSleep()
       const spec = specFor(head)(["sleep", marker])
