@@ -21,7 +21,7 @@ export const flagValue = (argv: ReadonlyArray<string>, name: string): string | u
 }
 
 /** Whether a bare flag (e.g. `--head`) is one of the argv elements after argv[0]. */
-export const hasFlag = (argv: ReadonlyArray<string>, name: string): boolean => argv.indexOf(name, 1) >= 0
+export const hasFlag = (argv: ReadonlyArray<string>, name: string): boolean => argv.slice(1).includes(name)
 
 /** The process is the named executable, by its comm or by argv[0]'s basename. */
 const isExecutable = (p: ProcessInfo, name: string): boolean =>
@@ -29,21 +29,21 @@ const isExecutable = (p: ProcessInfo, name: string): boolean =>
 
 const nonEmpty = (v: string | undefined): string | undefined => (v === undefined || v === "" ? undefined : v)
 
+/** A port as Ray writes it: a canonical decimal integer from 1 to 65535. */
 const parsePort = (v: string | undefined): number | undefined => {
-  if (v === undefined || !/^\d{1,5}$/.test(v)) return undefined
   const n = Number(v)
-  return n >= 1 && n <= 65535 ? n : undefined
+  return String(n) === v && Number.isInteger(n) && n >= 1 && n <= 65535 ? n : undefined
 }
 
 /** `--static_resource_list=k,v,k,v…` → `{ k: v }` (pairs whose value is not a number are skipped). */
 export const parseStaticResourceList = (value: string | undefined): ResourceMap => {
   const out: Record<string, number> = {}
-  if (value === undefined || value === "") return out
+  if (value === undefined) return out
   const parts = value.split(",")
-  for (let i = 0; i + 1 < parts.length; i += 2) {
-    const key = parts[i]!
-    const n = Number(parts[i + 1])
-    if (key !== "" && parts[i + 1] !== "" && Number.isFinite(n)) out[key] = n
+  while (parts.length >= 2) {
+    const [key, v] = parts.splice(0, 2) as [string, string]
+    const n = Number(v)
+    if (key !== "" && v !== "" && Number.isFinite(n)) out[key] = n
   }
   return out
 }

@@ -175,6 +175,39 @@ describe("flags", () => {
     assert.deepStrictEqual(parseStaticResourceList(""), {})
     assert.deepStrictEqual(parseStaticResourceList("CPU,2,dangling"), { CPU: 2 })
     assert.deepStrictEqual(parseStaticResourceList("CPU,x,GPU,1"), { GPU: 1 })
+    assert.deepStrictEqual(parseStaticResourceList(undefined), {})
+    assert.deepStrictEqual(parseStaticResourceList("CPU,2"), { CPU: 2 })
+    // an empty value is no 0, an empty key no resource
+    assert.deepStrictEqual(parseStaticResourceList("CPU,,GPU,1"), { GPU: 1 })
+    assert.deepStrictEqual(parseStaticResourceList(",2,GPU,1"), { GPU: 1 })
+  })
+
+  it("a gcs_server's port is a decimal from 1 to 65535, else none", () => {
+    const port = (v: string) => {
+      const d = parseRayDaemon(proc(2, "gcs_server", ["gcs_server", `--gcs_server_port=${v}`]))
+      return d?.kind === "gcs_server" ? d.port : "not a gcs_server"
+    }
+    assert.strictEqual(port("1"), 1)
+    assert.strictEqual(port("65535"), 65535)
+    for (const bad of ["0", "65536", "80.5", "1e3", "x80", "80x", "", "-1"])
+      assert.isUndefined(port(bad), bad)
+  })
+
+  it("a raylet is the head only with --head after argv[0]", () => {
+    const head = (argv: ReadonlyArray<string>) => {
+      const d = parseRayDaemon(proc(3, "raylet", argv))
+      return d?.kind === "raylet" ? d.isHead : undefined
+    }
+    assert.isTrue(head(["raylet", "--head"]))
+    assert.isFalse(head(["raylet"]))
+    assert.isFalse(head(["--head", "--x"]))
+  })
+
+  it("a zombie or dead process is no daemon, whatever its comm", () => {
+    for (const state of ["Z", "X", "x"])
+      assert.isUndefined(parseRayDaemon(proc(2, "gcs_server", gcsArgv(6379), { state })), state)
+    for (const state of ["S", "R", "D"])
+      assert.isDefined(parseRayDaemon(proc(2, "gcs_server", gcsArgv(6379), { state })), state)
   })
 })
 
@@ -240,7 +273,14 @@ describe("procHiddenReason: does /proc show every process?", () => {
     const mi = mountinfo(line("/proc", "proc", "rw,hidepid=2,gid=27"))
     assert.isUndefined(hidden(mi, PTRACE))
     assert.isUndefined(hidden(mi, NO_CAPS, [1000, 27]))
-    assert.include(hidden(mi, NO_CAPS, [1000])!, "nor group 27")
+    assert.strictEqual(
+      hidden(mi, NO_CAPS, [1000]),
+      "/proc is mounted with hidepid=2 and this process has neither CAP_SYS_PTRACE nor group 27: other users' Ray daemons would be invisible (run hyperloom as root or with CAP_SYS_PTRACE)"
+    )
+    assert.strictEqual(
+      hidden(mountinfo(line("/proc", "proc", "rw,hidepid=2")), NO_CAPS, [0]),
+      "/proc is mounted with hidepid=2 and this process has neither CAP_SYS_PTRACE: other users' Ray daemons would be invisible (run hyperloom as root or with CAP_SYS_PTRACE)"
+    )
     // Other capabilities do not help; unknown capabilities are not assumed.
     assert.isDefined(hidden(mi, PTRACE - 1n))
     assert.isDefined(hidden(mi, undefined))
@@ -272,5 +312,15 @@ describe("procHiddenReason: does /proc show every process?", () => {
   it("parses CapEff from a status text", () => {
     assert.strictEqual(parseCapEff("Name:\tx\nCapEff:\t000001fffeffffff\nCapBnd:\t0\n"), 0x1fffeffffffn)
     assert.isUndefined(parseCapEff("Name:\tx\n"))
+    assert.strictEqual(parseCapEff("CapEff:00ff"), 0xffn)
+    assert.strictEqual(parseCapEff("CapEff:\t00ff  \nX"), 0xffn)
+    assert.isUndefined(parseCapEff("CapEff:\t00ff x"))
+    assert.isUndefined(parseCapEff("XCapEff:\t00ff"))
+  })
+
+  it("skips lines that are no mount record (blank, no separator, too few fields)", () => {
+    const mi = `\nnot a mount line\nx - proc proc rw,hidepid=2\n${line("/proc", "proc", "rw,hidepid=2")}\n`
+    assert.isDefined(hidden(mi))
+    assert.isUndefined(hidden("\nnot a mount line\nx - proc proc rw,hidepid=2\n"))
   })
 })

@@ -402,19 +402,23 @@ describe("repair: the slot wait, the re-check and the logs", () => {
     }
   )
 
-  it.effect("a head that never shows the slot fails the repair after the wait, naming the head", () => {
-    const { layer, world } = harness(headSnapshot(SLOTLESS))
-    afterRestart(world, Number.POSITIVE_INFINITY, (s) => headSnapshot(SLOTLESS, s.nodes[0]!.nodeId))
-    return Effect.gen(function* () {
-      const fiber = yield* Effect.fork(Effect.flip(repair(SLOT_ONLY, { dryRun: false })))
-      yield* TestClock.adjust(Duration.seconds(59))
-      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "still waiting before the timeout")
-      yield* TestClock.adjust(Duration.seconds(2))
-      const e = yield* Fiber.join(fiber)
-      assert.instanceOf(e, RayClusterInfeasible)
-      assert.strictEqual(e.restartFailure, `the head at ${GCS} did not show serving_slot within 1m`)
-    }).pipe(Effect.provide(layer))
-  })
+  it.effect(
+    "a head that never shows the slot fails the repair after the wait, naming the head",
+    () => {
+      const { layer, world } = harness(headSnapshot(SLOTLESS))
+      afterRestart(world, Number.POSITIVE_INFINITY, (s) => headSnapshot(SLOTLESS, s.nodes[0]!.nodeId))
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(Effect.flip(repair(SLOT_ONLY, { dryRun: false })))
+        yield* TestClock.adjust(Duration.seconds(59))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "still waiting before the timeout")
+        yield* TestClock.adjust(Duration.seconds(2))
+        const e = yield* Fiber.join(fiber)
+        assert.instanceOf(e, RayClusterInfeasible)
+        assert.strictEqual(e.restartFailure, `the head at ${GCS} did not show serving_slot within 1m`)
+      }).pipe(Effect.provide(layer))
+    },
+    120_000
+  ) // ~600 polls on the test clock: seconds, more under mutation testing
 
   it.effect("a dry run refuses like the repair when a guard fails, planning nothing", () => {
     const { cli, layer } = harness(withActor(headSnapshot(SLOTLESS), { name: "keeper", isDetached: true }))
