@@ -1,6 +1,8 @@
 /**
  * ClusterInspector and ProcFs against real Ray heads (Ray core from the project's venv).
- * Every test arranges its own cluster and tears it down: run under the shared lock
+ * Every test that needs a particular cluster arranges its own and tears it down; the driver, the
+ * detached actor and the detached placement group only add to one plain head (each looks only at
+ * what it added), so they share one, started in beforeAll. Run under the shared lock
  * (`flock /tmp/hyperloom-dev-ray.lock npx vitest run --project ray test/ray/inspector.test.ts`).
  */
 import { execFileSync, spawnSync } from "node:child_process"
@@ -8,7 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
-import { afterEach, assert, beforeEach, describe, it } from "vitest"
+import { afterAll, afterEach, assert, beforeAll, beforeEach, describe, it } from "vitest"
 import { parseRayAddress } from "../../src/domain/Address.js"
 import { gcsServers, raylets } from "../../src/domain/Daemons.js"
 import { type ClusterSnapshot, heldResources, totalResources } from "../../src/domain/Snapshot.js"
@@ -131,74 +133,6 @@ describe("ClusterInspector on a real Ray head", () => {
     // warm calls are cheap
     const warm = await timed(() => ok(ci.snapshot(head.gcsAddress)))
     assert.isBelow(warm.ms, 100)
-  })
-
-  it("a live driver is a job that is not dead, with its pid; it turns dead when killed", async () => {
-    const head = await startHead({ numCpus: 2 })
-    const ci = open()
-    const driver = await startDriver(head)
-    const jobId = driver.ready.split(" ")[1]!
-    assert.match(jobId, /^[0-9a-f]+$/)
-    const s = await ok(ci.snapshot(head.gcsAddress))
-    const job = s.jobs.find((j) => j.jobId === jobId)
-    assert.isDefined(job, `job ${jobId} in ${JSON.stringify(s.jobs)}`)
-    assert.strictEqual(job?.isDead, false)
-    assert.strictEqual(job?.driverPid, driver.pid)
-    assert.strictEqual(job?.driverIp, head.host)
-    driver.kill()
-    await waitFor("the driver's job to turn dead", async () => {
-      const after = await ok(ci.snapshot(head.gcsAddress))
-      return after.jobs.find((j) => j.jobId === jobId)?.isDead === true || undefined
-    })
-  })
-
-  it("a detached actor is ALIVE and detached after its driver exited", async () => {
-    const head = await startHead({ numCpus: 2 })
-    const ci = open()
-    const name = await startDetachedActor(head)
-    const s = await waitFor("the detached actor to be ALIVE", async () => {
-      const snap = await ok(ci.snapshot(head.gcsAddress))
-      return snap.actors.find((a) => a.name === name)?.state === "ALIVE" ? snap : undefined
-    })
-    const actor = s.actors.find((a) => a.name === name)!
-    assert.isTrue(actor.isDetached)
-    assert.strictEqual(actor.className, "Keeper")
-    assert.match(actor.actorId, /^[0-9a-f]{32}$/)
-    assert.strictEqual(actor.nodeId, s.nodes[0]!.nodeId)
-    assert.isAbove(actor.pid, 0)
-    // its driver is gone: its job is dead, so jobs alone would not show the actor
-    const job = s.jobs.find((j) => j.jobId === actor.jobId)
-    assert.strictEqual(job?.isDead, true)
-  })
-
-  it("a detached placement group holds its resource: lower (or absent) in available", async () => {
-    const head = await startHead({ numCpus: 2 })
-    const ci = open()
-    await startDetachedPlacementGroup(head, { CPU: 1 })
-    const s = await waitFor("the held CPU to show", async () => {
-      const snap = await ok(ci.snapshot(head.gcsAddress))
-      return heldResources(snap).some((h) => h.resource === "CPU") ? snap : undefined
-    })
-    const r = s.resources[0]!
-    assert.strictEqual(r.total.CPU, 2)
-    assert.strictEqual(r.available.CPU ?? 0, 1)
-    assert.deepStrictEqual(
-      heldResources(s)
-        .filter((h) => h.resource === "CPU")
-        .map((h) => [h.nodeId, h.held]),
-      [[s.nodes[0]!.nodeId, 1]]
-    )
-    // GetAllPlacementGroup: the group itself, created, detached, its bundle placed on the head.
-    assert.deepStrictEqual(
-      s.placementGroups.map((g) => [
-        g.state,
-        g.isDetached,
-        g.strategy,
-        g.bundles.map((b) => [b.resources, b.nodeId])
-      ]),
-      [["CREATED", true, "PACK", [[{ CPU: 1 }, s.nodes[0]!.nodeId]]]]
-    )
-    assert.match(s.placementGroups[0]!.groupId, /^[0-9a-f]{36}$/)
   })
 
   it("TMPDIR=/x ray start --head: hyperloom reads the current-cluster file `ray status` reads (/x/ray), not /tmp/ray", async () => {
@@ -336,5 +270,85 @@ describe("ClusterInspector on a real Ray head", () => {
       assert.strictEqual(gone.value.left.address, head.gcsAddress)
     }
     assert.isBelow(gone.ms, 1000)
+  })
+})
+
+describe("ClusterInspector on one shared plain head (2 CPUs)", () => {
+  let head: Head
+  beforeAll(async () => {
+    await prepareRay()
+    head = await startHead({ numCpus: 2 })
+  })
+  afterEach(async () => {
+    await ci?.dispose()
+    ci = undefined
+  })
+  afterAll(async () => {
+    await teardownRay()
+  })
+
+  it("a live driver is a job that is not dead, with its pid; it turns dead when killed", async () => {
+    const ci = open()
+    const driver = await startDriver(head)
+    const jobId = driver.ready.split(" ")[1]!
+    assert.match(jobId, /^[0-9a-f]+$/)
+    const s = await ok(ci.snapshot(head.gcsAddress))
+    const job = s.jobs.find((j) => j.jobId === jobId)
+    assert.isDefined(job, `job ${jobId} in ${JSON.stringify(s.jobs)}`)
+    assert.strictEqual(job?.isDead, false)
+    assert.strictEqual(job?.driverPid, driver.pid)
+    assert.strictEqual(job?.driverIp, head.host)
+    driver.kill()
+    await waitFor("the driver's job to turn dead", async () => {
+      const after = await ok(ci.snapshot(head.gcsAddress))
+      return after.jobs.find((j) => j.jobId === jobId)?.isDead === true || undefined
+    })
+  })
+
+  it("a detached actor is ALIVE and detached after its driver exited", async () => {
+    const ci = open()
+    const name = await startDetachedActor(head)
+    const s = await waitFor("the detached actor to be ALIVE", async () => {
+      const snap = await ok(ci.snapshot(head.gcsAddress))
+      return snap.actors.find((a) => a.name === name)?.state === "ALIVE" ? snap : undefined
+    })
+    const actor = s.actors.find((a) => a.name === name)!
+    assert.isTrue(actor.isDetached)
+    assert.strictEqual(actor.className, "Keeper")
+    assert.match(actor.actorId, /^[0-9a-f]{32}$/)
+    assert.strictEqual(actor.nodeId, s.nodes[0]!.nodeId)
+    assert.isAbove(actor.pid, 0)
+    // its driver is gone: its job is dead, so jobs alone would not show the actor
+    const job = s.jobs.find((j) => j.jobId === actor.jobId)
+    assert.strictEqual(job?.isDead, true)
+  })
+
+  it("a detached placement group holds its resource: lower (or absent) in available", async () => {
+    const ci = open()
+    await startDetachedPlacementGroup(head, { CPU: 1 })
+    const s = await waitFor("the held CPU to show", async () => {
+      const snap = await ok(ci.snapshot(head.gcsAddress))
+      return heldResources(snap).some((h) => h.resource === "CPU") ? snap : undefined
+    })
+    const r = s.resources[0]!
+    assert.strictEqual(r.total.CPU, 2)
+    assert.strictEqual(r.available.CPU ?? 0, 1)
+    assert.deepStrictEqual(
+      heldResources(s)
+        .filter((h) => h.resource === "CPU")
+        .map((h) => [h.nodeId, h.held]),
+      [[s.nodes[0]!.nodeId, 1]]
+    )
+    // GetAllPlacementGroup: the group itself, created, detached, its bundle placed on the head.
+    assert.deepStrictEqual(
+      s.placementGroups.map((g) => [
+        g.state,
+        g.isDetached,
+        g.strategy,
+        g.bundles.map((b) => [b.resources, b.nodeId])
+      ]),
+      [["CREATED", true, "PACK", [[{ CPU: 1 }, s.nodes[0]!.nodeId]]]]
+    )
+    assert.match(s.placementGroups[0]!.groupId, /^[0-9a-f]{36}$/)
   })
 })
