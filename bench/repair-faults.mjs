@@ -11,11 +11,11 @@
 // disposable host (inside /work-style isolation, e.g. a private PID/network namespace).
 //
 //   node bench/repair-faults.mjs [rounds per fault]     (default 5: 15 kills and 5 races)
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { cli, ray, root, startHead, stopRay, time } from "./lib.mjs"
+import { cli, ray, root, stopRay, time } from "./lib.mjs"
 
 const rounds = Number(process.argv[2] ?? 5)
 const PORT = 6394
@@ -103,19 +103,68 @@ const counts = {
   races: 0,
   raceRepairs: 0,
   raceBothOk: 0,
-  overlaps: 0
+  overlaps: 0,
+  headRetries: 0
 }
 const perStep = Object.fromEntries(STEPS.map((s) => [s, { faults: 0, healthy: 0, nextEnsureMs: [] }]))
 
-const slotless = () => {
-  stopRay()
-  startHead(PORT, ["--num-cpus=2"])
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** A head Ray reports as up: one ALIVE node at PORT (what `hyperloom ray status` reads). */
+const headUp = () => {
+  const r = time(["node", cli, "ray", "status", "--json"], env())
+  if (r.code !== 0) return false
+  try {
+    const s = JSON.parse(r.stdout)
+    return s.address.endsWith(`:${PORT}`) && s.nodes.filter((n) => n.state === "ALIVE").length === 1
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A lone slot-less head, robust to a loaded host: `ray start` can fail on its own ("Failed to get
+ * node info: Deadline Exceeded" when the raylet registers late), so each try is bounded, a failed
+ * one is cleaned up with `ray stop --force`, and the head counts only once Ray reports it up.
+ */
+const slotless = async () => {
+  const tries = 4
+  let last = ""
+  for (let t = 1; t <= tries; t++) {
+    stopRay()
+    const r = spawnSync(
+      ray,
+      [
+        "start",
+        "--head",
+        `--port=${PORT}`,
+        "--disable-usage-stats",
+        "--include-dashboard=false",
+        "--num-cpus=2"
+      ],
+      { env: env(), encoding: "utf8", timeout: 120_000, maxBuffer: 16 * 1024 * 1024 }
+    )
+    if (r.status === 0) {
+      const deadline = Date.now() + 60_000
+      while (Date.now() < deadline) {
+        if (headUp()) return
+        await sleep(1000)
+      }
+      last = "ray start succeeded but the head was not up within 60 s"
+    } else {
+      last = `ray start exited ${r.status ?? r.signal}: ${`${r.stderr ?? ""}${r.stdout ?? ""}`.slice(-800)}`
+    }
+    counts.headRetries += 1
+    console.error(`ray start try ${t}/${tries} failed: ${last}`)
+    await sleep(2000 * t)
+  }
+  throw new Error(`could not start a head after ${tries} tries: ${last}`)
 }
 
 try {
   for (let round = 0; round < rounds; round++) {
     for (const step of STEPS) {
-      slotless()
+      await slotless()
       counts.faults += 1
       perStep[step].faults += 1
       const killed = await ensure({ HYPERLOOM_TEST_REPAIR_PAUSE: step }, (text, kill) => {
@@ -133,7 +182,7 @@ try {
         console.error(`round ${round} ${step}: not healthy after; next ensure: ${next.stderr.slice(-1500)}`)
       }
     }
-    slotless()
+    await slotless()
     counts.races += 1
     // The second racer has another Ray temp dir: the host lock is the same whatever RAY_TMPDIR.
     const otherTmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-raytmp-"))
@@ -170,5 +219,6 @@ const ok =
   counts.overlaps === 0 &&
   counts.raceRepairs === counts.races &&
   counts.raceBothOk === counts.races
+console.log(`  ray start retried on a loaded host: ${counts.headRetries}`)
 console.log(`  invariants held: ${ok ? "yes" : "NO"}`)
 process.exit(ok ? 0 : 1)

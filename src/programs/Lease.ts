@@ -49,10 +49,14 @@ export interface LeaseRunResult {
 const TAIL = 64 * 1024
 const CONTENTION_POLL = Duration.seconds(2)
 
+/** `GPU`, or the names Ray gives it inside a placement group (`GPU_group_[i_]<pg>`). */
+const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWith("GPU_group_")
+
 /** Who holds what this lease waits for, as an operator reads it; undefined when nobody visibly does. */
 export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
   const wants = (a: ClusterSnapshot["actors"][number]) =>
-    (request.servingSlot && wantsSlot(a)) || (request.gpus > 0 && (a.requiredResources.GPU ?? 0) > 0)
+    (request.servingSlot && wantsSlot(a)) ||
+    (request.gpus > 0 && Object.entries(a.requiredResources).some(([k, v]) => v > 0 && isGpuResource(k)))
   const holders = snapshot.actors.filter(
     (a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a)
   )

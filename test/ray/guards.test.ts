@@ -134,7 +134,7 @@ describe("repair guards on real heads", () => {
     const p = await runPython(
       `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([{"CPU": 64}], name="hl_pending_pg", lifetime="detached")\nprint("ready", flush=True)\n`
     )
-    await waitFor("the placement group driver to exit", () => p.child.exitCode !== null || undefined, 30_000)
+    await waitFor("the placement group driver to exit", () => p.child.exitCode !== null || undefined, 60_000)
     const doctor = await expectRefused("no_resources_held")
     assert.deepStrictEqual(failing(doctor), ["no_resources_held"])
     const reason: string = guard(doctor, "no_resources_held").reason

@@ -171,18 +171,55 @@ describe("the repair and leases on real heads", () => {
 
   it("a second lease waits while the slot is held, says for whom, and starts once it is free", async () => {
     await startHead({ port: PORT, slot: true })
-    const holder = runCli(["lease", "run", "--gpus", "0", "--", "sh", "-c", "sleep 6"])
-    await waitFor(
-      "the first lease to hold the slot",
-      async () => ((await status()).resources.available.serving_slot ?? 0) === 0 || undefined,
-      20_000
-    )
-    const waiter = await runCli(["lease", "run", "--gpus", "0", "--", "echo", "second"])
-    const first = await holder
-    assert.strictEqual(first.code, 0, first.stderr)
-    assert.strictEqual(waiter.code, 0, waiter.stderr)
-    assert.include(waiter.stderr, "waiting for serving_slot: held by actor", waiter.stderr)
-    assert.include(waiter.stdout, "second")
+    // The holder runs until the waiter has said whom it waits for: on a loaded host a timed holder
+    // (`sleep 6`) could end before the waiter reached the GCS, and the waiter would not wait at all.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-release-"))
+    const release = path.join(dir, "release")
+    try {
+      const holder = runCli(
+        ["lease", "run", "--gpus", "0", "--", "sh", "-c", `while [ ! -e '${release}' ]; do sleep 0.2; done`],
+        { timeoutMs: 240_000 }
+      )
+      await waitFor(
+        "the first lease to hold the slot",
+        async () => ((await status()).resources.available.serving_slot ?? 0) === 0 || undefined,
+        60_000
+      )
+      const child = spawn(
+        process.execPath,
+        [cliPath, "lease", "run", "--gpus", "0", "--", "echo", "second"],
+        {
+          env: cleanEnv(),
+          cwd: projectRoot,
+          stdio: ["ignore", "pipe", "pipe"]
+        }
+      )
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (d) => (stdout += d))
+      child.stderr.on("data", (d) => (stderr += d))
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+      await waitFor(
+        "the second lease to say it waits",
+        () => (stderr.includes("waiting for serving_slot") ? true : undefined),
+        90_000,
+        200
+      )
+      fs.writeFileSync(release, "")
+      const first = await holder
+      const code = await exited
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(code, 0, stderr)
+      assert.match(
+        stderr,
+        /waiting for serving_slot: held by actor [^\s(]+ \(pid \d+, job [0-9a-f]+, driver pid \d+\)/,
+        stderr
+      )
+      assert.include(stdout, "second")
+    } finally {
+      fs.writeFileSync(release, "")
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   for (const signal of ["SIGINT", "SIGKILL"] as const) {

@@ -240,7 +240,7 @@ export const startDetachedActor = async (head: Head, name = "hl_test_detached") 
   const p = await runPython(
     `import ray\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR", namespace="hl")\n@ray.remote(num_cpus=0)\nclass Keeper:\n    def ping(self):\n        return 1\na = Keeper.options(name=${JSON.stringify(name)}, lifetime="detached").remote()\nray.get(a.ping.remote())\nprint("ready", flush=True)\n`
   )
-  await waitFor("detached actor driver to exit", () => p.child.exitCode !== null || undefined, 30_000)
+  await waitFor("detached actor driver to exit", () => p.child.exitCode !== null || undefined, 60_000)
   return name
 }
 
@@ -250,9 +250,11 @@ export const startDetachedPlacementGroup = async (
   bundle: Record<string, number> = { CPU: 1 }
 ) => {
   const p = await runPython(
-    `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([${JSON.stringify(bundle)}], lifetime="detached")\nray.get(pg.ready(), timeout=30)\nprint("ready", flush=True)\n`
+    `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([${JSON.stringify(bundle)}], lifetime="detached")\nray.get(pg.ready(), timeout=90)\nprint("ready", flush=True)\n`,
+    // A loaded host can take long to place the group and to let the driver go: bounded, not tight.
+    { timeoutMs: 120_000 }
   )
-  await waitFor("placement group driver to exit", () => p.child.exitCode !== null || undefined, 30_000)
+  await waitFor("placement group driver to exit", () => p.child.exitCode !== null || undefined, 60_000)
 }
 
 /** Stops every Ray process, kills what the harness started and removes the sessions it created. */
