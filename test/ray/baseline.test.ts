@@ -3,18 +3,21 @@
  * (examples/fake-serving-bench.mjs): every stop scenario of SPEC §6 — infeasible at the first
  * attempt, the same failure twice, three different failures, two argument errors — success, a
  * missing command, an enablement command that fixes the failure, the deadline, a corrupt state,
- * and Ctrl-C mid-attempt. Each test starts its own head (or none) and tears it down; each prints
- * one `[baseline scenario]` line with its attempts and wall time.
+ * and Ctrl-C mid-attempt. The scenarios that need a particular head (one without a slot) or none
+ * own their setup and teardown; those that only lease from a slot head with one GPU (none of them
+ * restarts or stops it) share one head, started in beforeAll, and each must leave no lease actor
+ * behind. Ctrl-C keeps its own head: it checks that the next lease gets the slot at once. Each test prints one `[baseline scenario]` line with its attempts and wall time.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
+import { afterAll, afterEach, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { type CliRun, cleanEnv, cliPath, runCli } from "../support/cli.js"
-import { pidsWithArg, waitGone } from "../support/lease.js"
+import { closeGcs, pidsWithArg, waitGone, waitNoLeaseActor } from "../support/lease.js"
 import {
   daemonPids,
+  type Head,
   noRayRunning,
   prepareRay,
   projectRoot,
@@ -114,137 +117,6 @@ describe("baseline run on real heads", () => {
     assert.include(r.stderr, "next: stop (baseline_failed)")
   })
 
-  it("the same crash with changing pids, ports and hex ids: stops at 2 with a v2 signature", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const r = await baseline(session, ["--gpus", "1"], [...bench, "--fail=crash", "--sleep=0.2"])
-    report("same failure twice", r.json, r.ms)
-    assert.strictEqual(r.code, 10, r.stderr)
-    assertNoTrace(r)
-    const state = readState(session)
-    assert.strictEqual(state.stop_reason, "baseline_failed")
-    assert.deepStrictEqual(
-      classes(state),
-      ["subprocess_nonzero", "subprocess_nonzero"],
-      JSON.stringify(
-        state.baseline_attempts.map((a: any) => ({ error: a.error, signature: a.signature })),
-        null,
-        1
-      )
-    )
-    const [a1, a2] = state.baseline_attempts
-    assert.notStrictEqual(a1.error, a2.error, "the raw errors differ (pids, ports, ids)")
-    assert.strictEqual(a1.signature, a2.signature)
-    // v1:<sha-256>: the digest of the whole output, folded line by line (SPEC §6 rule 4)
-    assert.match(state.baseline_last_failure_signature, /^v1:[0-9a-f]{64}$/)
-    // Live output, prefixed, with the lease's GPU.
-    assert.include(r.stderr, "[attempt 1] fake-serving-bench: attempt 1; CUDA_VISIBLE_DEVICES=0")
-    assert.include(r.stderr, "[attempt 2] RuntimeError: worker pid")
-    assert.include(r.stderr, "the same way as the previous failure")
-  })
-
-  it("really different failures: stops at 3", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const r = await baseline(session, [], [...bench, "--fail=random", "--sleep=0.2"])
-    report("three different failures", r.json, r.ms)
-    assert.strictEqual(r.code, 10, r.stderr)
-    const state = readState(session)
-    assert.strictEqual(state.stop_reason, "baseline_failed")
-    assert.deepStrictEqual(classes(state), ["subprocess_nonzero", "subprocess_nonzero", "subprocess_nonzero"])
-    const signatures = new Set(state.baseline_attempts.map((a: any) => a.signature))
-    assert.strictEqual(signatures.size, 3)
-    assert.strictEqual(state.baseline_total_failures, 3)
-  })
-
-  it("two argument errors: baseline_arg_error", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const r = await baseline(session, [], [...bench, "--fail=arg-error"])
-    report("two argument errors", r.json, r.ms)
-    assert.strictEqual(r.code, 11, r.stderr)
-    const state = readState(session)
-    assert.strictEqual(state.stop_reason, "baseline_arg_error")
-    assert.deepStrictEqual(classes(state), ["fast_exit_arg_error", "fast_exit_arg_error"])
-    assert.include(state.baseline_attempts[0].error, "unrecognized arguments: --bogus")
-    assert.strictEqual(state.baseline_attempts[0].exit_code, 2)
-  })
-
-  it("success records the throughput; state show renders it", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const r = await baseline(session, ["--gpus", "1"], [...bench, "--throughput=812.5"])
-    report("success", r.json, r.ms)
-    assert.strictEqual(r.code, 0, r.stderr)
-    const state = readState(session)
-    assert.strictEqual(state.status, "succeeded")
-    assert.strictEqual(state.baseline_tput, 812.5)
-    assert.deepStrictEqual(classes(state), [null])
-    assert.deepStrictEqual(
-      JSON.parse(fs.readFileSync(path.join(session, "attempts/1/result.json"), "utf8")),
-      {
-        throughput: 812.5
-      }
-    )
-    const show = await runCli(["state", "show", "--session", session])
-    assert.strictEqual(show.code, 0, show.stderr)
-    assert.include(show.stdout, "status      succeeded")
-    assert.include(show.stdout, "throughput  812.5")
-    // Running again on a finished session runs nothing and repeats its outcome.
-    const again = await baseline(session, [], [...bench])
-    assert.strictEqual(again.code, 0, again.stderr)
-    assert.strictEqual(readState(session).baseline_attempts.length, 1)
-  })
-
-  it("a baseline command that does not exist: a clear attempt failure (exit 127), stops at 2", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const r = await baseline(session, [], ["/nonexistent/hyperloom-bench", "--model", "m"])
-    report("missing command", r.json, r.ms)
-    assert.strictEqual(r.code, 10, r.stderr)
-    assertNoTrace(r)
-    const state = readState(session)
-    assert.deepStrictEqual(classes(state), ["subprocess_nonzero", "subprocess_nonzero"])
-    assert.strictEqual(state.baseline_attempts[0].exit_code, 127)
-    assert.include(state.baseline_attempts[0].error, "command not found: /nonexistent/hyperloom-bench")
-  })
-
-  it("an enablement command that fixes the failure: a successful revalidation", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const marker = path.join(session, "fixed")
-    const r = await baseline(
-      session,
-      ["--enablement-cmd", `test -s "$HYPERLOOM_LAUNCH_LOG" && touch '${marker}'`],
-      [...bench, `--fail-until=${marker}`, "--sleep=0.2"]
-    )
-    report("enablement fixes it", r.json, r.ms)
-    assert.strictEqual(r.code, 0, r.stderr)
-    const state = readState(session)
-    assert.strictEqual(state.status, "succeeded")
-    assert.deepStrictEqual(classes(state), ["subprocess_nonzero", null])
-    assert.isTrue(state.enablement.succeeded)
-    assert.strictEqual(state.enablement.attempts, 1)
-    const launchLog = path.join(session, "attempts/1/launch.log")
-    assert.strictEqual(state.enablement.launch_log_path, launchLog)
-    assert.include(fs.readFileSync(launchLog, "utf8"), "is missing")
-    assert.isTrue(fs.existsSync(marker))
-  })
-
-  it("--deadline mid-attempt: session_time_exhausted, not charged, the command gone", async () => {
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-    const session = newSession()
-    const tag = `hl-deadline-${process.pid}-${Date.now()}`
-    const r = await baseline(session, ["--deadline", "10"], [...bench, "--sleep=300", `--tag=${tag}`])
-    report("deadline", r.json, r.ms)
-    assert.strictEqual(r.code, 13, r.stderr)
-    const state = readState(session)
-    assert.strictEqual(state.stop_reason, "session_time_exhausted")
-    assert.deepStrictEqual(classes(state), ["session_time_exhausted"])
-    assert.strictEqual(state.baseline_total_failures, 0)
-    await waitGone("the benchmark process", () => pidsWithArg(`--tag=${tag}`), 10_000)
-  })
-
   it("a corrupt state file is refused (exit 8) and left byte-identical; no Ray is started", async () => {
     const session = newSession()
     const bytes = '{"schema_version": 2, "status": "running", "baseline_attempts": [ {"number": 1,'
@@ -322,5 +194,149 @@ describe("baseline run on real heads", () => {
     assert.strictEqual(r.code, 0, r.stderr)
     assert.notInclude(r.stderr, "waiting for serving_slot")
     assert.isBelow(r.ms, 30_000)
+  })
+})
+
+describe("baseline run on one shared slot head (1 GPU)", () => {
+  let head: Head
+  beforeAll(async () => {
+    await prepareRay()
+    head = await startHead({ port: PORT, slot: true, numGpus: 1 })
+  })
+  beforeEach(() => {
+    sessions = []
+  })
+  // Each scenario releases its lease: none may leave a lease actor holding the slot for the next.
+  afterEach(async () => {
+    for (const s of sessions) fs.rmSync(s, { recursive: true, force: true })
+    await waitNoLeaseActor(head, 15_000)
+  })
+  afterAll(async () => {
+    closeGcs()
+    await teardownRay()
+  })
+
+  it("the same crash with changing pids, ports and hex ids: stops at 2 with a v2 signature", async () => {
+    const session = newSession()
+    const r = await baseline(session, ["--gpus", "1"], [...bench, "--fail=crash", "--sleep=0.2"])
+    report("same failure twice", r.json, r.ms)
+    assert.strictEqual(r.code, 10, r.stderr)
+    assertNoTrace(r)
+    const state = readState(session)
+    assert.strictEqual(state.stop_reason, "baseline_failed")
+    assert.deepStrictEqual(
+      classes(state),
+      ["subprocess_nonzero", "subprocess_nonzero"],
+      JSON.stringify(
+        state.baseline_attempts.map((a: any) => ({ error: a.error, signature: a.signature })),
+        null,
+        1
+      )
+    )
+    const [a1, a2] = state.baseline_attempts
+    assert.notStrictEqual(a1.error, a2.error, "the raw errors differ (pids, ports, ids)")
+    assert.strictEqual(a1.signature, a2.signature)
+    // v1:<sha-256>: the digest of the whole output, folded line by line (SPEC §6 rule 4)
+    assert.match(state.baseline_last_failure_signature, /^v1:[0-9a-f]{64}$/)
+    // Live output, prefixed, with the lease's GPU.
+    assert.include(r.stderr, "[attempt 1] fake-serving-bench: attempt 1; CUDA_VISIBLE_DEVICES=0")
+    assert.include(r.stderr, "[attempt 2] RuntimeError: worker pid")
+    assert.include(r.stderr, "the same way as the previous failure")
+  })
+
+  it("really different failures: stops at 3", async () => {
+    const session = newSession()
+    const r = await baseline(session, [], [...bench, "--fail=random", "--sleep=0.2"])
+    report("three different failures", r.json, r.ms)
+    assert.strictEqual(r.code, 10, r.stderr)
+    const state = readState(session)
+    assert.strictEqual(state.stop_reason, "baseline_failed")
+    assert.deepStrictEqual(classes(state), ["subprocess_nonzero", "subprocess_nonzero", "subprocess_nonzero"])
+    const signatures = new Set(state.baseline_attempts.map((a: any) => a.signature))
+    assert.strictEqual(signatures.size, 3)
+    assert.strictEqual(state.baseline_total_failures, 3)
+  })
+
+  it("two argument errors: baseline_arg_error", async () => {
+    const session = newSession()
+    const r = await baseline(session, [], [...bench, "--fail=arg-error"])
+    report("two argument errors", r.json, r.ms)
+    assert.strictEqual(r.code, 11, r.stderr)
+    const state = readState(session)
+    assert.strictEqual(state.stop_reason, "baseline_arg_error")
+    assert.deepStrictEqual(classes(state), ["fast_exit_arg_error", "fast_exit_arg_error"])
+    assert.include(state.baseline_attempts[0].error, "unrecognized arguments: --bogus")
+    assert.strictEqual(state.baseline_attempts[0].exit_code, 2)
+  })
+
+  it("success records the throughput; state show renders it", async () => {
+    const session = newSession()
+    const r = await baseline(session, ["--gpus", "1"], [...bench, "--throughput=812.5"])
+    report("success", r.json, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    const state = readState(session)
+    assert.strictEqual(state.status, "succeeded")
+    assert.strictEqual(state.baseline_tput, 812.5)
+    assert.deepStrictEqual(classes(state), [null])
+    assert.deepStrictEqual(
+      JSON.parse(fs.readFileSync(path.join(session, "attempts/1/result.json"), "utf8")),
+      {
+        throughput: 812.5
+      }
+    )
+    const show = await runCli(["state", "show", "--session", session])
+    assert.strictEqual(show.code, 0, show.stderr)
+    assert.include(show.stdout, "status      succeeded")
+    assert.include(show.stdout, "throughput  812.5")
+    // Running again on a finished session runs nothing and repeats its outcome.
+    const again = await baseline(session, [], [...bench])
+    assert.strictEqual(again.code, 0, again.stderr)
+    assert.strictEqual(readState(session).baseline_attempts.length, 1)
+  })
+
+  it("a baseline command that does not exist: a clear attempt failure (exit 127), stops at 2", async () => {
+    const session = newSession()
+    const r = await baseline(session, [], ["/nonexistent/hyperloom-bench", "--model", "m"])
+    report("missing command", r.json, r.ms)
+    assert.strictEqual(r.code, 10, r.stderr)
+    assertNoTrace(r)
+    const state = readState(session)
+    assert.deepStrictEqual(classes(state), ["subprocess_nonzero", "subprocess_nonzero"])
+    assert.strictEqual(state.baseline_attempts[0].exit_code, 127)
+    assert.include(state.baseline_attempts[0].error, "command not found: /nonexistent/hyperloom-bench")
+  })
+
+  it("an enablement command that fixes the failure: a successful revalidation", async () => {
+    const session = newSession()
+    const marker = path.join(session, "fixed")
+    const r = await baseline(
+      session,
+      ["--enablement-cmd", `test -s "$HYPERLOOM_LAUNCH_LOG" && touch '${marker}'`],
+      [...bench, `--fail-until=${marker}`, "--sleep=0.2"]
+    )
+    report("enablement fixes it", r.json, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    const state = readState(session)
+    assert.strictEqual(state.status, "succeeded")
+    assert.deepStrictEqual(classes(state), ["subprocess_nonzero", null])
+    assert.isTrue(state.enablement.succeeded)
+    assert.strictEqual(state.enablement.attempts, 1)
+    const launchLog = path.join(session, "attempts/1/launch.log")
+    assert.strictEqual(state.enablement.launch_log_path, launchLog)
+    assert.include(fs.readFileSync(launchLog, "utf8"), "is missing")
+    assert.isTrue(fs.existsSync(marker))
+  })
+
+  it("--deadline mid-attempt: session_time_exhausted, not charged, the command gone", async () => {
+    const session = newSession()
+    const tag = `hl-deadline-${process.pid}-${Date.now()}`
+    const r = await baseline(session, ["--deadline", "10"], [...bench, "--sleep=300", `--tag=${tag}`])
+    report("deadline", r.json, r.ms)
+    assert.strictEqual(r.code, 13, r.stderr)
+    const state = readState(session)
+    assert.strictEqual(state.stop_reason, "session_time_exhausted")
+    assert.deepStrictEqual(classes(state), ["session_time_exhausted"])
+    assert.strictEqual(state.baseline_total_failures, 0)
+    await waitGone("the benchmark process", () => pidsWithArg(`--tag=${tag}`), 10_000)
   })
 })
