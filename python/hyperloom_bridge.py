@@ -600,20 +600,17 @@ class ProtocolError(Exception):
     pass
 
 
-class Bridge:
+class JsonLinesEndpoint:
+    """The protocol's plumbing, shared by this bridge and the group bridge (hyperloom_group.py):
+    protocol lines out on `out` (one writer at a time; a closed stdout is an inbox event), JSON
+    objects in from stdin, and TERM/INT/HUP, all as events on one inbox."""
+
     def __init__(self, out):
         self.out = out
         self.out_lock = threading.Lock()
         # SimpleQueue: its put() is reentrant, so signal handlers may use it.
         self.inbox = queue.SimpleQueue()
         self.stdout_gone = False
-        self.ray = None
-        self.connected = False
-        self.actor = None
-        self.started = False
-        self.exited = False
-        self.grace = DEFAULT_STOP_GRACE_SEC
-        self.releasing = False
 
     # -- output
 
@@ -663,6 +660,18 @@ class Bridge:
     def install_signal_handlers(self):
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, self.on_signal)
+
+
+class Bridge(JsonLinesEndpoint):
+    def __init__(self, out):
+        super().__init__(out)
+        self.ray = None
+        self.connected = False
+        self.actor = None
+        self.started = False
+        self.exited = False
+        self.grace = DEFAULT_STOP_GRACE_SEC
+        self.releasing = False
 
     # -- lifecycle
 

@@ -55,10 +55,8 @@ bridge -> hyperloom (stdout):
 Exit status: 0 after a release with no error, 1 after an error event.
 """
 
-import json
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -68,12 +66,9 @@ import hyperloom_bridge as hb
 RANK_START_TIMEOUT_SEC = 120.0
 
 
-class GroupBridge:
+class GroupBridge(hb.JsonLinesEndpoint):
     def __init__(self, out):
-        self.out = out
-        self.out_lock = threading.Lock()
-        self.inbox = queue.SimpleQueue()
-        self.stdout_gone = False
+        super().__init__(out)
         self.ray = None
         self.connected = False
         self.pg = None
@@ -85,52 +80,6 @@ class GroupBridge:
         self.grace = hb.DEFAULT_STOP_GRACE_SEC
         self.spec = None
         self.releasing = False
-
-    # -- output / input (as in hyperloom_bridge.Bridge)
-
-    def emit(self, event, **fields):
-        line = json.dumps(dict(event=event, **fields), ensure_ascii=True, separators=(",", ":"))
-        with self.out_lock:
-            if self.stdout_gone:
-                return
-            try:
-                self.out.write(line + "\n")
-                self.out.flush()
-            except (OSError, ValueError):
-                self.stdout_gone = True
-                self.inbox.put(("stdout_closed", None))
-
-    def emit_error(self, kind, message):
-        text = " ".join(str(message).split()) or kind
-        if len(text) > 2000:
-            text = text[:2000] + "..."
-        self.emit("error", kind=kind, message=text)
-
-    def read_stdin(self):
-        try:
-            for raw in sys.stdin.buffer:
-                text = raw.decode("utf-8", "replace").strip()
-                if not text:
-                    continue
-                try:
-                    msg = json.loads(text)
-                except ValueError:
-                    self.inbox.put(("bad", "not JSON: %s" % text[:200]))
-                    continue
-                if not isinstance(msg, dict):
-                    self.inbox.put(("bad", "not a JSON object: %s" % text[:200]))
-                    continue
-                self.inbox.put(("msg", msg))
-        except (OSError, ValueError):
-            pass
-        self.inbox.put(("eof", None))
-
-    def on_signal(self, signum, frame):
-        self.inbox.put(("signal", signum))
-
-    def install_signal_handlers(self):
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(s, self.on_signal)
 
     # -- lifecycle
 
