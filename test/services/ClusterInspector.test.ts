@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as grpc from "@grpc/grpc-js"
 import { Effect, Either, Layer, Redacted } from "effect"
 import { parseRayAddress } from "../../src/domain/Address.js"
@@ -370,7 +370,15 @@ describe("ClusterInspector.snapshot with RAY_AUTH_MODE=token", () => {
 })
 
 describe("ClusterInspector.resolve", () => {
-  const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "hl-raytmp-"))
+  const made: Array<string> = []
+  const tmp = () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-raytmp-"))
+    made.push(dir)
+    return dir
+  }
+  afterAll(() => {
+    for (const dir of made) fs.rmSync(dir, { recursive: true, force: true })
+  })
   const tree = (s: string) => ProcFs.layerWith({ root: path.join(fixturesDir, "proc", s) })
   const address = (raw: string | undefined) => Either.getOrThrow(parseRayAddress(raw))
   const resolveWith = (settings: Partial<Settings.SettingsShape>, procFs: Layer.Layer<ProcFs.ProcFs>) =>
