@@ -7,14 +7,22 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { rayProcesses, rayProcessKind, refusal } from "../../scripts/host-ray.mjs"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const tree = (name: string) => path.join(root, "test/fixtures/proc", name)
 
 /** An empty /proc-like tree (no processes). */
-const emptyTree = () => fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-proc-"))
+const made: Array<string> = []
+const emptyTree = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-proc-"))
+  made.push(dir)
+  return dir
+}
+afterAll(() => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true })
+})
 
 describe("the host's Ray processes", () => {
   it("recognises Ray's daemons, workers and Python daemons, and nothing else", () => {
