@@ -950,21 +950,15 @@ def parse_lease(msg):
     }
 
 
-def main(argv):
-    if argv[:1] == ["--supervise"]:
-        rest = argv[1:]
-        run_supervisor(rest)
-        return 0  # not reached: the supervisor exits the process
-    if argv:
-        sys.stderr.write("usage: hyperloom_bridge.py [--supervise [opts] -- ARGV...]\n")
-        return 2
+def serve_stdio(make_bridge):
+    """Runs a bridge (this file's, or the group bridge) on stdio and ends the process with its code."""
     # stdout is the protocol channel only: keep a private handle on it and point fd 1 at stderr
     # so that nothing else (Ray, its C++ core, stray prints) can write there.
     proto_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
-    bridge = Bridge(out)
+    bridge = make_bridge(out)
     try:
         code = bridge.main()
     except BaseException as e:  # a bug here must still end the lease cleanly
@@ -980,6 +974,17 @@ def main(argv):
     sys.stderr.flush()
     # Skip the interpreter's teardown: daemon threads may still sit in Ray calls.
     os._exit(code)
+
+
+def main(argv):
+    if argv[:1] == ["--supervise"]:
+        rest = argv[1:]
+        run_supervisor(rest)
+        return 0  # not reached: the supervisor exits the process
+    if argv:
+        sys.stderr.write("usage: hyperloom_bridge.py [--supervise [opts] -- ARGV...]\n")
+        return 2
+    serve_stdio(Bridge)
 
 
 if __name__ == "__main__":

@@ -432,25 +432,7 @@ def main(argv):
     if argv:
         sys.stderr.write("usage: hyperloom_group.py (JSON lines on stdin/stdout)\n")
         return 2
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-    out = os.fdopen(proto_fd, "w", buffering=1, encoding="utf-8")
-    bridge = GroupBridge(out)
-    try:
-        code = bridge.main()
-    except BaseException as e:
-        bridge.emit_error("internal", hb.describe(e))
-        try:
-            code = bridge.release(1)
-        except BaseException:
-            code = 1
-    try:
-        out.flush()
-    except (OSError, ValueError):
-        pass
-    sys.stderr.flush()
-    os._exit(code)
+    hb.serve_stdio(GroupBridge)
 
 
 if __name__ == "__main__":
