@@ -45,11 +45,14 @@ const step = (name, cmd, args, log) =>
 
 const counts = { passed: 0, failed: 0, skipped: 0 }
 const timings = []
+/** Every failure, one line each, repeated next to the summary (CI may keep only the tail). */
+const failures = []
 let ok = true
 
 const tally = (file, project) => {
   if (!existsSync(file)) {
     process.stderr.write(`no report from the ${project} tests: counting one failure\n`)
+    failures.push(`${project}: no report (vitest did not finish)`)
     counts.failed += 1
     return
   }
@@ -66,12 +69,16 @@ const tally = (file, project) => {
       process.stderr.write(
         `file failed outside its tests: ${suite.name}: ${(suite.message ?? "").split("\n")[0]}\n`
       )
+      failures.push(`${project}: ${timings.at(-1).file}: ${(suite.message ?? "").split("\n")[0]}`)
       counts.failed += 1
     }
     for (const t of tests) {
       if (t.status === "passed") counts.passed += 1
-      else if (t.status === "failed") counts.failed += 1
-      else counts.skipped += 1
+      else if (t.status === "failed") {
+        counts.failed += 1
+        const why = (t.failureMessages ?? [""])[0].split("\n")[0].slice(0, 300)
+        failures.push(`${project}: ${timings.at(-1).file} > ${t.fullName}: ${why}`)
+      } else counts.skipped += 1
     }
   }
 }
@@ -109,13 +116,19 @@ if (only) {
     let fine = await step("ray setup", "bash", ["scripts/setup-ray.sh"])
     fine = (await step("build", "node", ["scripts/build.mjs"])) && fine
     fine = (await step("bundle smoke test", "node", ["dist/hyperloom.mjs", "--help"], true)) && fine
-    if (!fine) counts.failed += 1
+    if (!fine) {
+      counts.failed += 1
+      failures.push("ray lane: Ray setup, the build or the bundle smoke test failed (see above)")
+    }
     return (await vitest("ray", false)) && fine
   })()
   const checkLane = (async () => {
     let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)
     fine = (await step("lint", "npx", ["biome", "check", "."], true)) && fine
-    if (!fine) counts.failed += 1
+    if (!fine) {
+      counts.failed += 1
+      failures.push("check lane: the typecheck or the lint failed (see above)")
+    }
     return (await vitest("unit", true)) && fine
   })()
   const [rayOk, checksOk] = await Promise.all([rayLane, checkLane])
@@ -126,6 +139,9 @@ for (const t of timings.sort((a, b) => b.ms - a.ms)) {
   process.stderr.write(`${(t.ms / 1000).toFixed(1).padStart(8)} s  ${t.project.padEnd(4)}  ${t.file}\n`)
 }
 process.stderr.write(`\n== total: ${((Date.now() - began) / 1000).toFixed(1)} s\n`)
+if (failures.length > 0) {
+  process.stderr.write(`\n== failed (${failures.length})\n${failures.map((f) => `  ${f}\n`).join("")}`)
+}
 if (counts.failed > 0) ok = false
 console.log(`tests: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`)
 process.exit(ok ? 0 : 1)

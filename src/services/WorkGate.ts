@@ -1,4 +1,4 @@
-import { Effect, Layer, Scope } from "effect"
+import { Config, Effect, Layer, Scope } from "effect"
 import { holdNamedLock, type LockHeld } from "./LockFile.js"
 
 /** How long to wait for another hyperloom process that is working on the host's Ray head. */
@@ -10,6 +10,14 @@ const HOST_LOCK_WAIT_MS = 300_000
  * the host whatever temp dir it was started with.
  */
 export const HOST_LOCK_NAME = "hyperloom-ray-host-lock"
+
+/**
+ * TEST ONLY: `HYPERLOOM_TEST_HOST_LOCK=<name>` gives this process another host lock name. The unit
+ * tests set it (vitest.config.ts) for the real CLI they run against stand-in `ray` executables, so
+ * that those never wait behind a real-Ray test that holds the host's lock while they run side by
+ * side. Anything that touches a real Ray head must keep the one name.
+ */
+const hostLockName = Config.string("HYPERLOOM_TEST_HOST_LOCK").pipe(Config.withDefault(HOST_LOCK_NAME))
 
 /**
  * The one permit that keeps lease work (connect, feasibility check, actor creation) and repair
@@ -63,7 +71,7 @@ const makeWorkGate = (lockName: string) =>
   })
 
 export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/WorkGate", {
-  effect: makeWorkGate(HOST_LOCK_NAME)
+  effect: Effect.flatMap(Effect.orDie(hostLockName), makeWorkGate)
 }) {}
 
 export type { LockHeld }

@@ -10,7 +10,6 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
 import { EnsureRefused, InvalidSetting, RayClusterInfeasible } from "../../src/domain/Errors.js"
@@ -23,7 +22,7 @@ import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
-import { WorkGate } from "../../src/services/WorkGate.js"
+import { WorkGate, layerTest as workGateTest } from "../../src/services/WorkGate.js"
 import { idleHeadSnapshot, node, nodeId, nodeResources } from "../support/snapshots.js"
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-group-program-"))
@@ -51,7 +50,7 @@ const layers = (
     nodes: 2,
     rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray")
   })
-  const gate = WorkGate.Default.pipe(Layer.provide(settings), Layer.provide(NodeFileSystem.layer))
+  const gate = workGateTest
   const spying = Layer.effect(
     GroupBridge.GroupBridge,
     Effect.gen(function* () {

@@ -9,7 +9,6 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Layer, TestClock } from "effect"
 import { RayClusterInfeasible } from "../../src/domain/Errors.js"
@@ -19,7 +18,7 @@ import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
-import { WorkGate } from "../../src/services/WorkGate.js"
+import { WorkGate, layerTest as workGateTest } from "../../src/services/WorkGate.js"
 import { idleHeadSnapshot } from "../support/snapshots.js"
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-program-"))
@@ -42,7 +41,7 @@ const layers = (
 ) => {
   const seenAtOpen: boolean[] = []
   const settings = Settings.layerTest({ rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray") })
-  const gate = WorkGate.Default.pipe(Layer.provide(settings), Layer.provide(NodeFileSystem.layer))
+  const gate = workGateTest
   const spying = Layer.effect(
     LeaseBridge.LeaseBridge,
     Effect.gen(function* () {
