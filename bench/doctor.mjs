@@ -46,6 +46,7 @@ try {
   const lib = await import(`${root}/dist/lib/index.js`)
   const { NodeContext } = await import("@effect/platform-node")
   const layer = Layer.mergeAll(lib.ClusterInspector.layer, lib.WorkGate.layer).pipe(
+    Layer.provideMerge(lib.GcsClient.layer),
     Layer.provideMerge(lib.ProcFs.layer),
     Layer.provideMerge(lib.Settings.layer),
     Layer.provide(NodeContext.layer)

@@ -7,7 +7,7 @@
 // proto-loader wires them (`serialize(obj) = encode(fromObject(obj))`,
 // `deserialize(buf) = toObject(decode(buf), options)`), as the body of a function of the
 // protobufjs runtime (`protobufjs/minimal`). scripts/bundle-cli.mjs puts it into the CLI bundle in
-// place of src/services/GcsProto.ts; test/services/GcsCodec.test.ts checks that it decodes like
+// place of src/services/GcsProto.ts; test/services/GcsProto.test.ts checks that it decodes like
 // proto-loader.
 import { createRequire } from "node:module"
 

@@ -11,6 +11,7 @@ import { Layer } from "effect"
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
+import * as GcsClient from "./services/GcsClient.js"
 import * as GroupBridge from "./services/GroupBridge.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
 import * as ProcFs from "./services/ProcFs.js"
@@ -31,8 +32,9 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) =>
     AttemptFiles.layer,
     Enablement.layer
   ).pipe(
-    // one inspector (one GCS client cache) for the programs and RayCli's probe
+    // one inspector, over one GCS client (one connection cache), for the programs and RayCli's probe
     Layer.provideMerge(ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer))),
+    Layer.provideMerge(GcsClient.layer),
     Layer.provideMerge(settings),
     Layer.provide(NodeContext.layer)
   )

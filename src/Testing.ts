@@ -12,6 +12,7 @@ import type { ClusterSnapshot, ProcessInfo, ResourceMap } from "./domain/Snapsho
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
+import * as GcsClient from "./services/GcsClient.js"
 import * as GroupBridge from "./services/GroupBridge.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
 import * as ProcFs from "./services/ProcFs.js"
@@ -78,17 +79,18 @@ export interface Options {
  */
 export const layer = (options: Options = {}) => {
   const settings = Settings.layerTest(options.settings)
+  const inspector: ClusterInspector.TestOptions = options.inspector ?? {
+    snapshots: (address) => {
+      const snapshot = options.snapshot ?? idleHead()
+      return address === snapshot.gcsAddress ? snapshot : undefined
+    }
+  }
   return Layer.mergeAll(
     RayCli.layerTest(options.rayCli, options.rayCalls),
     ProcFs.layerTest(options.processes ?? []),
-    ClusterInspector.layerTest(
-      options.inspector ?? {
-        snapshots: (address) => {
-          const snapshot = options.snapshot ?? idleHead()
-          return address === snapshot.gcsAddress ? snapshot : undefined
-        }
-      }
-    ),
+    ClusterInspector.layerTest(inspector),
+    // the same cluster, for a program that reads the GCS directly
+    GcsClient.layerTest(inspector),
     WorkGate.layerTest.pipe(Layer.provide(NodeFileSystem.layer)),
     LeaseBridge.layerTest(options.lease),
     GroupBridge.layerTest(options.group),

@@ -15,6 +15,7 @@ import { parseRayAddress } from "../../src/domain/Address.js"
 import { gcsServers, raylets } from "../../src/domain/Daemons.js"
 import { type ClusterSnapshot, heldResources, totalResources } from "../../src/domain/Snapshot.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
+import * as GcsClient from "../../src/services/GcsClient.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as Settings from "../../src/services/Settings.js"
 import { runCli } from "../support/cli.js"
@@ -36,7 +37,10 @@ import {
 /** The live inspector (and /proc) for one test, with its own scope. */
 const inspector = (settings: Partial<Settings.SettingsShape> = {}) => {
   const layer = Layer.merge(
-    ClusterInspector.layer.pipe(Layer.provide(Layer.merge(Settings.layerTest(settings), ProcFs.layer))),
+    ClusterInspector.layer.pipe(
+      Layer.provide(GcsClient.layer),
+      Layer.provide(Layer.merge(Settings.layerTest(settings), ProcFs.layer))
+    ),
     ProcFs.layer
   )
   const rt = ManagedRuntime.make(layer)

@@ -10,7 +10,7 @@ import { execFile } from "node:child_process"
 import { createRequire } from "node:module"
 import { promisify } from "node:util"
 import { assert, beforeAll, describe, it } from "vitest"
-import { gcsProtoPath } from "../../src/services/ClusterInspector.js"
+import { gcsProtoPath } from "../../src/services/GcsClient.js"
 import { rayPython } from "../support/ray.js"
 
 const execFileP = promisify(execFile)

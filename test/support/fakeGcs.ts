@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as grpc from "@grpc/grpc-js"
 import * as loader from "@grpc/proto-loader"
-import { gcsProtoPath } from "../../src/services/ClusterInspector.js"
+import { gcsProtoPath } from "../../src/services/GcsClient.js"
 
 export const fixturesDir = path.resolve(import.meta.dirname, "../fixtures")
 

@@ -7,7 +7,7 @@ import type * as loader from "@grpc/proto-loader"
 import * as protobuf from "protobufjs/minimal.js"
 import { assert, describe, it } from "vitest"
 import { generateGcsCodecBody } from "../../scripts/gcs-codec.mjs"
-import { gcsProtoPath, PROTO_LOADER_OPTIONS } from "../../src/services/ClusterInspector.js"
+import { gcsProtoPath, PROTO_LOADER_OPTIONS } from "../../src/services/GcsClient.js"
 import { type GcsMethods, loadGcsMethods } from "../../src/services/GcsProto.js"
 import { loadReplies, recordedDefinition } from "../support/fakeGcs.js"
 
