@@ -1,9 +1,10 @@
-import { Duration, Effect, Schedule } from "effect"
+import { Duration, Effect } from "effect"
 import { formatHostPort } from "../domain/Address.js"
 import { EnsureRefused, InvalidAddress, type RayClusterInfeasible } from "../domain/Errors.js"
 import { checkFeasibility, type FeasibilityVerdict, type LeaseRequest } from "../domain/Feasibility.js"
 import { type GuardResult, refusalReasons, repairAllowed } from "../domain/Guards.js"
 import { type RestartPlan, restartPlan, SLOT } from "../domain/Restart.js"
+import { headReadyPoll } from "../domain/Schedules.js"
 import { totalResources } from "../domain/Snapshot.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import { ProcFs } from "../services/ProcFs.js"
@@ -35,7 +36,7 @@ const awaitSlot = (gcsAddress: string) =>
       Effect.filterOrFail(
         (s) => (totalResources(s)[SLOT] ?? 0) > 0 && s.nodes.some((n) => n.state === "ALIVE")
       ),
-      Effect.retry(Schedule.spaced(Duration.millis(100))),
+      Effect.retry(headReadyPoll),
       Effect.timeoutFail({
         duration: HEAD_READY_TIMEOUT,
         onTimeout: () =>

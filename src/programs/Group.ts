@@ -4,7 +4,7 @@
  * Nothing is ever started or restarted for a group: the cluster must answer and have N nodes that
  * each declare the slot and G GPUs, else the typed infeasibility (`insufficient_nodes`).
  */
-import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { EnsureRefused, InvalidAddress, InvalidSetting } from "../domain/Errors.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import {
@@ -15,6 +15,7 @@ import {
   type RankExit,
   slotHolders
 } from "../domain/Group.js"
+import { contentionFirstLook, contentionPoll } from "../domain/Schedules.js"
 import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
@@ -26,7 +27,6 @@ import { inspect } from "./Inspect.js"
 import { type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
 
 const TAIL = 64 * 1024
-const CONTENTION_POLL = Duration.seconds(2)
 
 /**
  * SPEC §3 for a group, for a caller holding the work permit: the cluster must answer (a group
@@ -110,7 +110,7 @@ const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
         last = holder
         return Effect.logInfo(`waiting for ${what}: held by ${holder}`)
       }),
-      Effect.repeat(Schedule.spaced(CONTENTION_POLL))
+      Effect.repeat(contentionPoll)
     )
   })
 
@@ -188,7 +188,7 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
       progress.placementGroupId = session.placementGroupId
       const waitStart = yield* Clock.currentTimeMillis
       const reporter = yield* Effect.fork(
-        Effect.delay(reportGroupContention(gcsAddress, request), Duration.seconds(1))
+        Effect.delay(reportGroupContention(gcsAddress, request), contentionFirstLook)
       )
       const placed = yield* session.awaitPlaced.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
       progress.waitedSec = ((yield* Clock.currentTimeMillis) - waitStart) / 1000

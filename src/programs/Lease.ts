@@ -1,6 +1,7 @@
-import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { wantsSlot } from "../domain/Group.js"
+import { contentionFirstLook, contentionPoll } from "../domain/Schedules.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
 import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
@@ -47,7 +48,6 @@ export interface LeaseRunResult {
 }
 
 const TAIL = 64 * 1024
-const CONTENTION_POLL = Duration.seconds(2)
 
 /** `GPU`, or the names Ray gives it inside a placement group (`GPU_group_[i_]<pg>`). */
 const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWith("GPU_group_")
@@ -86,7 +86,7 @@ const reportContention = (gcsAddress: string, request: LeaseRequest, session: Le
         last = holder
         return Effect.logInfo(`waiting for ${what}: held by ${holder}`)
       }),
-      Effect.repeat(Schedule.spaced(CONTENTION_POLL))
+      Effect.repeat(contentionPoll)
     )
   })
 
@@ -152,7 +152,7 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
       progress.gcsAddress = lease.gcsAddress
       const waitStart = yield* Clock.currentTimeMillis
       const reporter = yield* Effect.fork(
-        Effect.delay(reportContention(lease.gcsAddress, spec.request, lease.session), Duration.seconds(1))
+        Effect.delay(reportContention(lease.gcsAddress, spec.request, lease.session), contentionFirstLook)
       )
       progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
       progress.startedAt = yield* Clock.currentTimeMillis

@@ -4,6 +4,7 @@ import * as nodePath from "node:path"
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Data, Duration, Effect, Option, Schedule } from "effect"
+import { lockRetry } from "../domain/Schedules.js"
 
 /**
  * The one lock primitive (the host's Ray lock, a session's lock): a lock the kernel releases when
@@ -82,9 +83,6 @@ export const abstractName = (name: string): string => {
   const digest = createHash("sha256").update(name).digest("hex")
   return `${name.slice(0, 40)}…${digest}`
 }
-
-/** How a waiter retries a held lock: a named schedule, so `TestClock` drives it in tests. */
-export const lockRetrySchedule = Schedule.spaced(Duration.millis(100)).pipe(Schedule.jittered)
 
 /** How long a waiter waits for the holder to say who it is. */
 const ASK_TIMEOUT = Duration.seconds(1)
@@ -205,7 +203,7 @@ export const holdNamedLock = (name: string, label: string, options: LockOptions 
     yield* waitMs > 0
       ? once.pipe(
           Effect.retry({
-            schedule: lockRetrySchedule.pipe(Schedule.upTo(Duration.millis(waitMs))),
+            schedule: lockRetry.pipe(Schedule.upTo(Duration.millis(waitMs))),
             while: (e) => e._tag === "LockHeld"
           })
         )

@@ -88,6 +88,11 @@ const fromProblem = (
   )
 
 let tempCounter = 0
+/**
+ * A temp file name no other writer picks. `Date.now()` here only salts the name (a pid reused by a
+ * later run); it is no time anyone reads or waits on, so it stays off the Effect Clock, where a
+ * TestClock would make it a constant.
+ */
 const tempName = (base: string) => `.${base}.${process.pid}.${Date.now()}.${++tempCounter}.tmp`
 
 /** The live store on a platform FileSystem (see `layer`). */

@@ -4,13 +4,14 @@
  * "lease submitted" is marked before the actor creation is sent (and stays marked when the open
  * fails); the lease is released on every exit path (exit, failure, timeout, interruption while
  * waiting and while running); the timeout counts from the command's start, never from the wait
- * for the slot (SPEC §9 "waiting is not failing").
+ * for the slot (SPEC §9 "waiting is not failing"); while it waits, it says for whom at the named
+ * contention pace, on the Clock.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer, Logger, TestClock } from "effect"
 import { RayClusterInfeasible } from "../../src/domain/Errors.js"
 import { acquireLease, type LeaseRunSpec, runLeased } from "../../src/programs/Lease.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
@@ -19,7 +20,7 @@ import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
 import { WorkGate, layerTest as workGateTest } from "../../src/services/WorkGate.js"
-import { idleHeadSnapshot } from "../support/snapshots.js"
+import { idleHeadSnapshot, withActor } from "../support/snapshots.js"
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-program-"))
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }))
@@ -37,7 +38,7 @@ const noSlot = (() => {
  */
 const layers = (
   script: (spec: LeaseBridge.LeaseSpec, n: number) => LeaseBridge.FakeLease,
-  options: { snapshot?: typeof healthy } = {}
+  options: { snapshot?: typeof healthy | (() => typeof healthy) } = {}
 ) => {
   const seenAtOpen: boolean[] = []
   const settings = Settings.layerTest({ rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray") })
@@ -62,7 +63,14 @@ const layers = (
     settings,
     RayCli.layerTest(),
     ProcFs.layerTest([]),
-    ClusterInspector.layerTest({ snapshots: { [ADDRESS]: options.snapshot ?? healthy } })
+    ClusterInspector.layerTest({
+      snapshots: (address) =>
+        address !== ADDRESS
+          ? undefined
+          : typeof options.snapshot === "function"
+            ? options.snapshot()
+            : (options.snapshot ?? healthy)
+    })
   )
   return { layer, seenAtOpen }
 }
@@ -226,5 +234,47 @@ describe("runLeased: the timeout counts from the command's start (waiting is not
       const log = yield* logOf
       assert.deepStrictEqual([log.released, log.active], [1, 0])
     }).pipe(Effect.provide(layer))
+  })
+})
+
+describe("runLeased: while it waits for the slot it says for whom, on the Clock", () => {
+  it.effect("first after 1 s, then whenever the holder changes (polled every 2 s); never charged", () => {
+    let holder = "holder_a"
+    const { layer } = layers(() => ({ startAfter: "7 seconds", runFor: "1 second", exitCode: 0 }), {
+      snapshot: () => withActor(healthy, { name: holder, pid: holder === "holder_a" ? 111 : 222 })
+    })
+    const lines: Array<string> = []
+    const logs = Logger.replace(
+      Logger.defaultLogger,
+      Logger.make(({ message }) => {
+        const text = Array.isArray(message) ? message.join(" ") : String(message)
+        if (text.startsWith("waiting for") || text.startsWith("lease granted")) lines.push(text)
+      })
+    )
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      assert.deepStrictEqual(lines, [], "nothing said before the first look")
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(lines, [
+        "waiting for serving_slot and 1 GPU(s): held by actor holder_a (pid 111, job 02000000)"
+      ])
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual(lines.length, 1, "the same holder is not repeated")
+      holder = "holder_b"
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(lines.length, 1, "the next look is due 2 s after the last, not sooner")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(
+        lines[1],
+        "waiting for serving_slot and 1 GPU(s): held by actor holder_b (pid 222, job 02000000)"
+      )
+      yield* TestClock.adjust("3 seconds")
+      const r = yield* Fiber.join(fiber)
+      assert.strictEqual(r.exitCode, 0)
+      assert.strictEqual(r.waitedSec, 7)
+      assert.strictEqual(r.commandSec, 1)
+      assert.deepStrictEqual(lines.slice(2), ["lease granted after waiting 7.0 s"])
+    }).pipe(Effect.provide(Layer.merge(layer, logs)))
   })
 })

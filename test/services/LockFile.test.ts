@@ -4,7 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Scope } from "effect"
+import { Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Scope, TestClock } from "effect"
 import {
   abstractName,
   holdLockFile,
@@ -20,7 +20,62 @@ const tempLock = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "hyperloo
 let counter = 0
 const freshName = () => `hyperloom-test-lock:${process.pid}:${Date.now()}:${++counter}`
 
+/** Real time passes (the lock's socket I/O is real) until `cond` holds, or fails after `ms`. */
+const realUntil = (what: string, cond: Effect.Effect<boolean>, ms = 5_000) =>
+  Effect.gen(function* () {
+    const end = Date.now() + ms
+    while (!(yield* cond)) {
+      if (Date.now() > end) return yield* Effect.dieMessage(`not within ${ms} ms (real time): ${what}`)
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 5)))
+    }
+  })
+
+/**
+ * Until a waiter sleeps between two tries: a sleep due within 0.5 s on the TestClock (asking the
+ * holder who it is also starts a 1 s timeout there, which stays listed after the holder answered).
+ */
+const waiterSleeps = realUntil(
+  "a waiter sleeping between two tries on the TestClock",
+  Effect.zipWith(TestClock.sleeps(), Clock.currentTimeMillis, (due, now) =>
+    Chunk.some(due, (t) => t - now <= 500)
+  )
+)
+
 describe("holdNamedLock: a lock the kernel releases", () => {
+  it.scoped("a waiter waits on the Clock: TestClock drives it to its waitMs, and not a moment sooner", () =>
+    Effect.gen(function* () {
+      // 10 s on the Clock, while this test gives real time only 3 s: a wait timed by Date.now()
+      // (or by real timers) could not end here, and one that gave up early fails the check at 9 s.
+      // Every retry's bind and question to the holder is real socket I/O, and TestClock.adjust
+      // wakes each retry in turn on its way (~90 of them).
+      const name = freshName()
+      yield* holdNamedLock(name, "L", { what: "holding it" })
+      const waited: Array<LockHeld> = []
+      const waiter = yield* Effect.fork(
+        Effect.scoped(
+          holdNamedLock(name, "L", { waitMs: 10_000, onWait: (h) => Effect.sync(() => waited.push(h)) })
+        )
+      )
+      yield* waiterSleeps
+      assert.deepStrictEqual(
+        waited.map((h) => h.holderWhat),
+        ["holding it"]
+      )
+      yield* TestClock.adjust(Duration.seconds(9))
+      yield* waiterSleeps
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiter)), "gave up before its 10 s on the Clock")
+      yield* TestClock.adjust(Duration.seconds(2))
+      yield* realUntil(
+        "the waiter giving up once 10 s passed on the TestClock",
+        Effect.map(Fiber.poll(waiter), Option.isSome),
+        3_000
+      )
+      const e = yield* Effect.flip(Fiber.join(waiter))
+      assert.strictEqual(e._tag, "LockHeld")
+      assert.strictEqual(waited.length, 1, "told once whom it waits for")
+    })
+  )
+
   it.live("holds the lock for its scope; a second taker is refused and told who holds it and why", () =>
     Effect.gen(function* () {
       const name = freshName()

@@ -1,0 +1,20 @@
+/**
+ * Every poll and retry pace in hyperloom, named once. They run on the Effect `Clock`, like every
+ * wait in the code base, so `TestClock` drives them in tests.
+ */
+import { Duration, Schedule } from "effect"
+
+/**
+ * A lease or group that waits for a busy slot first looks at who holds it after this long (a
+ * lease granted at once says nothing)…
+ */
+export const contentionFirstLook: Duration.Duration = Duration.seconds(1)
+
+/** …then looks again at this pace, and says so whenever the holder changes. */
+export const contentionPoll = Schedule.spaced(Duration.seconds(2))
+
+/** After `ray start`, how often the GCS is asked whether the head shows serving_slot yet. */
+export const headReadyPoll = Schedule.spaced(Duration.millis(100))
+
+/** How a waiter retries a lock another process holds (jittered: waiters do not retry in step). */
+export const lockRetry = Schedule.spaced(Duration.millis(100)).pipe(Schedule.jittered)
