@@ -8,6 +8,7 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer } from "effect"
+import * as AttemptRunner from "./programs/AttemptRunner.js"
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
@@ -21,8 +22,8 @@ import * as StateStore from "./services/StateStore.js"
 import * as WorkGate from "./services/WorkGate.js"
 
 /** Every live service over the given settings layer, on Node's platform services. */
-const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) =>
-  Layer.mergeAll(
+const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
+  const services = Layer.mergeAll(
     RayCli.layer,
     ProcFs.layer,
     WorkGate.layer,
@@ -38,6 +39,9 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) =>
     Layer.provideMerge(settings),
     Layer.provide(NodeContext.layer)
   )
+  // The baseline's attempts run the lease program over these same services (one work permit).
+  return AttemptRunner.layer.pipe(Layer.provideMerge(services))
+}
 
 /**
  * Every live service, reading the settings from the environment. Fails to build with

@@ -9,6 +9,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Layer } from "effect"
 import type { ClusterSnapshot, ProcessInfo, ResourceMap } from "./domain/Snapshot.js"
+import * as AttemptRunner from "./programs/AttemptRunner.js"
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
@@ -75,7 +76,10 @@ export interface Options {
 
 /**
  * Every hyperloom service as a test layer, plus the fakes' logs (LeaseBridge.FakeLeaseBridgeLog,
- * GroupBridge.FakeGroupBridgeLog). Build it per test: the fakes hold state.
+ * GroupBridge.FakeGroupBridgeLog). Build it per test: the fakes hold state. A baseline's attempts
+ * run the lease program over these fakes (AttemptRunner.layer), so `lease`, `group` and the cluster
+ * script them; to script each attempt whole instead (exit code, output, throughput, a lease error),
+ * provide `AttemptRunner.layerTest(script)` inside this layer.
  */
 export const layer = (options: Options = {}) => {
   const settings = Settings.layerTest(options.settings)
@@ -85,7 +89,7 @@ export const layer = (options: Options = {}) => {
       return address === snapshot.gcsAddress ? snapshot : undefined
     }
   }
-  return Layer.mergeAll(
+  const services = Layer.mergeAll(
     RayCli.layerTest(options.rayCli, options.rayCalls),
     ProcFs.layerTest(options.processes ?? []),
     ClusterInspector.layerTest(inspector),
@@ -99,4 +103,5 @@ export const layer = (options: Options = {}) => {
     Enablement.layerTest(),
     settings
   )
+  return AttemptRunner.layer.pipe(Layer.provideMerge(services))
 }

@@ -15,14 +15,15 @@
  *      the stop rules exist to keep a broken setup from being retried blindly.
  * 2. Loop, saving the state (atomically, uninterruptibly) after every change:
  *    - open the attempt (an in-flight record is written BEFORE the command runs);
- *    - run the command under a lease through `runAttempt` (`runLeased` in the CLI), with
+ *    - run the command under a lease through the AttemptRunner service (live: the lease program,
+ *      a group with `--nodes`; AttemptRunner.layerTest scripts attempts in tests), with
  *      `HYPERLOOM_RESULT_FILE` (`<session>/attempts/<n>/result.json`, fresh per attempt),
  *      `HYPERLOOM_SESSION_DIR` and `HYPERLOOM_ATTEMPT` in its environment, each output line
  *      streamed through `onOutput` (default: stderr, prefixed `[attempt n] `);
- *    - turn what happened into an `AttemptOutcome`: the lease's typed `RayClusterInfeasible` becomes
- *      `LeaseInfeasible` (its message starts with the marker), the command outliving the attempt
- *      timeout (counted from the command's start, never from the wait for the slot) `TimedOut`, an exit
- *      `Exited` with the throughput read from the result file;
+ *    - turn what happened into an `AttemptOutcome`: the lease's typed `RayClusterInfeasible`, caught
+ *      by its tag, becomes `LeaseInfeasible` (its message starts with the marker), the command
+ *      outliving the attempt timeout (counted from the command's start, never from the wait for
+ *      the slot) `TimedOut`, an exit `Exited` with the throughput read from the result file;
  *    - classify, apply the stop rules, save, log the attempt (number, class, streaks, what happens
  *      next and why);
  *    - on `run_enablement`: write the launch log to `<session>/attempts/<n>/launch.log`, run the
@@ -46,7 +47,6 @@
  * for the slot or GPUs held by another lease, so a fast argument error stays fast after a wait.
  */
 import { Clock, Console, Duration, Effect, Either, Option } from "effect"
-import type { RayClusterInfeasible } from "../domain/Errors.js"
 import {
   AttemptOutcome,
   type AttemptResult,
@@ -81,9 +81,10 @@ import { AttemptFiles } from "../services/AttemptFiles.js"
 import { Enablement } from "../services/Enablement.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
 import { StateStore } from "../services/StateStore.js"
-import type { LeaseRunResult, LeaseRunSpec } from "./Lease.js"
+import { AttemptRunner, type AttemptSpec } from "./AttemptRunner.js"
+import type { LeaseRunResult } from "./Lease.js"
 
-export interface BaselineOptions<E, R> {
+export interface BaselineOptions {
   /** The session directory (absolute: the command and the enablement get paths inside it). */
   readonly sessionDir: string
   readonly request: LeaseRequest
@@ -102,8 +103,6 @@ export interface BaselineOptions<E, R> {
   /** The environment of the command and the enablement command (the HYPERLOOM_* variables are added). */
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
-  /** Runs one attempt under a lease: `runLeased` in the CLI, a fake in tests. */
-  readonly runAttempt: (spec: LeaseRunSpec) => Effect.Effect<LeaseRunResult, E, R>
   /** Each output line of the command and of the enablement command, prefixed (default: stderr). */
   readonly onOutput?: ((line: string) => Effect.Effect<void>) | undefined
   /**
@@ -269,15 +268,11 @@ export const errorHead = (error: string | null, errorClass: string | null, max =
   return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }
 
-const isInfeasible = (e: unknown): e is RayClusterInfeasible =>
-  typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "RayClusterInfeasible"
-
-const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e))
-
-const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOptions<E, R>) {
+const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions) {
   const store = yield* StateStore
   const files = yield* AttemptFiles
   const enablement = yield* Enablement
+  const runner = yield* AttemptRunner
   const dir = options.sessionDir
   const enablementAvailable = options.enablementCmd !== undefined && options.enablementCmd.trim() !== ""
   const print = options.onOutput ?? ((line: string) => Console.error(line))
@@ -538,10 +533,11 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
           }),
           print(`[attempt ${n}] ${o.line}`)
         )
-      const spec: LeaseRunSpec = {
+      const spec: AttemptSpec = {
         request: options.request,
         argv:
           serving !== undefined ? servingArgv(serving, paths.dir, options.cwd, options.argv) : options.argv,
+        server: serving?.server,
         env: {
           ...options.env,
           HYPERLOOM_RESULT_FILE: paths.resultFile,
@@ -552,7 +548,15 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
         timeoutSec: options.attemptTimeoutSec,
         onOutput
       }
-      const ran = yield* withinDeadline(Effect.either(options.runAttempt(spec)))
+      // The infeasible cluster is an outcome of the attempt, caught by its tag; any other lease
+      // failure stays in the error channel.
+      const leased = runner.run(spec).pipe(
+        Effect.map((result) => ({ _tag: "Ran" as const, result })),
+        Effect.catchTag("RayClusterInfeasible", (error) =>
+          Effect.succeed({ _tag: "Infeasible" as const, error })
+        )
+      )
+      const ran = yield* withinDeadline(Effect.either(leased))
       const endedMs = yield* now
       const streamed = (r?: LeaseRunResult) =>
         attempt.stdout.trim() !== "" || attempt.stderr.trim() !== "" || r === undefined
@@ -574,35 +578,31 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
           })
         )
       } else if (Either.isLeft(ran.value)) {
+        // Not the command's failure: record it uncharged, keep the session resumable, end the run.
         const error = ran.value.left
-        if (!isInfeasible(error)) {
-          // Not the command's failure: record it uncharged, keep the session resumable, end the run.
-          const message = errorMessage(error)
-          const applied = applyAttempt(
-            current,
-            {
-              errorClass: "interrupted",
-              exitCode: null,
-              runtimeSec: (endedMs - startedMs) / 1000,
-              error: boundedErrorText(
-                outputTail(),
-                `attempt not run to its end: the lease failed: ${message}`
-              ),
-              launchLog: "",
-              throughput: null
-            },
-            { now: iso(endedMs), enablementAvailable }
-          )
-          yield* save(applied.state)
-          running = undefined
-          yield* Effect.logInfo(
-            `attempt ${n}: the lease failed (${(error as { _tag?: string })._tag ?? "error"}); recorded as interrupted, not charged; the session can be resumed once the cluster is fixed`
-          )
-          return yield* Effect.fail(error as Exclude<E, RayClusterInfeasible>)
-        }
-        result = classifyAttempt(AttemptOutcome.LeaseInfeasible({ message: error.message }))
+        const message = error.message
+        const applied = applyAttempt(
+          current,
+          {
+            errorClass: "interrupted",
+            exitCode: null,
+            runtimeSec: (endedMs - startedMs) / 1000,
+            error: boundedErrorText(outputTail(), `attempt not run to its end: the lease failed: ${message}`),
+            launchLog: "",
+            throughput: null
+          },
+          { now: iso(endedMs), enablementAvailable }
+        )
+        yield* save(applied.state)
+        running = undefined
+        yield* Effect.logInfo(
+          `attempt ${n}: the lease failed (${error._tag}); recorded as interrupted, not charged; the session can be resumed once the cluster is fixed`
+        )
+        return yield* Effect.fail(error)
+      } else if (ran.value.right._tag === "Infeasible") {
+        result = classifyAttempt(AttemptOutcome.LeaseInfeasible({ message: ran.value.right.error.message }))
       } else {
-        const r = ran.value.right
+        const r = ran.value.right.result
         // The command's own runtime: `fast_exit_arg_error` is about how fast the command died,
         // not how long ensure and the bridge took before it started.
         const runtimeSec = r.commandSec
@@ -713,4 +713,4 @@ const runScoped = Effect.fn("Baseline.run")(function* <E, R>(options: BaselineOp
  * Runs a baseline session (see the header): holds the session lock for the run and returns the
  * final state with why the run ended.
  */
-export const runBaseline = <E, R>(options: BaselineOptions<E, R>) => Effect.scoped(runScoped(options))
+export const runBaseline = (options: BaselineOptions) => Effect.scoped(runScoped(options))

@@ -5,17 +5,22 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, TestClock } from "effect"
 import { EnsureRefused, RayClusterInfeasible } from "../../src/domain/Errors.js"
+import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
 import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
+import * as AttemptRunner from "../../src/programs/AttemptRunner.js"
 import {
   attemptPaths,
   type BaselineOptions,
   describeAttempt,
   runBaseline
 } from "../../src/programs/Baseline.js"
-import type { LeaseRunResult, LeaseRunSpec } from "../../src/programs/Lease.js"
 import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import * as Enablement from "../../src/services/Enablement.js"
+import * as GroupBridge from "../../src/services/GroupBridge.js"
+import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as StateStore from "../../src/services/StateStore.js"
+import * as Testing from "../../src/Testing.js"
+import { node, nodeId, nodeResources } from "../support/snapshots.js"
 
 const SESSION = "/sessions/s1"
 
@@ -45,43 +50,32 @@ const infeasible = () =>
     restartFailure: undefined
   })
 
-const makeRunner = (memory: AttemptFiles.MemoryAttemptFiles, script: (n: number) => FakeAttempt) => {
-  const specs: Array<LeaseRunSpec> = []
-  const log = { released: 0, interrupted: 0 }
+/** The test's shorthand as the AttemptRunner test layer's script (`started` completes once it runs). */
+const toFake = (a: FakeAttempt, started: Deferred.Deferred<void> | undefined): AttemptRunner.FakeAttempt => ({
+  error: a.error,
+  output: [...(a.output ?? []).map((line) => ({ stream: "stderr" as const, line })), ...(a.lines ?? [])],
+  effect: started !== undefined ? Deferred.succeed(started, undefined).pipe(Effect.asVoid) : undefined,
+  hang: a.hang,
+  runFor: a.runtimeSec !== undefined ? Duration.seconds(a.runtimeSec) : undefined,
+  // the command's own runtime (1 s unless said); the lease's would include ensure and the bridge
+  commandSec: a.runtimeSec ?? 1,
+  exitCode: a.exitCode,
+  timedOut: a.timedOut,
+  throughput: a.throughput
+})
+
+/** The attempts, scripted through AttemptRunner.layerTest; `specs` are the attempts' specs so far. */
+const makeRunner = (script: (n: number) => FakeAttempt) => {
+  const specs: Array<AttemptRunner.AttemptSpec> = []
   let started: Deferred.Deferred<void> | undefined
-  const runAttempt = (spec: LeaseRunSpec) =>
-    Effect.gen(function* () {
-      specs.push(spec)
-      const a = script(specs.length)
-      if (a.error !== undefined) return yield* Effect.fail(a.error)
-      for (const line of a.output ?? []) yield* spec.onOutput?.({ stream: "stderr", line }) ?? Effect.void
-      for (const o of a.lines ?? []) yield* spec.onOutput?.(o) ?? Effect.void
-      if (started !== undefined) yield* Deferred.succeed(started, undefined)
-      if (a.hang === true) return yield* Effect.never
-      if (a.runtimeSec !== undefined) yield* Effect.sleep(Duration.seconds(a.runtimeSec))
-      if (a.throughput !== undefined) {
-        memory.files.set(spec.env.HYPERLOOM_RESULT_FILE!, JSON.stringify({ throughput: a.throughput }))
-      }
-      return {
-        exitCode: a.timedOut === true ? null : (a.exitCode ?? 0),
-        timedOut: a.timedOut === true,
-        stdoutTail: "",
-        stderrTail: (a.output ?? []).join("\n"),
-        runtimeSec: (a.runtimeSec ?? 1) + 1.5,
-        waitedSec: 0,
-        // the command's own runtime; the lease's includes ensure and the bridge (1.5 s here)
-        commandSec: a.runtimeSec ?? 1,
-        gcsAddress: "127.0.0.1:6379",
-        started: null
-      } satisfies LeaseRunResult
-    }).pipe(
-      Effect.onInterrupt(() => Effect.sync(() => log.interrupted++)),
-      Effect.ensuring(Effect.sync(() => log.released++))
-    )
   return {
     specs,
-    log,
-    runAttempt,
+    layer: AttemptRunner.layerTest((spec, n) => {
+      specs.push(spec)
+      return toFake(script(n), started)
+    }),
+    /** What the fake runner saw: specs, released leases, interrupted attempts. */
+    log: Effect.flatten(AttemptRunner.FakeAttemptRunnerLog),
     onStart: (d: Deferred.Deferred<void>) => {
       started = d
     }
@@ -96,24 +90,20 @@ interface Setup {
 
 const setup = (s: Setup) => {
   const memory = AttemptFiles.makeMemoryAttemptFiles()
-  const runner = makeRunner(memory, s.script)
+  const runner = makeRunner(s.script)
   const enablement = { runs: [] as Array<Enablement.EnablementSpec> }
   const lines: Array<string> = []
   const layer = Layer.mergeAll(
     StateStore.layerTest(s.seed),
-    AttemptFiles.layerTest(memory),
     Enablement.layerTest(s.enablement, enablement.runs),
     Logger.minimumLogLevel(LogLevel.None)
-  )
-  const options = (
-    extra: Partial<BaselineOptions<unknown, never>> = {}
-  ): BaselineOptions<unknown, never> => ({
+  ).pipe(Layer.provideMerge(runner.layer), Layer.provideMerge(AttemptFiles.layerTest(memory)))
+  const options = (extra: Partial<BaselineOptions> = {}): BaselineOptions => ({
     sessionDir: SESSION,
     request: { gpus: 1, servingSlot: true },
     argv: ["bench", "--model", "m"],
     env: { PATH: "/usr/bin" },
     cwd: "/work",
-    runAttempt: runner.runAttempt,
     onOutput: (line) => Effect.sync(() => lines.push(line)),
     ...extra
   })
@@ -476,8 +466,9 @@ describe("Baseline.run", () => {
         assert.isNull(report.state.baseline_attempts[1]!.signature)
         assert.strictEqual(report.state.baseline_attempts[1]!.runtime_sec, 70)
         assert.include(report.state.baseline_attempts[1]!.error!, "serving…")
-        assert.strictEqual(t.runner.log.interrupted, 1)
-        assert.strictEqual(t.runner.log.released, 2)
+        const log = yield* t.runner.log
+        assert.strictEqual(log.interrupted, 1)
+        assert.strictEqual(log.released, 2)
         assert.deepStrictEqual(yield* t.loadState, report.state)
       }).pipe(Effect.provide(t.layer))
     }
@@ -521,7 +512,7 @@ describe("Baseline.run", () => {
         assert.include(state.baseline_attempts[0]!.error!, "warming up")
         assert.strictEqual(state.baseline_failure_streak, 0)
         assert.strictEqual(state.baseline_total_failures, 0)
-        assert.strictEqual(t.runner.log.released, 1)
+        assert.strictEqual((yield* t.runner.log).released, 1)
         // The session lock was released: a new run can take the session and resumes it.
         const resumed = yield* Effect.fork(runBaseline(t.options()))
         yield* Effect.yieldNow()
@@ -618,7 +609,7 @@ describe("Baseline.run", () => {
         assert.isTrue(Exit.isFailure(exit))
         if (Exit.isFailure(exit)) {
           const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-          assert.strictEqual((failure as { _tag?: string } | undefined)?._tag, "EnsureRefused")
+          assert.strictEqual(failure?._tag, "EnsureRefused")
         }
         const state = yield* t.loadState
         assert.strictEqual(state.status, "running")
@@ -635,7 +626,7 @@ describe("Baseline.run", () => {
       const exit = yield* Effect.exit(runBaseline(t.options()))
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit) && exit.cause._tag === "Fail") {
-        assert.strictEqual((exit.cause.error as { _tag: string })._tag, "StateCorrupt")
+        assert.strictEqual(exit.cause.error._tag, "StateCorrupt")
       }
       assert.strictEqual(t.runner.specs.length, 0)
       const again = yield* Effect.exit(Effect.flatMap(StateStore.StateStore, (s) => s.load(SESSION)))
@@ -649,21 +640,20 @@ describe("Baseline.run", () => {
       const file = path.join(dir, "state.json")
       const bytes = '{"schema_version": 2, "status": "running", "broken": tru'
       fs.writeFileSync(file, bytes)
-      const memory = AttemptFiles.makeMemoryAttemptFiles()
-      const runner = makeRunner(memory, () => ({ exitCode: 0, throughput: 1 }))
+      const runner = makeRunner(() => ({ exitCode: 0, throughput: 1 }))
       const exit = yield* Effect.exit(
         runBaseline({
           sessionDir: dir,
           request: { gpus: 0, servingSlot: true },
           argv: ["true"],
           env: {},
-          cwd: dir,
-          runAttempt: runner.runAttempt
+          cwd: dir
         }).pipe(
           Effect.provide(
             Layer.mergeAll(
               StateStore.layer.pipe(Layer.provide(NodeContext.layer)),
-              AttemptFiles.layerTest(memory),
+              runner.layer.pipe(Layer.provide(AttemptFiles.layerTest())),
+              AttemptFiles.layerTest(),
               Enablement.layerTest(),
               Logger.minimumLogLevel(LogLevel.None)
             )
@@ -688,11 +678,142 @@ describe("Baseline.run", () => {
       const second = yield* Effect.exit(runBaseline(t.options()))
       assert.isTrue(Exit.isFailure(second))
       if (Exit.isFailure(second) && second.cause._tag === "Fail") {
-        assert.strictEqual((second.cause.error as { _tag: string })._tag, "SessionLocked")
+        assert.strictEqual(second.cause.error._tag, "SessionLocked")
       }
       yield* Fiber.interrupt(first)
     }).pipe(Effect.provide(t.layer))
   })
+})
+
+describe("Baseline.run on the live AttemptRunner (the lease program over the package's test layers)", () => {
+  const quiet = <A, E>(layer: Layer.Layer<A, E>) => Layer.merge(layer, Logger.minimumLogLevel(LogLevel.None))
+  const base: BaselineOptions = {
+    sessionDir: SESSION,
+    request: { gpus: 1, servingSlot: true },
+    argv: ["bench"],
+    env: {},
+    cwd: "/work",
+    onOutput: () => Effect.void
+  }
+  const loadState = Effect.flatMap(StateStore.StateStore, (store) => store.load(SESSION)).pipe(
+    Effect.map(Option.getOrThrow)
+  )
+
+  it.effect(
+    "the lease's RayClusterInfeasible (a head without the slot, repair refused) is caught by its tag: the first attempt stops the session with the marker",
+    () =>
+      Effect.gen(function* () {
+        const report = yield* runBaseline({ ...base, enablementCmd: "fix-it" })
+        assert.strictEqual(report.state.status, "stopped")
+        assert.strictEqual(report.state.stop_reason, "baseline_failed")
+        assert.deepStrictEqual(classes(report.state), ["ray_cluster_infeasible"])
+        const error = report.state.baseline_attempts[0]!.error!
+        assert.isTrue(
+          error.startsWith("ray_cluster_infeasible: existing Ray head has no serving_slot"),
+          error
+        )
+        assert.include(error, "not restarting it automatically")
+        assert.include(report.why, "ray_cluster_infeasible")
+        // never an enablement round, never a lease actor
+        assert.strictEqual(report.state.enablement.attempts, 0)
+        assert.strictEqual((yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened.length, 0)
+      }).pipe(Effect.provide(quiet(Testing.layer({ snapshot: Testing.idleHead({ CPU: 8, GPU: 1 }) }))))
+  )
+
+  it.effect(
+    "any other lease failure ends the run with its own typed error; the attempt is interrupted, not charged",
+    () =>
+      Effect.gen(function* () {
+        const exit = yield* Effect.exit(runBaseline(base))
+        assert.isTrue(Exit.isFailure(exit) && exit.cause._tag === "Fail")
+        if (Exit.isFailure(exit) && exit.cause._tag === "Fail") {
+          assert.strictEqual(exit.cause.error._tag, "LeaseBridgeStartFailed")
+        }
+        const state = yield* loadState
+        assert.strictEqual(state.status, "running")
+        assert.deepStrictEqual(classes(state), ["interrupted"])
+        assert.include(state.baseline_attempts[0]!.error!, "the lease failed: cannot start the lease bridge")
+        assert.strictEqual(state.baseline_total_failures, 0)
+      }).pipe(
+        Effect.provide(
+          quiet(
+            Testing.layer({
+              lease: () => ({
+                openError: new LeaseBridge.LeaseBridgeStartFailed({
+                  python: "/usr/bin/python3",
+                  detail: "No module named 'ray'"
+                })
+              })
+            })
+          )
+        )
+      )
+  )
+
+  it.effect(
+    "attempts scripted whole inside Testing.layer (the README's recipe): the result goes through its AttemptFiles",
+    () =>
+      Effect.gen(function* () {
+        const report = yield* runBaseline(base)
+        assert.strictEqual(report.state.status, "succeeded")
+        assert.strictEqual(report.state.baseline_tput, 42)
+        assert.strictEqual((yield* Effect.flatten(AttemptRunner.FakeAttemptRunnerLog)).specs.length, 1)
+        assert.strictEqual((yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened.length, 0)
+      }).pipe(
+        Effect.provide(AttemptRunner.layerTest(() => ({ exitCode: 0, throughput: 42 }))),
+        Effect.provide(quiet(Testing.layer()))
+      )
+  )
+
+  const twoNodes = (): ClusterSnapshot => {
+    const slot = { CPU: 2, GPU: 2, serving_slot: 1 }
+    const head = Testing.idleHead(slot)
+    const id = nodeId(0x200)
+    return {
+      ...head,
+      nodes: [...head.nodes, node({ nodeId: id, isHead: false, address: "192.0.2.3", resourcesTotal: slot })],
+      resources: [...head.resources, nodeResources({ nodeId: id, total: slot, available: slot })]
+    }
+  }
+
+  it.effect(
+    "--nodes 2 with --server: the engine runs as every rank, the serving runner as rank 0, the group ends with it",
+    () =>
+      Effect.gen(function* () {
+        yield* runBaseline({
+          ...base,
+          serving: {
+            server: "engine --port $HYPERLOOM_PORT",
+            readyPath: "/health",
+            readyTimeoutSec: 60,
+            runner: ["py", "serve.py"]
+          }
+        })
+        const group = (yield* Effect.flatten(GroupBridge.FakeGroupBridgeLog)).opened[0]!
+        assert.deepStrictEqual(group.argv, ["sh", "-c", "engine --port $HYPERLOOM_PORT"])
+        assert.deepStrictEqual(group.leaderArgv?.slice(0, 4), [
+          "py",
+          "serve.py",
+          "--server",
+          "engine --port $HYPERLOOM_PORT"
+        ])
+        assert.deepStrictEqual(group.leaderArgv?.slice(-2), ["--", "bench"])
+        assert.isTrue(group.endWithLeader)
+        assert.isTrue(group.rankPorts)
+        assert.strictEqual(group.nodes, 2)
+        assert.strictEqual((yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened.length, 0)
+      }).pipe(Effect.provide(quiet(Testing.layer({ settings: { nodes: 2 }, snapshot: twoNodes() }))))
+  )
+
+  it.effect("--nodes 2 without --server: every rank runs the command", () =>
+    Effect.gen(function* () {
+      yield* runBaseline(base)
+      const group = (yield* Effect.flatten(GroupBridge.FakeGroupBridgeLog)).opened[0]!
+      assert.deepStrictEqual(group.argv, ["bench"])
+      assert.isUndefined(group.leaderArgv)
+      assert.notStrictEqual(group.endWithLeader, true)
+    }).pipe(Effect.provide(quiet(Testing.layer({ settings: { nodes: 2 }, snapshot: twoNodes() }))))
+  )
 })
 
 describe("AttemptFiles (live)", () => {
@@ -870,25 +991,18 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
     "the leased command is the runner; a server dying with vLLM's KV-cache OOM is kv_cache_oom from server.log",
     () => {
       const memory = AttemptFiles.makeMemoryAttemptFiles()
-      const specs: Array<LeaseRunSpec> = []
-      const runAttempt = (spec: LeaseRunSpec) =>
-        Effect.sync(() => {
-          specs.push(spec)
+      // the runner leaves the server's log and its serve.json in the attempt's folder
+      const runner = AttemptRunner.layerTest((spec) => ({
+        effect: Effect.sync(() => {
           const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
           memory.files.set(`${dir}/server.log`, oomLog)
           memory.files.set(`${dir}/serve.json`, status("server_exited"))
-          return {
-            exitCode: 3,
-            timedOut: false,
-            stdoutTail: "",
-            stderrTail: "hyperloom-serve: the server exited with code 1",
-            runtimeSec: 55,
-            waitedSec: 0,
-            commandSec: 53,
-            gcsAddress: "127.0.0.1:6379",
-            started: { pid: 1, pgid: 1, actorPid: 2, nodeId: "ab".repeat(28), cudaVisibleDevices: "0,1" }
-          } satisfies LeaseRunResult
-        })
+        }),
+        output: [{ stream: "stderr", line: "hyperloom-serve: the server exited with code 1" }],
+        exitCode: 3,
+        commandSec: 53,
+        started: { pid: 1, pgid: 1, actorPid: 2, nodeId: "ab".repeat(28), cudaVisibleDevices: "0,1" }
+      }))
       return Effect.gen(function* () {
         const report = yield* runBaseline({
           sessionDir: SESSION,
@@ -896,7 +1010,6 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
           argv: ["vllm", "bench", "serve"],
           env: {},
           cwd: "/work",
-          runAttempt,
           onOutput: () => Effect.void,
           serving,
           version: "9.9.9"
@@ -911,7 +1024,9 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
         assert.match(a.signature!, /^v1:[0-9a-f]{64}$/)
         assert.strictEqual(a.runtime_sec, 52.3)
         // the leased command: the runner, the server, the attempt's folder, then the client
-        const argv = specs[0]!.argv
+        const spec = (yield* Effect.flatten(AttemptRunner.FakeAttemptRunnerLog)).specs[0]!
+        assert.strictEqual(spec.server, serving.server)
+        const argv = spec.argv
         assert.deepStrictEqual(argv.slice(0, 4), ["py", "serve.py", "--server", serving.server])
         assert.deepStrictEqual(argv.slice(argv.indexOf("--") + 1), ["vllm", "bench", "serve"])
         assert.strictEqual(argv[argv.indexOf("--dir") + 1], `${SESSION}/attempts/1`)
@@ -926,10 +1041,9 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
         Effect.provide(
           Layer.mergeAll(
             StateStore.layerTest(),
-            AttemptFiles.layerTest(memory),
             Enablement.layerTest(),
             Logger.minimumLogLevel(LogLevel.None)
-          )
+          ).pipe(Layer.provideMerge(runner), Layer.provideMerge(AttemptFiles.layerTest(memory)))
         )
       )
     }
@@ -937,8 +1051,8 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
 
   it.effect("a client that ran: the vLLM result's output throughput and metrics are recorded", () => {
     const memory = AttemptFiles.makeMemoryAttemptFiles()
-    const runAttempt = (spec: LeaseRunSpec) =>
-      Effect.sync(() => {
+    const runner = AttemptRunner.layerTest((spec) => ({
+      effect: Effect.sync(() => {
         const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
         memory.files.set(`${dir}/server.log`, "INFO ready\n")
         memory.files.set(`${dir}/client.log`, "============ Serving Benchmark Result ============\n")
@@ -947,18 +1061,10 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
           status("client_exited", { ready_sec: 30, exit_code: 0, stopped_with: "TERM" })
         )
         memory.files.set(spec.env.HYPERLOOM_RESULT_FILE!, vllmResult)
-        return {
-          exitCode: 0,
-          timedOut: false,
-          stdoutTail: "",
-          stderrTail: "",
-          runtimeSec: 95,
-          waitedSec: 0,
-          commandSec: 92,
-          gcsAddress: "127.0.0.1:6379",
-          started: null
-        } satisfies LeaseRunResult
-      })
+      }),
+      exitCode: 0,
+      commandSec: 92
+    }))
     return Effect.gen(function* () {
       const report = yield* runBaseline({
         sessionDir: SESSION,
@@ -966,7 +1072,6 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
         argv: ["vllm", "bench", "serve"],
         env: {},
         cwd: "/work",
-        runAttempt,
         onOutput: () => Effect.void,
         serving
       })
@@ -980,10 +1085,9 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
       Effect.provide(
         Layer.mergeAll(
           StateStore.layerTest(),
-          AttemptFiles.layerTest(memory),
           Enablement.layerTest(),
           Logger.minimumLogLevel(LogLevel.None)
-        )
+        ).pipe(Layer.provideMerge(runner), Layer.provideMerge(AttemptFiles.layerTest(memory)))
       )
     )
   })

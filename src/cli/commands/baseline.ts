@@ -4,7 +4,6 @@ import { Console, Effect, Option } from "effect"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
-import { runGroupLeased, runServing } from "../../programs/Group.js"
 import { packageFile } from "../../services/PackagePaths.js"
 import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
@@ -129,19 +128,8 @@ export const baselineRun = Command.make(
           enablementCmd: Option.getOrUndefined(o.enablementCmd),
           env: settings.env,
           cwd: process.cwd(),
-          // --nodes N >= 2 (or HYPERLOOM_NODES): every attempt runs as a group (SPEC §11). A serving
-          // benchmark's engine runs as the group's ranks: rank 0 runs the serving runner (its engine,
-          // then the client beside it), every other rank the engine alone on a port of its own
-          // node; the group ends when rank 0's runner does.
-          runAttempt:
-            serving !== undefined && settings.nodes >= 2
-              ? (spec) =>
-                  runGroupLeased({ ...spec, argv: ["sh", "-c", serving.server] }, settings.nodes, {
-                    leaderArgv: spec.argv,
-                    endWithLeader: true,
-                    rankPorts: true
-                  })
-              : runServing,
+          // Each attempt runs through the AttemptRunner the command is provided with: a lease, or
+          // with --nodes N >= 2 (or HYPERLOOM_NODES) a group of N ranks (SPEC §11).
           serving,
           version: VERSION
         })
