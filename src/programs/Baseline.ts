@@ -46,7 +46,8 @@
  * The runtime recorded for an attempt is the command's: the lease's time minus the time it waited
  * for the slot or GPUs held by another lease, so a fast argument error stays fast after a wait.
  */
-import { Clock, Console, Duration, Effect, Either, Option } from "effect"
+import { Clock, Console, Data, Duration, Effect, Option } from "effect"
+import type { RayClusterInfeasible } from "../domain/Errors.js"
 import {
   AttemptOutcome,
   type AttemptResult,
@@ -77,11 +78,16 @@ import {
   type SessionState
 } from "../domain/State.js"
 import { applyAttempt, type Decision, STALL_LIMIT, stopByRun } from "../domain/StopRules.js"
-import { AttemptFiles } from "../services/AttemptFiles.js"
-import { Enablement } from "../services/Enablement.js"
+import { AttemptFiles, type AttemptFilesShape } from "../services/AttemptFiles.js"
+import { Enablement, type EnablementShape } from "../services/Enablement.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
 import { StateStore } from "../services/StateStore.js"
-import { AttemptRunner, type AttemptSpec } from "./AttemptRunner.js"
+import {
+  type AttemptError,
+  AttemptRunner,
+  type AttemptRunnerShape,
+  type AttemptSpec
+} from "./AttemptRunner.js"
 import type { LeaseRunResult } from "./Lease.js"
 
 export interface BaselineOptions {
@@ -268,36 +274,77 @@ export const errorHead = (error: string | null, errorClass: string | null, max =
   return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }
 
-const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions) {
-  const store = yield* StateStore
-  const files = yield* AttemptFiles
-  const enablement = yield* Enablement
-  const runner = yield* AttemptRunner
-  const dir = options.sessionDir
-  const enablementAvailable = options.enablementCmd !== undefined && options.enablementCmd.trim() !== ""
-  const print = options.onOutput ?? ((line: string) => Console.error(line))
-  const now = Clock.currentTimeMillis
+// ---------------------------------------------------------------------------------------------
+// One run of a session
 
-  yield* store.lock(dir)
-  const loaded = yield* store.load(dir)
-  const runStart = yield* now
-  const deadlineAt = options.deadlineSec !== undefined ? runStart + options.deadlineSec * 1000 : undefined
+/** One run of a session: its options and services, and what changes as it goes. */
+interface Run {
+  readonly options: BaselineOptions
+  readonly dir: string
+  readonly store: StateStore
+  readonly files: AttemptFilesShape
+  readonly enablement: EnablementShape
+  readonly runner: AttemptRunnerShape
+  readonly print: (line: string) => Effect.Effect<void>
+  readonly enablementAvailable: boolean
+  /** When the session deadline passes (epoch ms), if there is one. */
+  readonly deadlineAt: number | undefined
+  /** The newest state: saved after every change, read by the cancel handler. */
+  current: SessionState
+  /** Why the run ended, once it did. */
+  why: string
+  attemptsRun: number
+  /** The attempt in flight, for the cancel handler. */
+  running: AttemptOutput | undefined
+}
 
-  // The state of the run, always the newest: saved after every change, read by the cancel handler.
-  let current: SessionState = Option.getOrElse(loaded, initialState)
-  const save = (next: SessionState) =>
-    Effect.uninterruptible(
-      Effect.suspend(() => {
-        current = next
-        return store.save(dir, next)
-      })
-    )
+const now = Clock.currentTimeMillis
 
-  // Resume.
-  if (Option.isSome(loaded)) {
-    const recovered = recoverInterrupted(current, iso(runStart))
+/** Saves the state (uninterruptibly) and makes it the run's newest. */
+const save = (run: Run, next: SessionState) =>
+  Effect.uninterruptible(
+    Effect.suspend(() => {
+      run.current = next
+      return run.store.save(run.dir, next)
+    })
+  )
+
+const remainingMs = (run: Run) =>
+  Effect.map(now, (t) => (run.deadlineAt === undefined ? Number.POSITIVE_INFINITY : run.deadlineAt - t))
+
+/** Bounds an effect by the session deadline: None when the deadline passed first. */
+const withinDeadline = <A, E, R>(run: Run, effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(remainingMs(run), (ms) =>
+    Number.isFinite(ms)
+      ? Effect.timeoutOption(effect, Duration.millis(Math.max(0, ms)))
+      : Effect.asSome(effect)
+  )
+
+const stopForDeadline = (run: Run, during: string) =>
+  Effect.gen(function* () {
+    run.why = `the session deadline (${run.options.deadlineSec} s) passed ${during}; not charged`
+    yield* save(run, stopByRun(run.current, "session_time_exhausted", iso(yield* now)))
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Resume
+
+/**
+ * Loads the session: a new one is saved as it starts; an attempt a crash left in flight is
+ * recorded as interrupted; a session the run itself stopped is reopened. Returns why nothing
+ * runs when the session had already ended (succeeded, or stopped by a stop rule), else undefined.
+ */
+const resume = (run: Run, loaded: Option.Option<SessionState>, runStart: number) =>
+  Effect.gen(function* () {
+    const dir = run.dir
+    if (Option.isNone(loaded)) {
+      yield* save(run, run.current)
+      yield* Effect.logInfo(`new baseline session ${dir}`)
+      return undefined
+    }
+    const recovered = recoverInterrupted(run.current, iso(runStart))
     for (const a of recovered.baseline_attempts) {
-      if (a.error_class === "interrupted" && current.baseline_attempts[a.number - 1]?.ended_at === null) {
+      if (a.error_class === "interrupted" && run.current.baseline_attempts[a.number - 1]?.ended_at === null) {
         yield* Effect.logInfo(
           `attempt ${a.number} was left in flight by an earlier run; recorded as interrupted (not charged)`
         )
@@ -309,408 +356,508 @@ const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions)
         `resuming the session (it was ${recovered.stop_reason ?? recovered.status}; nothing was charged for that)`
       )
     }
+    if (reopened !== run.current) yield* save(run, reopened)
     if (isTerminal(reopened)) {
-      if (reopened !== current) yield* save(reopened)
       const why =
         reopened.status === "succeeded"
           ? `the session already succeeded (throughput ${reopened.baseline_tput}); nothing to run (use a new --session directory to run the baseline again)`
           : `the session already stopped (${reopened.stop_reason}); nothing to run (use a new --session directory to run the baseline again)`
       yield* Effect.logInfo(why)
-      return {
-        sessionDir: dir,
-        state: current,
-        why,
-        attemptsRun: 0,
-        alreadyEnded: true
-      } satisfies BaselineReport
+      return why
     }
-    if (reopened !== current) yield* save(reopened)
     yield* Effect.logInfo(
       `resuming session ${dir} at attempt ${reopened.baseline_attempts.length + 1} (streaks: failure ${reopened.baseline_failure_streak}, arg-error ${reopened.baseline_arg_error_streak}, total failures ${reopened.baseline_total_failures})`
     )
-    if (reopened.enablement.attempts > 0 && !enablementAvailable) {
+    if (reopened.enablement.attempts > 0 && !run.enablementAvailable) {
       yield* Effect.logInfo(
         "the enablement lane was engaged but no --enablement-cmd was given: its counters stand, rule 3 applies again"
       )
     }
-  } else {
-    yield* save(current)
-    yield* Effect.logInfo(`new baseline session ${dir}`)
+    return undefined
+  })
+
+// ---------------------------------------------------------------------------------------------
+// One attempt
+
+/** An attempt opened by this run: its number, its files and its output so far. */
+interface OpenAttempt {
+  readonly n: number
+  readonly paths: ReturnType<typeof attemptPaths>
+  readonly output: AttemptOutput
+}
+
+/** How the lease around an attempt ended, short of a failure that ends the run. */
+type Leased = Data.TaggedEnum<{
+  /** The command ran (to its end or past its timeout). */
+  Ran: { readonly result: LeaseRunResult }
+  /** The cluster cannot serve the request: the marker, never the command's fault. */
+  Infeasible: { readonly error: RayClusterInfeasible }
+  /** The session deadline passed while the lease was held (or awaited). */
+  DeadlinePassed: {}
+}>
+const Leased = Data.taggedEnum<Leased>()
+
+/** Opens the next attempt: the in-flight record is on disk before the command runs. */
+const openAttempt = (run: Run) =>
+  Effect.gen(function* () {
+    const startedMs = yield* now
+    yield* save(run, beginAttempt(run.current, iso(startedMs)))
+    const n = run.current.baseline_attempts.length
+    run.attemptsRun++
+    const paths = attemptPaths(run.dir, n)
+    yield* run.files.prepare(paths.dir, paths.resultFile)
+    const output: AttemptOutput = {
+      startedMs,
+      stdout: "",
+      stderr: "",
+      digest: new OutputDigest(),
+      evidence: []
+    }
+    run.running = output
+    const { options } = run
+    const timeout =
+      options.attemptTimeoutSec !== undefined ? `, attempt timeout ${options.attemptTimeoutSec} s` : ""
+    yield* Effect.logInfo(
+      options.serving !== undefined
+        ? `attempt ${n}: serving benchmark under a lease (${describeRequest(options.request)}): server \`${options.serving.server}\`, ready at ${options.serving.readyPath} within ${options.serving.readyTimeoutSec} s, then client \`${options.argv.join(" ")}\`${timeout}`
+        : `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})${timeout}`
+    )
+    return { n, paths, output } satisfies OpenAttempt
+  })
+
+/** The attempt's lease: its command, environment and output lines (kept, digested and printed). */
+const attemptSpec = (run: Run, { n, paths, output }: OpenAttempt): AttemptSpec => {
+  const { options } = run
+  const serving = options.serving
+  return {
+    request: options.request,
+    argv: serving !== undefined ? servingArgv(serving, paths.dir, options.cwd, options.argv) : options.argv,
+    server: serving?.server,
+    env: {
+      ...options.env,
+      HYPERLOOM_RESULT_FILE: paths.resultFile,
+      HYPERLOOM_SESSION_DIR: run.dir,
+      HYPERLOOM_ATTEMPT: String(n)
+    },
+    cwd: options.cwd,
+    timeoutSec: options.attemptTimeoutSec,
+    onOutput: (o: LeaseOutput) =>
+      Effect.zipRight(
+        Effect.sync(() => {
+          const kept = `${output[o.stream]}${o.line}\n`
+          output[o.stream] = kept.length > TAIL_CHARS ? kept.slice(-TAIL_CHARS) : kept
+          output.digest.add(o.stream, o.line)
+          keepEvidence(output.evidence, o.line)
+        }),
+        run.print(`[attempt ${n}] ${o.line}`)
+      )
   }
+}
 
-  let why = ""
-  let attemptsRun = 0
-  // The attempt in flight, for the cancel handler.
-  let running: AttemptOutput | undefined
-
-  const remainingMs = Effect.map(now, (t) =>
-    deadlineAt === undefined ? Number.POSITIVE_INFINITY : deadlineAt - t
+/**
+ * Runs the attempt under a lease, bounded by the session deadline. The infeasible cluster is an
+ * outcome (caught by its tag); any other lease failure is not the command's and no retry of the
+ * command can help: the attempt is recorded as interrupted (not charged), the session stays
+ * resumable, and the run fails with that error.
+ */
+const leaseAttempt = (run: Run, attempt: OpenAttempt) =>
+  withinDeadline(
+    run,
+    run.runner.run(attemptSpec(run, attempt)).pipe(
+      Effect.map((result) => Leased.Ran({ result })),
+      Effect.catchTag("RayClusterInfeasible", (error) => Effect.succeed(Leased.Infeasible({ error })))
+    )
+  ).pipe(
+    Effect.map(Option.getOrElse(() => Leased.DeadlinePassed())),
+    Effect.tapError((error) => recordLeaseFailure(run, attempt, error))
   )
 
-  /** Bounds an effect by the session deadline: None when the deadline passed first. */
-  const withinDeadline = <A, E2, R2>(effect: Effect.Effect<A, E2, R2>) =>
-    Effect.flatMap(remainingMs, (ms) =>
-      Number.isFinite(ms)
-        ? Effect.timeoutOption(effect, Duration.millis(Math.max(0, ms)))
-        : Effect.asSome(effect)
+const recordLeaseFailure = (
+  run: Run,
+  attempt: OpenAttempt,
+  error: Exclude<AttemptError, RayClusterInfeasible>
+) =>
+  Effect.gen(function* () {
+    const endedMs = yield* now
+    const applied = applyAttempt(
+      run.current,
+      {
+        errorClass: "interrupted",
+        exitCode: null,
+        runtimeSec: (endedMs - attempt.output.startedMs) / 1000,
+        error: boundedErrorText(
+          outputTail(attempt.output),
+          `attempt not run to its end: the lease failed: ${error.message}`
+        ),
+        launchLog: "",
+        throughput: null
+      },
+      { now: iso(endedMs), enablementAvailable: run.enablementAvailable }
     )
+    yield* save(run, applied.state)
+    run.running = undefined
+    yield* Effect.logInfo(
+      `attempt ${attempt.n}: the lease failed (${error._tag}); recorded as interrupted, not charged; the session can be resumed once the cluster is fixed`
+    )
+  })
 
-  const stopForDeadline = (during: string) =>
-    Effect.gen(function* () {
-      why = `the session deadline (${options.deadlineSec} s) passed ${during}; not charged`
-      yield* save(stopByRun(current, "session_time_exhausted", iso(yield* now)))
-    })
+// ---------------------------------------------------------------------------------------------
+// Outcome
 
-  /** Runs the enablement command for the pending launch log; false when the deadline passed. */
-  const runEnablement = (attempt: number, launchLog: string) =>
-    Effect.gen(function* () {
-      const round = current.enablement.attempts
-      yield* Effect.logInfo(
-        `enablement ${round}: running \`${options.enablementCmd}\` with HYPERLOOM_LAUNCH_LOG=${launchLog}`
-      )
-      const outcome = yield* withinDeadline(
-        enablement.run({
-          command: options.enablementCmd ?? "",
-          env: {
-            ...options.env,
-            HYPERLOOM_LAUNCH_LOG: launchLog,
-            HYPERLOOM_SESSION_DIR: dir,
-            HYPERLOOM_ATTEMPT: String(attempt)
-          },
-          cwd: options.cwd,
-          onOutput: (line) => print(`[enablement ${round}] ${line}`)
-        })
-      )
-      if (Option.isNone(outcome)) {
-        yield* stopForDeadline(`while the enablement command ran`)
-        return false
-      }
-      const r = outcome.value
-      yield* Effect.logInfo(
-        r.exitCode === null
-          ? `enablement ${round}: could not run: ${r.startError ?? "unknown reason"}; revalidating anyway`
-          : `enablement ${round}: exited with code ${r.exitCode} after ${fmtSec(r.elapsedSec)}; revalidating the baseline`
-      )
-      yield* save(finishEnablement(current))
-      return true
-    })
+/** The attempt's error text: what streamed, or the runner's tails when nothing did. */
+const outputTail = (output: AttemptOutput, r?: LeaseRunResult) =>
+  r === undefined || streamed(output)
+    ? joinTails(output.stdout, output.stderr)
+    : joinTails(r.stdoutTail, r.stderrTail)
 
-  /**
-   * A serving attempt's outcome from the runner's `serve.json` and the whole logs (SPEC §10): a
-   * server that never got ready is judged on server.log; a client that ran on client.log (plus
-   * server.log's telling lines: a server dying under load explains a failing client). The signature
-   * digests both logs whole. undefined when the runner did not get as far as an outcome.
-   */
-  const servingOutcome = (status: ServeStatus, r: LeaseRunResult, paths: ReturnType<typeof attemptPaths>) =>
-    Effect.gen(function* () {
-      if (status.outcome === null || status.outcome === "stopped") return undefined
-      const digest = new OutputDigest()
-      const evidence: Array<string> = []
-      const scan = (file: string, channel: string) =>
-        files.scanLog(
-          file,
-          (line) => {
-            digest.add(channel, line)
-            keepEvidence(evidence, line)
-          },
-          MAX_ERROR_CHARS * 4
-        )
-      const serverTail = (yield* scan(paths.serverLog, "server")) ?? ""
-      const clientTail = (yield* scan(paths.clientLog, "client")) ?? ""
-      if (status.outcome !== "client_exited") {
-        const timedOut = status.outcome === "ready_timeout"
-        return classifyAttempt(
-          AttemptOutcome.ServerNotReady({
-            exitCode: timedOut ? null : (status.server.exit_code ?? r.exitCode),
-            runtimeSec: status.server.runtime_sec ?? r.commandSec,
-            outputTail: serverTail,
-            readyTimeoutSec: timedOut ? (options.serving?.readyTimeoutSec ?? 0) : undefined,
-            outputSignature: digest.signature(),
-            evidence
-          })
-        )
-      }
-      const exitCode = status.client?.exit_code ?? r.exitCode ?? 1
-      const serverDied =
-        status.server.stopped_with === null && status.server.exit_code !== null
-          ? `\nthe server exited with code ${status.server.exit_code} while the client ran; server.log ends:\n${serverTail.slice(-MAX_ERROR_CHARS / 2)}`
-          : ""
-      const parsed = yield* files.readResult(paths.resultFile)
-      return classifyAttempt(
-        AttemptOutcome.Exited({
-          exitCode,
-          // a failed client is judged on its own runtime (an argument error is fast), not the server's load
-          runtimeSec: exitCode !== 0 ? (status.client?.runtime_sec ?? r.commandSec) : r.commandSec,
-          outputTail: `${clientTail}${serverDied}`,
-          outputSignature: digest.signature(),
-          evidence,
-          throughput: parsed?.throughput,
-          resultFormat: parsed?.format,
-          metrics: parsed?.metrics
-        })
-      )
-    })
+const streamed = (output: AttemptOutput) => output.stdout.trim() !== "" || output.stderr.trim() !== ""
 
-  /** The session's environment record, rewritten by every serving attempt that reached the node. */
-  const recordEnvironment = (
-    attempt: number,
-    status: ServeStatus | undefined,
-    r: LeaseRunResult,
-    serving: ServingOptions
-  ) =>
-    Effect.gen(function* () {
-      if (status === undefined && r.started === null) return
-      const record = environmentRecord({
-        now: iso(yield* now),
-        attempt,
-        hyperloomVersion: options.version ?? "unknown",
-        requestedGpus: options.request.gpus,
-        nodeId: r.started?.nodeId,
-        status,
-        serverArgv: ["sh", "-c", serving.server],
-        clientArgv: options.argv
-      })
-      yield* files
-        .writeJson(`${dir.replace(/\/+$/, "")}/${ENVIRONMENT_FILE}`, record)
-        .pipe(Effect.catchAll((e) => Effect.logWarning(`cannot write the environment record: ${e.message}`)))
-    })
+/** The whole output's signature; a runner that streamed nothing leaves only its tails to digest. */
+const signatureOf = (output: AttemptOutput, r: LeaseRunResult) =>
+  streamed(output)
+    ? output.digest.signature()
+    : outputSignature({ stdout: r.stdoutTail, stderr: r.stderrTail })
 
-  const loop = Effect.gen(function* () {
-    while (current.status === "running") {
-      // An enablement run decided but not finished (a resumed session).
-      if (current.enablement.inflight) {
-        const logPath = current.enablement.launch_log_path
-        if (enablementAvailable && logPath !== null) {
-          const last = current.baseline_attempts[current.baseline_attempts.length - 1]
-          if (!(yield* runEnablement(last?.number ?? 0, logPath))) break
-        } else {
-          yield* Effect.logInfo(
-            "an enablement run was pending, but no --enablement-cmd was given: skipping it"
-          )
-          yield* save(finishEnablement(current))
-        }
-        continue
-      }
-      if ((yield* remainingMs) <= 0) {
-        yield* stopForDeadline("before the next attempt")
-        break
-      }
-
-      // Open the attempt: the in-flight record is on disk before the command runs.
-      const startedMs = yield* now
-      yield* save(beginAttempt(current, iso(startedMs)))
-      const n = current.baseline_attempts.length
-      attemptsRun++
-      const paths = attemptPaths(dir, n)
-      yield* files.prepare(paths.dir, paths.resultFile)
-      const attempt: AttemptOutput = {
-        startedMs,
-        stdout: "",
-        stderr: "",
-        digest: new OutputDigest(),
-        evidence: []
-      }
-      running = attempt
-      const serving = options.serving
-      yield* Effect.logInfo(
-        serving !== undefined
-          ? `attempt ${n}: serving benchmark under a lease (${describeRequest(options.request)}): server \`${serving.server}\`, ready at ${serving.readyPath} within ${serving.readyTimeoutSec} s, then client \`${options.argv.join(" ")}\`` +
-              (options.attemptTimeoutSec !== undefined
-                ? `, attempt timeout ${options.attemptTimeoutSec} s`
-                : "")
-          : `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})` +
-              (options.attemptTimeoutSec !== undefined
-                ? `, attempt timeout ${options.attemptTimeoutSec} s`
-                : "")
-      )
-      const onOutput = (o: LeaseOutput) =>
-        Effect.zipRight(
-          Effect.sync(() => {
-            const kept = `${attempt[o.stream]}${o.line}\n`
-            attempt[o.stream] = kept.length > TAIL_CHARS ? kept.slice(-TAIL_CHARS) : kept
-            attempt.digest.add(o.stream, o.line)
-            keepEvidence(attempt.evidence, o.line)
-          }),
-          print(`[attempt ${n}] ${o.line}`)
-        )
-      const spec: AttemptSpec = {
-        request: options.request,
-        argv:
-          serving !== undefined ? servingArgv(serving, paths.dir, options.cwd, options.argv) : options.argv,
-        server: serving?.server,
-        env: {
-          ...options.env,
-          HYPERLOOM_RESULT_FILE: paths.resultFile,
-          HYPERLOOM_SESSION_DIR: dir,
-          HYPERLOOM_ATTEMPT: String(n)
-        },
-        cwd: options.cwd,
-        timeoutSec: options.attemptTimeoutSec,
-        onOutput
-      }
-      // The infeasible cluster is an outcome of the attempt, caught by its tag; any other lease
-      // failure stays in the error channel.
-      const leased = runner.run(spec).pipe(
-        Effect.map((result) => ({ _tag: "Ran" as const, result })),
-        Effect.catchTag("RayClusterInfeasible", (error) =>
-          Effect.succeed({ _tag: "Infeasible" as const, error })
-        )
-      )
-      const ran = yield* withinDeadline(Effect.either(leased))
-      const endedMs = yield* now
-      const streamed = (r?: LeaseRunResult) =>
-        attempt.stdout.trim() !== "" || attempt.stderr.trim() !== "" || r === undefined
-      const outputTail = (r?: LeaseRunResult) =>
-        streamed(r) ? joinTails(attempt.stdout, attempt.stderr) : joinTails(r!.stdoutTail, r!.stderrTail)
-      // The whole output's signature; a runner that streamed nothing leaves only its tails to digest.
-      const signatureOf = (r?: LeaseRunResult) =>
-        streamed(r)
-          ? attempt.digest.signature()
-          : outputSignature({ stdout: r!.stdoutTail, stderr: r!.stderrTail })
-
-      let result: AttemptResult
-      if (Option.isNone(ran)) {
-        result = classifyAttempt(
+/** What the attempt's lease ended with, classified (SPEC §6). */
+const outcomeOf = (run: Run, attempt: OpenAttempt, leased: Leased, endedMs: number) => {
+  switch (leased._tag) {
+    case "DeadlinePassed":
+      return Effect.succeed(
+        classifyAttempt(
           AttemptOutcome.StoppedByRun({
             cause: "deadline",
-            runtimeSec: (endedMs - startedMs) / 1000,
-            outputTail: outputTail()
+            runtimeSec: (endedMs - attempt.output.startedMs) / 1000,
+            outputTail: outputTail(attempt.output)
           })
         )
-      } else if (Either.isLeft(ran.value)) {
-        // Not the command's failure: record it uncharged, keep the session resumable, end the run.
-        const error = ran.value.left
-        const message = error.message
-        const applied = applyAttempt(
-          current,
-          {
-            errorClass: "interrupted",
-            exitCode: null,
-            runtimeSec: (endedMs - startedMs) / 1000,
-            error: boundedErrorText(outputTail(), `attempt not run to its end: the lease failed: ${message}`),
-            launchLog: "",
-            throughput: null
-          },
-          { now: iso(endedMs), enablementAvailable }
-        )
-        yield* save(applied.state)
-        running = undefined
-        yield* Effect.logInfo(
-          `attempt ${n}: the lease failed (${error._tag}); recorded as interrupted, not charged; the session can be resumed once the cluster is fixed`
-        )
-        return yield* Effect.fail(error)
-      } else if (ran.value.right._tag === "Infeasible") {
-        result = classifyAttempt(AttemptOutcome.LeaseInfeasible({ message: ran.value.right.error.message }))
-      } else {
-        const r = ran.value.right.result
-        // The command's own runtime: `fast_exit_arg_error` is about how fast the command died,
-        // not how long ensure and the bridge took before it started.
-        const runtimeSec = r.commandSec
-        if (r.timedOut || r.exitCode === null) {
-          result = classifyAttempt(
-            AttemptOutcome.TimedOut({
-              runtimeSec,
-              timeoutSec: options.attemptTimeoutSec ?? runtimeSec,
-              outputTail: outputTail(r),
-              outputSignature: signatureOf(r)
-            })
-          )
-        } else {
-          const status = serving !== undefined ? yield* files.readServeStatus(paths.serveStatus) : undefined
-          if (serving !== undefined) {
-            yield* recordEnvironment(n, status, r, serving)
-          }
-          const servingResult =
-            serving !== undefined && status !== undefined
-              ? yield* servingOutcome(status, r, paths)
-              : undefined
-          if (servingResult !== undefined) {
-            result = servingResult
-          } else {
-            const parsed = yield* files.readResult(paths.resultFile)
-            result = classifyAttempt(
-              AttemptOutcome.Exited({
-                exitCode: r.exitCode,
-                runtimeSec,
-                outputTail: outputTail(r),
-                outputSignature: signatureOf(r),
-                evidence: attempt.evidence,
-                throughput: parsed?.throughput,
-                resultFormat: parsed?.format,
-                metrics: parsed?.metrics
-              })
-            )
-          }
-        }
-      }
+      )
+    case "Infeasible":
+      return Effect.succeed(
+        classifyAttempt(AttemptOutcome.LeaseInfeasible({ message: leased.error.message }))
+      )
+    case "Ran":
+      return ranOutcome(run, attempt, leased.result)
+  }
+}
 
-      const applied = applyAttempt(current, result, {
-        now: iso(endedMs),
-        enablementAvailable,
-        launchLogPath: paths.launchLog
+/** A command that ran: timed out, a serving attempt's outcome, or an exit with its result file. */
+const ranOutcome = (run: Run, { n, paths, output }: OpenAttempt, r: LeaseRunResult) =>
+  Effect.gen(function* () {
+    const { options, files } = run
+    // The command's own runtime: `fast_exit_arg_error` is about how fast the command died,
+    // not how long ensure and the bridge took before it started.
+    const runtimeSec = r.commandSec
+    if (r.timedOut || r.exitCode === null) {
+      return classifyAttempt(
+        AttemptOutcome.TimedOut({
+          runtimeSec,
+          timeoutSec: options.attemptTimeoutSec ?? runtimeSec,
+          outputTail: outputTail(output, r),
+          outputSignature: signatureOf(output, r)
+        })
+      )
+    }
+    if (options.serving !== undefined) {
+      const status = yield* files.readServeStatus(paths.serveStatus)
+      yield* recordEnvironment(run, n, status, r, options.serving)
+      const served = status !== undefined ? yield* servingOutcome(run, status, r, paths) : undefined
+      if (served !== undefined) return served
+    }
+    const parsed = yield* files.readResult(paths.resultFile)
+    return classifyAttempt(
+      AttemptOutcome.Exited({
+        exitCode: r.exitCode,
+        runtimeSec,
+        outputTail: outputTail(output, r),
+        outputSignature: signatureOf(output, r),
+        evidence: output.evidence,
+        throughput: parsed?.throughput,
+        resultFormat: parsed?.format,
+        metrics: parsed?.metrics
       })
-      const decision = applied.decision
-      // The launch log is on disk before the state that points the enablement run at it.
-      if (decision._tag === "run_enablement") yield* files.writeLaunchLog(paths.launchLog, decision.launchLog)
-      yield* save(applied.state)
-      running = undefined
-      yield* Effect.logInfo(describeAttempt(applied.state, decision))
-      if (result.errorClass !== null && result.error !== null) {
-        const head = errorHead(result.error, result.errorClass)
-        if (head !== "") yield* Effect.logInfo(`attempt ${n}: ${head}`)
+    )
+  })
+
+/**
+ * A serving attempt's outcome from the runner's `serve.json` and the whole logs (SPEC §10): a
+ * server that never got ready is judged on server.log; a client that ran on client.log (plus
+ * server.log's telling lines: a server dying under load explains a failing client). The signature
+ * digests both logs whole. undefined when the runner did not get as far as an outcome.
+ */
+const servingOutcome = (
+  run: Run,
+  status: ServeStatus,
+  r: LeaseRunResult,
+  paths: ReturnType<typeof attemptPaths>
+) =>
+  Effect.gen(function* () {
+    if (status.outcome === null || status.outcome === "stopped") return undefined
+    const { files, options } = run
+    const digest = new OutputDigest()
+    const evidence: Array<string> = []
+    const scan = (file: string, channel: string) =>
+      files.scanLog(
+        file,
+        (line) => {
+          digest.add(channel, line)
+          keepEvidence(evidence, line)
+        },
+        MAX_ERROR_CHARS * 4
+      )
+    const serverTail = (yield* scan(paths.serverLog, "server")) ?? ""
+    const clientTail = (yield* scan(paths.clientLog, "client")) ?? ""
+    if (status.outcome !== "client_exited") {
+      const timedOut = status.outcome === "ready_timeout"
+      return classifyAttempt(
+        AttemptOutcome.ServerNotReady({
+          exitCode: timedOut ? null : (status.server.exit_code ?? r.exitCode),
+          runtimeSec: status.server.runtime_sec ?? r.commandSec,
+          outputTail: serverTail,
+          readyTimeoutSec: timedOut ? (options.serving?.readyTimeoutSec ?? 0) : undefined,
+          outputSignature: digest.signature(),
+          evidence
+        })
+      )
+    }
+    const exitCode = status.client?.exit_code ?? r.exitCode ?? 1
+    const serverDied =
+      status.server.stopped_with === null && status.server.exit_code !== null
+        ? `\nthe server exited with code ${status.server.exit_code} while the client ran; server.log ends:\n${serverTail.slice(-MAX_ERROR_CHARS / 2)}`
+        : ""
+    const parsed = yield* files.readResult(paths.resultFile)
+    return classifyAttempt(
+      AttemptOutcome.Exited({
+        exitCode,
+        // a failed client is judged on its own runtime (an argument error is fast), not the server's load
+        runtimeSec: exitCode !== 0 ? (status.client?.runtime_sec ?? r.commandSec) : r.commandSec,
+        outputTail: `${clientTail}${serverDied}`,
+        outputSignature: digest.signature(),
+        evidence,
+        throughput: parsed?.throughput,
+        resultFormat: parsed?.format,
+        metrics: parsed?.metrics
+      })
+    )
+  })
+
+/** The session's environment record, rewritten by every serving attempt that reached the node. */
+const recordEnvironment = (
+  run: Run,
+  attempt: number,
+  status: ServeStatus | undefined,
+  r: LeaseRunResult,
+  serving: ServingOptions
+) =>
+  Effect.gen(function* () {
+    if (status === undefined && r.started === null) return
+    const record = environmentRecord({
+      now: iso(yield* now),
+      attempt,
+      hyperloomVersion: run.options.version ?? "unknown",
+      requestedGpus: run.options.request.gpus,
+      nodeId: r.started?.nodeId,
+      status,
+      serverArgv: ["sh", "-c", serving.server],
+      clientArgv: run.options.argv
+    })
+    yield* run.files
+      .writeJson(`${run.dir.replace(/\/+$/, "")}/${ENVIRONMENT_FILE}`, record)
+      .pipe(Effect.catchAll((e) => Effect.logWarning(`cannot write the environment record: ${e.message}`)))
+  })
+
+/**
+ * Applies the stop rules to the attempt's result, saves the state (the launch log first, when
+ * the enablement lane takes it) and logs the attempt; returns the decision.
+ */
+const recordAttempt = (run: Run, { n, paths }: OpenAttempt, result: AttemptResult, endedMs: number) =>
+  Effect.gen(function* () {
+    const applied = applyAttempt(run.current, result, {
+      now: iso(endedMs),
+      enablementAvailable: run.enablementAvailable,
+      launchLogPath: paths.launchLog
+    })
+    const decision = applied.decision
+    // The launch log is on disk before the state that points the enablement run at it.
+    if (decision._tag === "run_enablement")
+      yield* run.files.writeLaunchLog(paths.launchLog, decision.launchLog)
+    yield* save(run, applied.state)
+    run.running = undefined
+    yield* Effect.logInfo(describeAttempt(applied.state, decision))
+    if (result.errorClass !== null && result.error !== null) {
+      const head = errorHead(result.error, result.errorClass)
+      if (head !== "") yield* Effect.logInfo(`attempt ${n}: ${head}`)
+    }
+    return decision
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Enablement
+
+/** Runs the enablement command for the pending launch log; false when the deadline passed. */
+const runEnablement = (run: Run, attempt: number, launchLog: string) =>
+  Effect.gen(function* () {
+    const { options } = run
+    const round = run.current.enablement.attempts
+    yield* Effect.logInfo(
+      `enablement ${round}: running \`${options.enablementCmd}\` with HYPERLOOM_LAUNCH_LOG=${launchLog}`
+    )
+    const outcome = yield* withinDeadline(
+      run,
+      run.enablement.run({
+        command: options.enablementCmd ?? "",
+        env: {
+          ...options.env,
+          HYPERLOOM_LAUNCH_LOG: launchLog,
+          HYPERLOOM_SESSION_DIR: run.dir,
+          HYPERLOOM_ATTEMPT: String(attempt)
+        },
+        cwd: options.cwd,
+        onOutput: (line) => run.print(`[enablement ${round}] ${line}`)
+      })
+    )
+    if (Option.isNone(outcome)) {
+      yield* stopForDeadline(run, "while the enablement command ran")
+      return false
+    }
+    const r = outcome.value
+    yield* Effect.logInfo(
+      r.exitCode === null
+        ? `enablement ${round}: could not run: ${r.startError ?? "unknown reason"}; revalidating anyway`
+        : `enablement ${round}: exited with code ${r.exitCode} after ${fmtSec(r.elapsedSec)}; revalidating the baseline`
+    )
+    yield* save(run, finishEnablement(run.current))
+    return true
+  })
+
+/** An enablement run decided but not finished (a resumed session); false when the deadline passed. */
+const resumeEnablement = (run: Run) =>
+  Effect.gen(function* () {
+    const logPath = run.current.enablement.launch_log_path
+    if (run.enablementAvailable && logPath !== null) {
+      const last = run.current.baseline_attempts[run.current.baseline_attempts.length - 1]
+      return yield* runEnablement(run, last?.number ?? 0, logPath)
+    }
+    yield* Effect.logInfo("an enablement run was pending, but no --enablement-cmd was given: skipping it")
+    yield* save(run, finishEnablement(run.current))
+    return true
+  })
+
+// ---------------------------------------------------------------------------------------------
+// The loop
+
+/** Attempt after attempt until a stop rule, success or the deadline ends the session. */
+const attempts = (run: Run) =>
+  Effect.gen(function* () {
+    while (run.current.status === "running") {
+      if (run.current.enablement.inflight) {
+        if (!(yield* resumeEnablement(run))) return
+        continue
       }
+      if ((yield* remainingMs(run)) <= 0) return yield* stopForDeadline(run, "before the next attempt")
+
+      const attempt = yield* openAttempt(run)
+      const leased = yield* leaseAttempt(run, attempt)
+      const endedMs = yield* now
+      const result = yield* outcomeOf(run, attempt, leased, endedMs)
+      const decision = yield* recordAttempt(run, attempt, result, endedMs)
 
       if (decision._tag === "stop" || decision._tag === "succeeded") {
-        why = decision.why
-        break
+        run.why = decision.why
+        return
       }
-      if (decision._tag === "run_enablement" && !(yield* runEnablement(n, paths.launchLog))) break
+      if (
+        decision._tag === "run_enablement" &&
+        !(yield* runEnablement(run, attempt.n, attempt.paths.launchLog))
+      ) {
+        return
+      }
     }
   })
 
-  const onCancel = Effect.gen(function* () {
+/** Ctrl-C: the attempt in flight ends as orchestrator_cancelled (not charged), the session as cancelled. */
+const cancel = (run: Run) =>
+  Effect.gen(function* () {
     const endedMs = yield* now
-    const open = inflightAttempt(current)
+    const open = inflightAttempt(run.current)
     let next: SessionState
     if (open !== undefined) {
-      const startedMs = running?.startedMs ?? Date.parse(open.started_at)
+      const startedMs = run.running?.startedMs ?? Date.parse(open.started_at)
       const applied = applyAttempt(
-        current,
+        run.current,
         classifyAttempt(
           AttemptOutcome.StoppedByRun({
             cause: "cancel",
             runtimeSec: Math.max(0, (endedMs - startedMs) / 1000),
-            outputTail: running === undefined ? "" : joinTails(running.stdout, running.stderr)
+            outputTail: run.running === undefined ? "" : joinTails(run.running.stdout, run.running.stderr)
           })
         ),
-        { now: iso(endedMs), enablementAvailable }
+        { now: iso(endedMs), enablementAvailable: run.enablementAvailable }
       )
       next = applied.state
-      why = applied.decision.why
+      run.why = applied.decision.why
     } else {
-      next = stopByRun(current, "orchestrator_cancelled", iso(endedMs))
-      why = "the run was cancelled between attempts; not charged"
+      next = stopByRun(run.current, "orchestrator_cancelled", iso(endedMs))
+      run.why = "the run was cancelled between attempts; not charged"
     }
-    yield* save(next).pipe(
+    yield* save(run, next).pipe(
       Effect.catchAll((e) => Effect.logError(`cannot write the state of the cancelled run: ${e.message}`))
     )
-    yield* Effect.logInfo(`baseline cancelled: ${why}; state saved in ${dir}`)
+    yield* Effect.logInfo(`baseline cancelled: ${run.why}; state saved in ${run.dir}`)
   })
 
-  yield* loop.pipe(Effect.onInterrupt(() => onCancel))
+const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions) {
+  const store = yield* StateStore
+  const dir = options.sessionDir
+  yield* store.lock(dir)
+  const loaded = yield* store.load(dir)
+  const runStart = yield* now
+  const run: Run = {
+    options,
+    dir,
+    store,
+    files: yield* AttemptFiles,
+    enablement: yield* Enablement,
+    runner: yield* AttemptRunner,
+    print: options.onOutput ?? ((line: string) => Console.error(line)),
+    enablementAvailable: options.enablementCmd !== undefined && options.enablementCmd.trim() !== "",
+    deadlineAt: options.deadlineSec !== undefined ? runStart + options.deadlineSec * 1000 : undefined,
+    current: Option.getOrElse(loaded, initialState),
+    why: "",
+    attemptsRun: 0,
+    running: undefined
+  }
 
-  const final = current
-  if (why === "") why = `the session ended as ${final.stop_reason ?? final.status}`
+  const ended = yield* resume(run, loaded, runStart)
+  if (ended !== undefined) {
+    return {
+      sessionDir: dir,
+      state: run.current,
+      why: ended,
+      attemptsRun: 0,
+      alreadyEnded: true
+    } satisfies BaselineReport
+  }
+
+  yield* attempts(run).pipe(Effect.onInterrupt(() => cancel(run)))
+
+  const final = run.current
+  const why = run.why !== "" ? run.why : `the session ended as ${final.stop_reason ?? final.status}`
   yield* Effect.logInfo(
     final.status === "succeeded"
       ? `baseline succeeded: throughput ${final.baseline_tput} (${why})`
       : `baseline ${final.status}: ${final.stop_reason ?? "no reason"} (${why})`
   )
-  return { sessionDir: dir, state: final, why, attemptsRun, alreadyEnded: false } satisfies BaselineReport
+  return {
+    sessionDir: dir,
+    state: final,
+    why,
+    attemptsRun: run.attemptsRun,
+    alreadyEnded: false
+  } satisfies BaselineReport
 })
 
 /**
  * Runs a baseline session (see the header): holds the session lock for the run and returns the
- * final state with why the run ended.
+ * final state with why the run ended. Each attempt runs through the AttemptRunner service.
  */
 export const runBaseline = (options: BaselineOptions) => Effect.scoped(runScoped(options))
