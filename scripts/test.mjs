@@ -1,18 +1,26 @@
 // The one test command (`npm test`): sets up Ray, typechecks, lints, builds, runs the unit tests
-// alongside the real-Ray tests (those serially, one file at a time), prints each file's time, and
-// ends with `tests: N passed, N failed, N skipped` counted from vitest's JSON reports. A test file that crashed on import counts as one failed test. Exits
-// non-zero on any failure.
+// alongside the real-Ray tests, prints each file's time, and ends with
+// `tests: N passed, N failed, N skipped` counted from vitest's JSON reports. A test file that
+// crashed on import counts as one failed test. Exits non-zero on any failure.
 //
-// The real-Ray tests run `ray stop --force`, which kills every Ray process on the host: before
-// anything else, it refuses (one line on stderr, exit 3) when Ray processes it did not start are
-// running, unless HYPERLOOM_TEST_DISPOSABLE_HOST=1 says this is a disposable test host (.ci/run).
-import { spawn } from "node:child_process"
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs"
+// The real-Ray tests run `ray stop --force`, which kills every Ray process on the host. Where this
+// process may create namespaces (root; scripts/own-host.sh), each real-Ray test file runs on a
+// host of its own (private PID, network and mount namespaces, own /tmp and /dev/shm), so two files
+// run at once (HYPERLOOM_TEST_RAY_LANES, default 2) and this host's own Ray is never touched.
+// Otherwise the files run one at a time on this host, and it refuses first (one line on stderr,
+// exit 3) when Ray processes it did not start are running, unless
+// HYPERLOOM_TEST_DISPOSABLE_HOST=1 says this is a disposable test host (.ci/run).
+import { spawn, spawnSync } from "node:child_process"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { refusal } from "./host-ray.mjs"
 
 const only = process.argv[2] // optional: "unit" or "ray"
 
-if (only !== "unit") {
+/** Can each real-Ray test file get a host of its own? */
+const ownHosts = spawnSync("bash", ["scripts/own-host.sh", "true"], { stdio: "ignore" }).status === 0
+const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 2) || 1) : 1
+
+if (only !== "unit" && !ownHosts) {
   // HYPERLOOM_TEST_PROC_ROOT: test-only, points the scan at a recorded /proc tree.
   const refused = refusal(process.env, process.env.HYPERLOOM_TEST_PROC_ROOT ?? "/proc")
   if (refused !== undefined) {
@@ -83,35 +91,70 @@ const tally = (file, project) => {
   }
 }
 
-const vitest = (project, log) => {
-  const file = `${out}/${project}.json`
-  return step(
-    `${project} tests`,
+const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, report = project) => {
+  const file = `${out}/${report}.json`
+  const args = [
     "npx",
-    [
-      "vitest",
-      "run",
-      "--project",
-      project,
-      "--reporter=default",
-      "--reporter=json",
-      `--outputFile.json=${file}`
-    ],
-    log
-  ).then((passed) => {
+    "vitest",
+    "run",
+    "--project",
+    project,
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${file}`,
+    ...files
+  ]
+  const [cmd, ...rest] = [...wrap, ...args]
+  return step(name, cmd, rest, log).then((passed) => {
     tally(file, project)
     return passed
   })
 }
 
+/** The slowest real-Ray files first, so that the lanes end together; any other file after them. */
+const RAY_FIRST = ["repair", "guards", "repair-faults", "inspector", "baseline", "bridge", "serving", "group"]
+
+/**
+ * The real-Ray tests: one vitest run for them all on this host (one file at a time), or, with
+ * hosts of their own, each file in its own namespace, `lanes` files at once. Either way the tests
+ * of one file run one after the other, and the CLI is bundled once before (not by every run).
+ */
+const rayTests = async () => {
+  if (!ownHosts) return vitest("ray", false)
+  const rank = (f) => {
+    const i = RAY_FIRST.indexOf(f.replace(/\.test\.ts$/, ""))
+    return i < 0 ? RAY_FIRST.length : i
+  }
+  const queue = readdirSync("test/ray")
+    .filter((f) => f.endsWith(".test.ts"))
+    .sort((x, y) => rank(x) - rank(y) || x.localeCompare(y))
+  process.stderr.write(
+    `\n== ray tests: ${queue.length} files, ${lanes} at a time, each on a host of its own\n`
+  )
+  process.env.HYPERLOOM_TEST_BUNDLED = "1"
+  let allPassed = true
+  const lane = async () => {
+    for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
+      const name = f.replace(/\.test\.ts$/, "")
+      const wrap = ["bash", "scripts/own-host.sh"]
+      const passed = await vitest("ray", true, [`test/ray/${f}`], wrap, `ray ${f}`, `ray-${name}`)
+      allPassed = passed && allPassed
+    }
+  }
+  await Promise.all(Array.from({ length: lanes }, lane))
+  return allPassed
+}
+
 const began = Date.now()
-if (only) {
+if (only === "ray") {
+  ok = (await rayTests()) && ok
+} else if (only) {
   ok = (await vitest(only, false)) && ok
 } else {
-  // The real-Ray tests mostly wait on Ray (heads starting, leases, sleeps) and run one file at a
-  // time; the checks and the unit tests use the CPU. So they run side by side: one lane sets up
-  // Ray, builds and runs the real-Ray tests (its output live), the other typechecks, lints and
-  // runs the unit tests (its output printed when each step ends).
+  // The real-Ray tests mostly wait on Ray (heads starting, leases, sleeps); the checks and the
+  // unit tests use the CPU. So they run side by side: one lane sets up Ray, builds and runs the
+  // real-Ray tests, the other typechecks, lints and runs the unit tests (the output of a step that
+  // runs beside another is printed when it ends).
   const rayLane = (async () => {
     let fine = await step("ray setup", "bash", ["scripts/setup-ray.sh"])
     fine = (await step("build", "node", ["scripts/build.mjs"])) && fine
@@ -120,7 +163,7 @@ if (only) {
       counts.failed += 1
       failures.push("ray lane: Ray setup, the build or the bundle smoke test failed (see above)")
     }
-    return (await vitest("ray", false)) && fine
+    return (await rayTests()) && fine
   })()
   const checkLane = (async () => {
     let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs a command as if on a host of its own: new PID, network and mount namespaces, a private /tmp
+# and /dev/shm, loopback only. A `ray stop --force` inside kills only the Ray processes started
+# inside, a head inside is invisible to every process outside (and theirs to it), and everything
+# left inside is killed when the command ends (the namespace's init exits).
+#
+# npm test (scripts/test.mjs) runs each real-Ray test file this way, so that two files can run at
+# once without one's `ray stop --force` reaching the other's head. Needs root (or the capability
+# to create these namespaces), unshare(1) and ip(8); `own-host.sh true` exits 0 when it can.
+#
+# Usage: scripts/own-host.sh CMD [ARG...]   (runs in the current directory)
+set -euo pipefail
+exec unshare --pid --fork --net --mount --mount-proc --propagation private bash -c '
+  set -e
+  ip link set lo up
+  mount -t tmpfs -o size=4g tmpfs /tmp
+  mount -t tmpfs -o size=4g tmpfs /dev/shm
+  set +e
+  # Not exec: bash stays the namespace'"'"'s init and reaps the orphans Ray leaves behind.
+  "$@"; rc=$?; exit "$rc"
+' own-host "$@"
