@@ -7,7 +7,7 @@
 // process may create namespaces (root; scripts/own-host.sh), each real-Ray test file runs on a
 // host of its own (private PID, network and mount namespaces, own /tmp and /dev/shm), so two files
 // run at once (HYPERLOOM_TEST_RAY_LANES, default 2) and this host's own Ray is never touched.
-// Otherwise the files run one at a time on this host, and it refuses first (one line on stderr,
+// Otherwise (or with HYPERLOOM_TEST_OWN_HOSTS=0) the files run one at a time on this host, and it refuses first (one line on stderr,
 // exit 3) when Ray processes it did not start are running, unless
 // HYPERLOOM_TEST_DISPOSABLE_HOST=1 says this is a disposable test host (.ci/run).
 import { spawn, spawnSync } from "node:child_process"
@@ -16,8 +16,10 @@ import { refusal } from "./host-ray.mjs"
 
 const only = process.argv[2] // optional: "unit" or "ray"
 
-/** Can each real-Ray test file get a host of its own? */
-const ownHosts = spawnSync("bash", ["scripts/own-host.sh", "true"], { stdio: "ignore" }).status === 0
+/** Can each real-Ray test file get a host of its own? (HYPERLOOM_TEST_OWN_HOSTS=0: never.) */
+const ownHosts =
+  process.env.HYPERLOOM_TEST_OWN_HOSTS !== "0" &&
+  spawnSync("bash", ["scripts/own-host.sh", "true"], { stdio: "ignore" }).status === 0
 const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 2) || 1) : 1
 
 if (only !== "unit" && !ownHosts) {
@@ -131,6 +133,8 @@ const rayTests = async () => {
   process.stderr.write(
     `\n== ray tests: ${queue.length} files, ${lanes} at a time, each on a host of its own\n`
   )
+  // The whole run has just built it; `npm test ray` bundles it here.
+  if (only === "ray" && !(await step("bundle", "node", ["scripts/build.mjs", "--bundle-only"]))) return false
   process.env.HYPERLOOM_TEST_BUNDLED = "1"
   let allPassed = true
   const lane = async () => {

@@ -72,7 +72,9 @@ describe("the host's Ray processes", () => {
       env: {
         ...process.env,
         HYPERLOOM_TEST_PROC_ROOT: tree("lone-head"),
-        HYPERLOOM_TEST_DISPOSABLE_HOST: ""
+        HYPERLOOM_TEST_DISPOSABLE_HOST: "",
+        // On this host, not in hosts of its own (where it has no need to refuse).
+        HYPERLOOM_TEST_OWN_HOSTS: "0"
       },
       encoding: "utf8",
       timeout: 20_000
@@ -88,5 +90,47 @@ describe("the host's Ray processes", () => {
       fs.readFileSync(path.join(root, ".ci/run"), "utf8"),
       /^export HYPERLOOM_TEST_DISPOSABLE_HOST=1$/m
     )
+  })
+})
+
+describe("a host of its own (scripts/own-host.sh, where npm test runs each real-Ray file)", () => {
+  const ownHost = (script: string) =>
+    spawnSync("bash", ["scripts/own-host.sh", "sh", "-c", script], {
+      cwd: root,
+      encoding: "utf8",
+      timeout: 20_000
+    })
+  const available = ownHost("true").status === 0
+
+  it("sees only its own processes, an empty /tmp and /dev/shm, loopback only; passes the exit code", (ctx) => {
+    if (!available) ctx.skip()
+    const r = ownHost(
+      'echo "$(ls -d /proc/[0-9]* | wc -l) $(ls -A /tmp | wc -l) $(ls -A /dev/shm | wc -l) $(tail -n +3 /proc/net/dev | cut -d: -f1)"; exit 7'
+    )
+    assert.strictEqual(r.status, 7, r.stderr)
+    const [procs, tmp, shm, ...nets] = r.stdout.trim().split(/\s+/)
+    // bash (the namespace's init), sh, and the short-lived ls/wc of the command substitutions.
+    assert.isAtMost(Number(procs), 6, r.stdout)
+    assert.strictEqual(tmp, "0")
+    assert.strictEqual(shm, "0")
+    assert.deepStrictEqual(nets, ["lo"])
+  })
+
+  it("kills what was left running inside when the command ends", (ctx) => {
+    if (!available) ctx.skip()
+    const marker = `${(process.pid % 1000) + 7}.25`
+    const r = ownHost(`sleep ${marker} & echo $!`)
+    assert.strictEqual(r.status, 0, r.stderr)
+    const leftovers = fs
+      .readdirSync("/proc")
+      .filter((e) => /^\d+$/.test(e))
+      .filter((e) => {
+        try {
+          return fs.readFileSync(`/proc/${e}/cmdline`, "utf8") === `sleep\0${marker}\0`
+        } catch {
+          return false
+        }
+      })
+    assert.deepStrictEqual(leftovers, [])
   })
 })
