@@ -72,9 +72,7 @@ describe("the host's Ray processes", () => {
       env: {
         ...process.env,
         HYPERLOOM_TEST_PROC_ROOT: tree("lone-head"),
-        HYPERLOOM_TEST_DISPOSABLE_HOST: "",
-        // On this host, not in hosts of its own (where it has no need to refuse).
-        HYPERLOOM_TEST_OWN_HOSTS: "0"
+        HYPERLOOM_TEST_DISPOSABLE_HOST: ""
       },
       encoding: "utf8",
       timeout: 20_000
