@@ -54,37 +54,54 @@ const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWi
 
 /** Who holds what this lease waits for, as an operator reads it; undefined when nobody visibly does. */
 export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
+  const wanted = (resources: Readonly<Record<string, number>>) =>
+    (request.servingSlot && (resources.serving_slot ?? 0) > 0) ||
+    (request.gpus > 0 && Object.entries(resources).some(([k, v]) => v > 0 && isGpuResource(k)))
   const wants = (a: ClusterSnapshot["actors"][number]) =>
-    (request.servingSlot && wantsSlot(a)) ||
-    (request.gpus > 0 && Object.entries(a.requiredResources).some(([k, v]) => v > 0 && isGpuResource(k)))
-  const holders = snapshot.actors.filter(
-    (a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a)
-  )
-  if (holders.length === 0) return undefined
-  return holders
+    (request.servingSlot && wantsSlot(a)) || wanted(a.requiredResources)
+  const holders = snapshot.actors
+    .filter((a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a))
     .map((a) => {
       const job = snapshot.jobs.find((j) => j.jobId === a.jobId)
       const driver = job && !job.isDead ? `, driver pid ${job.driverPid}` : ""
       return `actor ${a.name || a.className || a.actorId.slice(0, 12)} (pid ${a.pid}, job ${a.jobId}${driver})`
     })
-    .join(", ")
+  // A placement group reserves its bundles' resources whether or not an actor runs in them.
+  const groups = snapshot.placementGroups
+    .filter((g) => g.state === "CREATED" && g.bundles.some((b) => wanted(b.resources)))
+    .map((g) => `placement group ${g.name || g.groupId.slice(0, 12)} (job ${g.creatorJobId})`)
+  const all = [...holders, ...groups]
+  return all.length === 0 ? undefined : all.join(", ")
 }
+
+/**
+ * Looks in a row with nobody visibly holding what the lease waits for before it says so: on a busy
+ * host Ray takes a second or more to start the lease's worker, or to take back a holder just
+ * killed, and "waiting" would be wrong then. With the first look at 1 s and one every 2 s, 5 s.
+ */
+const QUIET_LOOKS = 3
 
 /** While the actor waits to be scheduled, say so, and for whom, whenever that changes. */
 const reportContention = (gcsAddress: string, request: LeaseRequest, session: LeaseSession) =>
   Effect.gen(function* () {
     const inspector = yield* ClusterInspector
     let last: string | undefined
+    let quietLooks = 0
     const what = request.servingSlot
       ? `serving_slot${request.gpus > 0 ? ` and ${request.gpus} GPU(s)` : ""}`
       : `${request.gpus} GPU(s)`
     yield* inspector.snapshot(gcsAddress).pipe(
-      Effect.map((s) => describeHolder(s, request, session.actorId) ?? "resources held elsewhere"),
-      Effect.orElseSucceed(() => "unknown (the GCS did not answer)"),
-      Effect.flatMap((holder) => {
-        if (holder === last) return Effect.void
-        last = holder
-        return Effect.logInfo(`waiting for ${what}: held by ${holder}`)
+      Effect.map((s) => describeHolder(s, request, session.actorId)),
+      Effect.map((holder) => {
+        quietLooks = holder === undefined ? quietLooks + 1 : 0
+        if (holder !== undefined) return `held by ${holder}`
+        return quietLooks >= QUIET_LOOKS ? "not granted yet, though nothing visibly holds it" : undefined
+      }),
+      Effect.orElseSucceed(() => "held by unknown (the GCS did not answer)"),
+      Effect.flatMap((why) => {
+        if (why === undefined || why === last) return Effect.void
+        last = why
+        return Effect.logInfo(`waiting for ${what}: ${why}`)
       }),
       Effect.repeat(contentionPoll)
     )

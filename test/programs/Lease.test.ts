@@ -20,7 +20,7 @@ import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
 import { WorkGate, layerTest as workGateTest } from "../../src/services/WorkGate.js"
-import { idleHeadSnapshot, withActor } from "../support/snapshots.js"
+import { idleHeadSnapshot, withActor, withGroup } from "../support/snapshots.js"
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-program-"))
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }))
@@ -234,6 +234,79 @@ describe("runLeased: the timeout counts from the command's start (waiting is not
       const log = yield* logOf
       assert.deepStrictEqual([log.released, log.active], [1, 0])
     }).pipe(Effect.provide(layer))
+  })
+})
+
+/** Collects the lease's "waiting for …" and "lease granted …" lines. */
+const contentionLines = () => {
+  const lines: Array<string> = []
+  const logger = Logger.replace(
+    Logger.defaultLogger,
+    Logger.make(({ message }) => {
+      const text = Array.isArray(message) ? message.join(" ") : String(message)
+      if (text.startsWith("waiting for") || text.startsWith("lease granted")) lines.push(text)
+    })
+  )
+  return { lines, logger }
+}
+
+describe("runLeased: no 'waiting' while nothing visibly holds the slot (Ray starting the worker)", () => {
+  it.effect("an actor that takes 3 s to start with the slot free: no waiting line", () => {
+    const { layer } = layers(() => ({ startAfter: "3 seconds", runFor: "1 second", exitCode: 0 }))
+    const { lines, logger } = contentionLines()
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("4 seconds")
+      const r = yield* Fiber.join(fiber)
+      assert.strictEqual(r.exitCode, 0)
+      assert.deepStrictEqual(
+        lines.filter((l) => l.startsWith("waiting for")),
+        [],
+        "nobody holds the slot: not a wait for it"
+      )
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
+  })
+
+  it.effect("nothing visible for 5 s: says once that it is not granted yet", () => {
+    const { layer } = layers(() => ({ startAfter: "12 seconds", runFor: "1 second", exitCode: 0 }))
+    const { lines, logger } = contentionLines()
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("4 seconds")
+      assert.deepStrictEqual(lines, [])
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(lines, [
+        "waiting for serving_slot and 1 GPU(s): not granted yet, though nothing visibly holds it"
+      ])
+      yield* TestClock.adjust("8 seconds")
+      yield* Fiber.join(fiber)
+      assert.deepStrictEqual(lines.slice(1), ["lease granted after waiting 12.0 s"])
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
+  })
+
+  it.effect("a placement group reserving the slot is named as the holder", () => {
+    const { layer } = layers(() => ({ startAfter: "2 seconds", runFor: "1 second", exitCode: 0 }), {
+      snapshot: () =>
+        withGroup(healthy, {
+          name: "hl_reserve",
+          bundles: [{ index: 0, resources: { serving_slot: 1 }, nodeId: healthy.nodes[0]!.nodeId }]
+        })
+    })
+    const { lines, logger } = contentionLines()
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("1 second")
+      assert.lengthOf(lines, 1)
+      assert.match(
+        lines[0]!,
+        /^waiting for serving_slot and 1 GPU\(s\): held by placement group hl_reserve \(job /
+      )
+      yield* TestClock.adjust("2 seconds")
+      yield* Fiber.join(fiber)
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
   })
 })
 
