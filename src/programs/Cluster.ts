@@ -68,8 +68,6 @@ const testPause = (step: RepairStep) =>
       : Effect.void
   )
 
-const describeFailure = (e: unknown): string => (e instanceof Error ? e.message : String(e))
-
 /**
  * The guarded runtime repair (SPEC §4), for a caller that holds the work permit.
  * Nothing to repair → `none`. Guards refuse → the infeasibility error with the reasons appended,
@@ -120,7 +118,9 @@ export const repairLocked = Effect.fn("repair")(function* (
   const recheck = yield* guardsFor(current)
   if (!repairAllowed(recheck)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(recheck)))
   const plan = restartPlan(current.snapshot, current.resolved.port, settings.numGpusOverride)
-  const restartFailed = (e: unknown) => infeasible.withRestartFailure(describeFailure(e))
+  // The stop's, the start's and the wait's errors: tagged errors with a message, or the wait's text.
+  const restartFailed = (e: string | { readonly message: string }) =>
+    infeasible.withRestartFailure(typeof e === "string" ? e : e.message)
   yield* Effect.logWarning(REPAIR_LOG)
   yield* Effect.logInfo(
     `ray stop --force, then ray start --head --port=${plan.port} with ${JSON.stringify(plan.resources)}`
