@@ -9,40 +9,27 @@
  * group; if hyperloom dies, the bridge sees EOF on its stdin and does the same; if the bridge dies,
  * Ray removes its job's placement group and actors.
  */
-import * as Command from "@effect/platform/Command"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
-import {
-  Cause,
-  Context,
-  Deferred,
-  Duration,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  Fiber,
-  Layer,
-  Option,
-  Queue,
-  Ref,
-  Schema,
-  Scope,
-  Stream
-} from "effect"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Schema, type Scope } from "effect"
 import type { RayNotFound } from "../domain/Errors.js"
 import { groupExitCode, type RankExit } from "../domain/Group.js"
 import { Tail } from "../domain/Text.js"
+import * as BridgeProcess from "./BridgeProcess.js"
 import {
+  DEFAULT_STOP_GRACE_SEC,
+  definedEntries,
   LeaseActorFailed,
   type LeaseBridgeError,
   LeaseBridgeProtocolError,
   LeaseBridgeStartFailed,
-  type LeaseOutput,
-  LeaseRayInitFailed
-} from "./LeaseBridge.js"
-import { packageFile } from "./PackagePaths.js"
+  LeaseRayInitFailed,
+  TAIL_CHARS
+} from "./BridgeProcess.js"
+import type { LeaseOutput } from "./LeaseBridge.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
+
+export { TAIL_CHARS } from "./BridgeProcess.js"
 
 export interface GroupSpec {
   readonly gcsAddress: string
@@ -128,11 +115,8 @@ export class GroupBridge extends Context.Tag("hyperloom/services/GroupBridge")<
   GroupBridgeShape
 >() {}
 
-export const TAIL_CHARS = 64 * 1024
-const DEFAULT_STOP_GRACE_SEC = 3
-const DEFAULT_CONNECT_TIMEOUT_SEC = 60
+/** Beyond the stop grace, how long a release may take before the bridge is killed. */
 const RELEASE_MARGIN_SEC = 15
-const KILL_WAIT = Duration.seconds(2)
 
 /** The rank prefix of every output line. */
 export const rankPrefix = (rank: number) => `[rank ${rank}] `
@@ -141,7 +125,7 @@ export const rankPrefix = (rank: number) => `[rank ${rank}] `
 // Protocol (python/hyperloom_group.py)
 
 const GroupEvent = Schema.Union(
-  Schema.Struct({ event: Schema.Literal("connected"), job_id: Schema.String }),
+  BridgeProcess.ConnectedEvent,
   Schema.Struct({ event: Schema.Literal("submitted"), placement_group_id: Schema.String }),
   Schema.Struct({ event: Schema.Literal("placed"), node_ids: Schema.Array(Schema.String) }),
   Schema.Struct({ event: Schema.Literal("leader"), host: Schema.String, port: Schema.Number }),
@@ -167,18 +151,11 @@ const GroupEvent = Schema.Union(
     code: Schema.Number,
     failed_rank: Schema.NullOr(Schema.Number)
   }),
-  Schema.Struct({ event: Schema.Literal("error"), kind: Schema.String, message: Schema.String }),
-  Schema.Struct({ event: Schema.Literal("released") })
+  BridgeProcess.ErrorEvent,
+  BridgeProcess.ReleasedEvent
 )
-type GroupEvent = typeof GroupEvent.Type
 
 const decodeEvent = Schema.decodeUnknownEither(Schema.parseJson(GroupEvent))
-
-const definedEntries = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v
-  return out
-}
 
 /** The `group` request line. */
 export const groupRequest = (spec: GroupSpec): string =>
@@ -223,207 +200,113 @@ const make = Effect.gen(function* () {
   const settings = yield* Settings
   const executor = yield* CommandExecutor.CommandExecutor
 
+  /** Spawns the bridge and wires it up; uninterruptible so the release finalizer is always in place. */
   const startBridge = (scope: Scope.Scope, spec: GroupSpec, python: string) =>
     Effect.gen(function* () {
-      const script = packageFile("python", "hyperloom_group.py")
-      const command = Command.make(python, script).pipe(
-        Command.env(definedEntries(settings.env), { extendEnv: false }),
-        Command.stdin("pipe"),
-        Command.stdout("pipe"),
-        Command.stderr("pipe")
-      )
-      const proc = yield* executor.start(command).pipe(
-        Scope.extend(scope),
-        Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
-      )
+      const proc = yield* BridgeProcess.spawn(executor, scope, {
+        python,
+        script: "hyperloom_group.py",
+        env: settings.env
+      })
       const submitted = yield* Deferred.make<{ jobId: string; pgId: string }, LeaseBridgeError>()
       const placed = yield* Deferred.make<GroupPlaced, LeaseBridgeError>()
       const started = yield* Deferred.make<GroupStarted, LeaseBridgeError>()
       const exited = yield* Deferred.make<GroupExit, LeaseBridgeError>()
-      const released = yield* Ref.make(false)
-      const bridgeStderr: Array<string> = []
       const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
       const ranks = new Map<number, RankStarted>()
       const exits: Array<RankExit> = []
-      const state = { jobId: "", leaderHost: "", leaderPort: 0 }
+      const leader = { host: "", port: 0 }
 
-      const failAll = (error: LeaseBridgeError) =>
-        Effect.all(
-          [
-            Deferred.fail(submitted, error),
-            Deferred.fail(placed, error),
-            Deferred.fail(started, error),
-            Deferred.fail(exited, error)
-          ],
-          { discard: true }
-        )
-
-      const onEvent = (ev: GroupEvent): Effect.Effect<void> => {
-        switch (ev.event) {
-          case "connected":
-            return Effect.sync(() => {
-              state.jobId = ev.job_id
-            })
-          case "submitted":
-            return Deferred.succeed(submitted, { jobId: state.jobId, pgId: ev.placement_group_id }).pipe(
-              Effect.asVoid
-            )
-          case "placed":
-            return Deferred.succeed(placed, { nodeIds: ev.node_ids }).pipe(Effect.asVoid)
-          case "leader":
-            return Effect.sync(() => {
-              state.leaderHost = ev.host
-              state.leaderPort = ev.port
-            })
-          case "started": {
-            ranks.set(ev.rank, {
-              rank: ev.rank,
-              pid: ev.pid ?? undefined,
-              pgid: ev.pgid,
-              actorPid: ev.actor_pid,
-              actorId: ev.actor_id ?? "",
-              nodeId: ev.node_id,
-              cudaVisibleDevices: ev.cuda_visible_devices ?? undefined
-            })
-            if (ranks.size < spec.nodes) return Effect.void
-            return Deferred.succeed(started, {
-              leaderHost: state.leaderHost,
-              leaderPort: state.leaderPort,
-              ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank)
-            }).pipe(Effect.asVoid)
+      const bridge = yield* BridgeProcess.wire(scope, proc, {
+        name: "group bridge",
+        title: "group bridge",
+        span: "GroupBridge.release",
+        holding: "the group",
+        work: "every rank",
+        decode: decodeEvent,
+        onEvent: (ev, jobId) => {
+          switch (ev.event) {
+            case "submitted":
+              return Deferred.succeed(submitted, { jobId: jobId ?? "", pgId: ev.placement_group_id }).pipe(
+                Effect.asVoid
+              )
+            case "placed":
+              return Deferred.succeed(placed, { nodeIds: ev.node_ids }).pipe(Effect.asVoid)
+            case "leader":
+              return Effect.sync(() => {
+                leader.host = ev.host
+                leader.port = ev.port
+              })
+            case "started": {
+              ranks.set(ev.rank, {
+                rank: ev.rank,
+                pid: ev.pid ?? undefined,
+                pgid: ev.pgid,
+                actorPid: ev.actor_pid,
+                actorId: ev.actor_id ?? "",
+                nodeId: ev.node_id,
+                cudaVisibleDevices: ev.cuda_visible_devices ?? undefined
+              })
+              if (ranks.size < spec.nodes) return Effect.void
+              return Deferred.succeed(started, {
+                leaderHost: leader.host,
+                leaderPort: leader.port,
+                ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank)
+              }).pipe(Effect.asVoid)
+            }
+            case "output": {
+              tails[ev.stream].push(`${rankPrefix(ev.rank)}${ev.line}`)
+              return spec.onOutput !== undefined
+                ? spec.onOutput({ rank: ev.rank, stream: ev.stream, line: ev.line })
+                : Effect.void
+            }
+            case "exit":
+              return Effect.sync(() => {
+                exits.push({ rank: ev.rank, code: ev.code })
+              })
+            case "ended":
+              // The bridge decides: exits caused by the group's own stop are not failures.
+              return Deferred.succeed(exited, {
+                exitCode: ev.code,
+                failedRank: ev.failed_rank ?? undefined,
+                exits: [...exits],
+                stdoutTail: tails.stdout.text(),
+                stderrTail: tails.stderr.text()
+              }).pipe(Effect.asVoid)
           }
-          case "output": {
-            tails[ev.stream].push(`${rankPrefix(ev.rank)}${ev.line}`)
-            return spec.onOutput !== undefined
-              ? spec.onOutput({ rank: ev.rank, stream: ev.stream, line: ev.line })
-              : Effect.void
-          }
-          case "exit":
-            return Effect.sync(() => {
-              exits.push({ rank: ev.rank, code: ev.code })
-            })
-          case "ended":
-            // The bridge decides: exits caused by the group's own stop are not failures.
-            return Deferred.succeed(exited, {
-              exitCode: ev.code,
-              failedRank: ev.failed_rank ?? undefined,
-              exits: [...exits],
-              stdoutTail: tails.stdout.text(),
-              stderrTail: tails.stderr.text()
-            }).pipe(Effect.asVoid)
-          case "error":
-            return failAll(errorFromEvent(ev.kind, ev.message, python, spec.gcsAddress))
-          case "released":
-            return Ref.set(released, true)
-        }
-      }
-
-      const readProtocol = proc.stdout.pipe(
-        Stream.decodeText(),
-        Stream.splitLines,
-        Stream.runForEach((line) =>
-          Either.match(decodeEvent(line), {
-            onLeft: () =>
-              failAll(
-                new LeaseBridgeProtocolError({
-                  detail: `unexpected line from the group bridge: ${line.slice(0, 200)}`
-                })
-              ),
-            onRight: onEvent
-          })
-        ),
-        Effect.exit,
-        Effect.zipRight(proc.exitCode.pipe(Effect.either, Effect.timeout(KILL_WAIT), Effect.option)),
-        Effect.flatMap((code) =>
-          Effect.gen(function* () {
-            const status = Option.match(Option.flatten(Option.map(code, Either.getRight)), {
-              onNone: () => "was killed",
-              onSome: (c) => `exited with code ${c}`
-            })
-            const stderr = bridgeStderr.slice(-3).join(" | ")
-            const ended = (yield* Ref.get(released))
-              ? "the group bridge released the group before every rank ended"
-              : `the group bridge ${status} before the group ended`
-            yield* failAll(new LeaseBridgeProtocolError({ detail: stderr ? `${ended}: ${stderr}` : ended }))
-          })
-        ),
-        Effect.catchAllCause((cause) =>
-          failAll(
-            new LeaseBridgeProtocolError({
-              detail: `reading the group bridge failed: ${Cause.pretty(cause)}`
-            })
-          )
+        },
+        errorOf: (kind, message) => errorFromEvent(kind, message, python, spec.gcsAddress),
+        failAll: (error) =>
+          Effect.all(
+            [
+              Deferred.fail(submitted, error),
+              Deferred.fail(placed, error),
+              Deferred.fail(started, error),
+              Deferred.fail(exited, error)
+            ],
+            { discard: true }
+          ),
+        request: groupRequest(spec),
+        releaseTimeout: Duration.seconds(
+          spec.releaseTimeoutSec ?? (spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC) + RELEASE_MARGIN_SEC
         )
-      )
-      const readStderr = proc.stderr.pipe(
-        Stream.decodeText(),
-        Stream.splitLines,
-        Stream.runForEach((line) =>
-          Effect.sync(() => {
-            bridgeStderr.push(line)
-            if (bridgeStderr.length > 50) bridgeStderr.shift()
-          })
-        ),
-        Effect.ignore
-      )
-      const inbox = yield* Queue.unbounded<string | null>()
-      const writeStdin = Stream.fromQueue(inbox).pipe(
-        Stream.takeWhile((line): line is string => line !== null),
-        Stream.map((line) => new TextEncoder().encode(`${line}\n`)),
-        Stream.run(proc.stdin),
-        Effect.ignore
-      )
-      yield* Effect.forkIn(Effect.interruptible(readStderr), scope)
-      yield* Effect.forkIn(Effect.interruptible(readProtocol), scope)
-      yield* Effect.forkIn(Effect.interruptible(writeStdin), scope)
-
-      const grace = spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
-      const kill = (signal: "SIGTERM" | "SIGKILL") =>
-        proc.kill(signal).pipe(Effect.exit, Effect.interruptible, Effect.timeout(KILL_WAIT), Effect.option)
-      const release = Effect.gen(function* () {
-        yield* Queue.offerAll(inbox, [JSON.stringify({ op: "release" }), null])
-        const done = yield* proc.exitCode.pipe(
-          Effect.exit,
-          Effect.interruptible,
-          Effect.timeout(Duration.seconds(spec.releaseTimeoutSec ?? grace + RELEASE_MARGIN_SEC)),
-          Effect.option
-        )
-        if (Option.isSome(done)) return
-        yield* Effect.logWarning("group bridge did not release in time; killing it").pipe(
-          Effect.annotateLogs({ bridgePid: proc.pid })
-        )
-        const termed = yield* kill("SIGTERM")
-        if (Option.isNone(termed)) yield* kill("SIGKILL")
-      }).pipe(Effect.ensuring(Queue.shutdown(inbox)), Effect.withSpan("GroupBridge.release"))
-      yield* Scope.addFinalizer(scope, release)
-      yield* Queue.offer(inbox, groupRequest(spec))
-      return { proc, state, submitted, placed, started, exited }
+      })
+      return { bridge, submitted, placed, started, exited }
     }).pipe(Effect.uninterruptible)
 
   const openIn = (scope: Scope.Scope, spec: GroupSpec, python: string) =>
     Effect.gen(function* () {
       const b = yield* startBridge(scope, spec, python)
-      const connectTimeout = Duration.seconds(spec.connectTimeoutSec ?? DEFAULT_CONNECT_TIMEOUT_SEC)
-      const { jobId, pgId } = yield* Deferred.await(b.submitted).pipe(
-        Effect.timeoutFail({
-          duration: connectTimeout,
-          onTimeout: () =>
-            b.state.jobId === ""
-              ? new LeaseRayInitFailed({
-                  address: spec.gcsAddress,
-                  reason: `no answer within ${Duration.format(connectTimeout)}`
-                })
-              : new LeaseActorFailed({
-                  kind: "actor_creation",
-                  actorId: undefined,
-                  reason: `the placement group was not submitted within ${Duration.format(connectTimeout)}`
-                })
-        })
+      const { jobId, pgId } = yield* BridgeProcess.awaitSubmitted(
+        b.submitted,
+        b.bridge,
+        spec,
+        "the placement group was not submitted"
       )
       return {
         jobId,
         placementGroupId: pgId,
-        bridgePid: b.proc.pid,
+        bridgePid: b.bridge.pid,
         awaitPlaced: Deferred.await(b.placed),
         awaitStarted: Deferred.await(b.started),
         awaitExit: Deferred.await(b.exited)
@@ -432,11 +315,7 @@ const make = Effect.gen(function* () {
 
   const open = Effect.fn("GroupBridge.open")(function* (spec: GroupSpec) {
     const python = yield* rayPython(settings)
-    const outer = yield* Effect.scope
-    const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
-    return yield* openIn(scope, spec, python).pipe(
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
-    )
+    return yield* BridgeProcess.inOwnScope((scope) => openIn(scope, spec, python))
   })
 
   return GroupBridge.of({ open })
@@ -466,11 +345,7 @@ export interface FakeGroup {
     | undefined
 }
 
-export interface FakeGroupLog {
-  readonly opened: ReadonlyArray<GroupSpec>
-  readonly released: number
-  readonly active: number
-}
+export type FakeGroupLog = BridgeProcess.FakeOpenLog<GroupSpec>
 
 export class FakeGroupBridgeLog extends Context.Tag("hyperloom/services/GroupBridge/FakeLog")<
   FakeGroupBridgeLog,
@@ -486,15 +361,9 @@ export const layerTest = (
 ): Layer.Layer<GroupBridge | FakeGroupBridgeLog> =>
   Layer.effectContext(
     Effect.gen(function* () {
-      const log = yield* Ref.make<FakeGroupLog>({ opened: [], released: 0, active: 0 })
+      const opens = yield* BridgeProcess.fakeOpens(script)
       const open = Effect.fn("GroupBridge.open")(function* (spec: GroupSpec) {
-        const n = (yield* Ref.getAndUpdate(log, (l) => ({ ...l, opened: [...l.opened, spec] }))).opened.length
-        const fake = script(spec, n)
-        if (fake.openError !== undefined) return yield* fake.openError
-        yield* Effect.acquireRelease(
-          Ref.update(log, (l) => ({ ...l, active: l.active + 1 })),
-          () => Ref.update(log, (l) => ({ ...l, active: l.active - 1, released: l.released + 1 }))
-        )
+        const { n, fake } = yield* opens.open(spec)
         const nodeIds = Array.from({ length: spec.nodes }, (_, r) =>
           String(r + 1)
             .repeat(56)
@@ -570,7 +439,7 @@ export const layerTest = (
         return session
       })
       return Context.make(GroupBridge, GroupBridge.of({ open })).pipe(
-        Context.add(FakeGroupBridgeLog, Ref.get(log))
+        Context.add(FakeGroupBridgeLog, opens.log)
       )
     })
   )

@@ -6,83 +6,46 @@
  * process tree is stopped, the actor killed — and the bridge is killed if it does not finish in
  * time. If hyperloom itself dies, the bridge sees EOF on its stdin and releases on its own.
  */
-import * as Command from "@effect/platform/Command"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import {
-  Cause,
   Context,
-  Data,
   Deferred,
   Duration,
   Effect,
-  Either,
   ExecutionStrategy,
   Exit,
   Fiber,
   Layer,
   Option,
-  Queue,
   Ref,
   Schema,
-  Scope,
-  Stream
+  Scope
 } from "effect"
 import type { RayNotFound } from "../domain/Errors.js"
-import { oneLine, Tail } from "../domain/Text.js"
-import { packageFile } from "./PackagePaths.js"
+import { Tail } from "../domain/Text.js"
+import * as BridgeProcess from "./BridgeProcess.js"
+import {
+  DEFAULT_STOP_GRACE_SEC,
+  definedEntries,
+  LeaseActorFailed,
+  type LeaseBridgeError,
+  LeaseBridgeProtocolError,
+  LeaseBridgeStartFailed,
+  LeaseRayInitFailed,
+  TAIL_CHARS
+} from "./BridgeProcess.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
 
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/** The bridge could not be started, or its Python cannot import Ray. */
-export class LeaseBridgeStartFailed extends Data.TaggedError("LeaseBridgeStartFailed")<{
-  readonly python: string
-  readonly detail: string
-}> {
-  override get message(): string {
-    return `cannot start the lease bridge with ${this.python}: ${oneLine(this.detail)}`
-  }
-}
-
-/** The bridge said something unexpected, or ended before the lease did. */
-export class LeaseBridgeProtocolError extends Data.TaggedError("LeaseBridgeProtocolError")<{
-  readonly detail: string
-}> {
-  override get message(): string {
-    return `lease bridge failed: ${oneLine(this.detail)}`
-  }
-}
-
-/** ray.init in the bridge failed (or did not answer in time): Ray's reason. */
-export class LeaseRayInitFailed extends Data.TaggedError("LeaseRayInitFailed")<{
-  readonly address: string
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `cannot connect a Ray driver to ${this.address}: ${oneLine(this.reason)}`
-  }
-}
-
-/** The lease actor could not be created, died, or its method failed. */
-export class LeaseActorFailed extends Data.TaggedError("LeaseActorFailed")<{
-  readonly kind: "actor_creation" | "actor_died" | "actor_failed"
-  readonly actorId: string | undefined
-  readonly reason: string
-}> {
-  override get message(): string {
-    const what =
-      this.kind === "actor_creation" ? "could not be created" : this.kind === "actor_died" ? "died" : "failed"
-    return `the lease actor${this.actorId !== undefined ? ` ${this.actorId}` : ""} ${what}: ${oneLine(this.reason)}`
-  }
-}
-
-export type LeaseBridgeError =
-  | LeaseBridgeStartFailed
-  | LeaseBridgeProtocolError
-  | LeaseRayInitFailed
-  | LeaseActorFailed
+// The bridges' errors (GroupBridge fails with them too), kept on this module's surface.
+export {
+  LeaseActorFailed,
+  type LeaseBridgeError,
+  LeaseBridgeProtocolError,
+  LeaseBridgeStartFailed,
+  LeaseRayInitFailed,
+  TAIL_CHARS
+} from "./BridgeProcess.js"
 
 // ---------------------------------------------------------------------------------------------
 // The service
@@ -163,19 +126,14 @@ export class LeaseBridge extends Context.Tag("hyperloom/services/LeaseBridge")<
   LeaseBridgeShape
 >() {}
 
-/** Output tail bound per stream. */
-export const TAIL_CHARS = 64 * 1024
-const DEFAULT_STOP_GRACE_SEC = 3
-const DEFAULT_CONNECT_TIMEOUT_SEC = 60
 /** Beyond the stop grace, how long a release may take before the bridge is killed. */
 const RELEASE_MARGIN_SEC = 10
-const KILL_WAIT = Duration.seconds(2)
 
 // ---------------------------------------------------------------------------------------------
 // Protocol (python/hyperloom_bridge.py)
 
 const BridgeEvent = Schema.Union(
-  Schema.Struct({ event: Schema.Literal("connected"), job_id: Schema.String }),
+  BridgeProcess.ConnectedEvent,
   Schema.Struct({ event: Schema.Literal("submitted"), actor_id: Schema.String }),
   Schema.Struct({
     event: Schema.Literal("started"),
@@ -191,10 +149,9 @@ const BridgeEvent = Schema.Union(
     line: Schema.String
   }),
   Schema.Struct({ event: Schema.Literal("exit"), code: Schema.Number }),
-  Schema.Struct({ event: Schema.Literal("error"), kind: Schema.String, message: Schema.String }),
-  Schema.Struct({ event: Schema.Literal("released") })
+  BridgeProcess.ErrorEvent,
+  BridgeProcess.ReleasedEvent
 )
-type BridgeEvent = typeof BridgeEvent.Type
 
 const decodeEvent = Schema.decodeUnknownEither(Schema.parseJson(BridgeEvent))
 
@@ -211,12 +168,6 @@ export const leaseRequest = (spec: LeaseSpec): string =>
     ...(spec.name !== undefined ? { name: spec.name } : {}),
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
   })
-
-const definedEntries = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v
-  return out
-}
 
 const errorFromEvent = (
   kind: string,
@@ -246,22 +197,7 @@ const make = Effect.gen(function* () {
   const layerScope = yield* Effect.scope
 
   const spawn = (scope: Scope.Scope, python: string) =>
-    Effect.suspend(() => {
-      const script = packageFile("python", "hyperloom_bridge.py")
-      return executor
-        .start(
-          Command.make(python, script).pipe(
-            Command.env(definedEntries(settings.env), { extendEnv: false }),
-            Command.stdin("pipe"),
-            Command.stdout("pipe"),
-            Command.stderr("pipe")
-          )
-        )
-        .pipe(
-          Scope.extend(scope),
-          Effect.mapError((e) => new LeaseBridgeStartFailed({ python, detail: `${script}: ${e.message}` }))
-        )
-    })
+    BridgeProcess.spawn(executor, scope, { python, script: "hyperloom_bridge.py", env: settings.env })
 
   /** A bridge process started ahead of its lease (see `prestart`), in a scope of its own. */
   const spare = yield* Ref.make(
@@ -305,166 +241,68 @@ const make = Effect.gen(function* () {
       const submitted = yield* Deferred.make<{ jobId: string; actorId: string }, LeaseBridgeError>()
       const started = yield* Deferred.make<LeaseStarted, LeaseBridgeError>()
       const exited = yield* Deferred.make<LeaseExit, LeaseBridgeError>()
-      const released = yield* Ref.make(false)
-      const bridgeStderr = new Tail(16 * 1024)
       const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
-      const ids: { jobId: string | undefined; actorId: string | undefined } = {
-        jobId: undefined,
-        actorId: undefined
-      }
+      let actorId: string | undefined
 
-      const failAll = (error: LeaseBridgeError) =>
-        Effect.all(
-          [Deferred.fail(submitted, error), Deferred.fail(started, error), Deferred.fail(exited, error)],
-          {
-            discard: true
+      const bridge = yield* BridgeProcess.wire(scope, proc, {
+        name: "bridge",
+        title: "lease bridge",
+        span: "LeaseBridge.release",
+        holding: "the lease",
+        work: "the command",
+        decode: decodeEvent,
+        onEvent: (ev, jobId) => {
+          switch (ev.event) {
+            case "submitted":
+              actorId = ev.actor_id
+              return Deferred.succeed(submitted, { jobId: jobId ?? "", actorId: ev.actor_id }).pipe(
+                Effect.asVoid
+              )
+            case "started":
+              return Deferred.succeed(started, {
+                pid: ev.pid ?? undefined,
+                pgid: ev.pgid,
+                actorPid: ev.actor_pid,
+                nodeId: ev.node_id,
+                cudaVisibleDevices: ev.cuda_visible_devices ?? undefined
+              }).pipe(Effect.asVoid)
+            case "output": {
+              tails[ev.stream].push(ev.line)
+              return spec.onOutput !== undefined
+                ? spec.onOutput({ stream: ev.stream, line: ev.line })
+                : Effect.void
+            }
+            case "exit":
+              return Deferred.succeed(exited, {
+                exitCode: ev.code,
+                stdoutTail: tails.stdout.text(),
+                stderrTail: tails.stderr.text()
+              }).pipe(Effect.asVoid)
           }
+        },
+        errorOf: (kind, message) =>
+          errorFromEvent(kind, message, { python, address: spec.gcsAddress, actorId }),
+        failAll: (error) =>
+          Effect.all(
+            [Deferred.fail(submitted, error), Deferred.fail(started, error), Deferred.fail(exited, error)],
+            { discard: true }
+          ),
+        request: leaseRequest(spec),
+        releaseTimeout: Duration.seconds(
+          spec.releaseTimeoutSec ?? (spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC) + RELEASE_MARGIN_SEC
         )
-
-      const onEvent = (ev: BridgeEvent): Effect.Effect<void> => {
-        switch (ev.event) {
-          case "connected":
-            return Effect.sync(() => {
-              ids.jobId = ev.job_id
-            })
-          case "submitted":
-            ids.actorId = ev.actor_id
-            return Deferred.succeed(submitted, { jobId: ids.jobId ?? "", actorId: ev.actor_id }).pipe(
-              Effect.asVoid
-            )
-          case "started":
-            return Deferred.succeed(started, {
-              pid: ev.pid ?? undefined,
-              pgid: ev.pgid,
-              actorPid: ev.actor_pid,
-              nodeId: ev.node_id,
-              cudaVisibleDevices: ev.cuda_visible_devices ?? undefined
-            }).pipe(Effect.asVoid)
-          case "output": {
-            tails[ev.stream].push(ev.line)
-            return spec.onOutput !== undefined
-              ? spec.onOutput({ stream: ev.stream, line: ev.line })
-              : Effect.void
-          }
-          case "exit":
-            return Deferred.succeed(exited, {
-              exitCode: ev.code,
-              stdoutTail: tails.stdout.text(),
-              stderrTail: tails.stderr.text()
-            }).pipe(Effect.asVoid)
-          case "error":
-            return failAll(
-              errorFromEvent(ev.kind, ev.message, { python, address: spec.gcsAddress, actorId: ids.actorId })
-            )
-          case "released":
-            return Ref.set(released, true)
-        }
-      }
-
-      const readProtocol = proc.stdout.pipe(
-        Stream.decodeText(),
-        Stream.splitLines,
-        Stream.runForEach((line) =>
-          Either.match(decodeEvent(line), {
-            onLeft: () =>
-              failAll(
-                new LeaseBridgeProtocolError({
-                  detail: `unexpected line from the bridge: ${line.slice(0, 200)}`
-                })
-              ),
-            onRight: onEvent
-          })
-        ),
-        // stdout closed: the bridge is gone. Whatever is still pending will never come.
-        Effect.exit,
-        Effect.zipRight(proc.exitCode.pipe(Effect.either, Effect.timeout(KILL_WAIT), Effect.option)),
-        Effect.flatMap((code) =>
-          Effect.gen(function* () {
-            const status = Option.match(Option.flatten(Option.map(code, Either.getRight)), {
-              onNone: () => "was killed",
-              onSome: (c) => `exited with code ${c}`
-            })
-            const stderr = bridgeStderr.lastLines(3)
-            const ended = (yield* Ref.get(released))
-              ? "the bridge released the lease before the command ended"
-              : `the bridge ${status} before the lease ended`
-            yield* failAll(new LeaseBridgeProtocolError({ detail: stderr ? `${ended}: ${stderr}` : ended }))
-          })
-        ),
-        Effect.catchAllCause((cause) =>
-          failAll(
-            new LeaseBridgeProtocolError({ detail: `reading the bridge failed: ${Cause.pretty(cause)}` })
-          )
-        )
-      )
-      const readStderr = proc.stderr.pipe(
-        Stream.decodeText(),
-        Stream.splitLines,
-        Stream.runForEach((line) => Effect.sync(() => bridgeStderr.push(line))),
-        Effect.ignore
-      )
-
-      const inbox = yield* Queue.unbounded<string | null>()
-      const writeStdin = Stream.fromQueue(inbox).pipe(
-        Stream.takeWhile((line): line is string => line !== null),
-        Stream.map((line) => new TextEncoder().encode(`${line}\n`)),
-        Stream.run(proc.stdin),
-        Effect.ignore
-      )
-
-      // Forked before the release finalizer is added, so that they outlive it (finalizers run
-      // in reverse order): the release needs stdin written and stdout drained.
-      // (Forked fibers inherit this region's uninterruptibility: give it back to them.)
-      yield* Effect.forkIn(Effect.interruptible(readStderr), scope)
-      yield* Effect.forkIn(Effect.interruptible(readProtocol), scope)
-      yield* Effect.forkIn(Effect.interruptible(writeStdin), scope)
-
-      const grace = spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
-      const awaitBridgeExit = (within: Duration.DurationInput) =>
-        proc.exitCode.pipe(Effect.exit, Effect.interruptible, Effect.timeout(within), Effect.option)
-      const kill = (signal: "SIGTERM" | "SIGKILL") =>
-        proc.kill(signal).pipe(Effect.exit, Effect.interruptible, Effect.timeout(KILL_WAIT), Effect.option)
-      const release = Effect.gen(function* () {
-        yield* Queue.offerAll(inbox, [JSON.stringify({ op: "release" }), null])
-        const done = yield* awaitBridgeExit(
-          Duration.seconds(spec.releaseTimeoutSec ?? grace + RELEASE_MARGIN_SEC)
-        )
-        if (Option.isSome(done)) return
-        yield* Effect.logWarning("lease bridge did not release in time; killing it").pipe(
-          Effect.annotateLogs({ bridgePid: proc.pid })
-        )
-        const termed = yield* kill("SIGTERM")
-        if (Option.isNone(termed)) yield* kill("SIGKILL")
-      }).pipe(Effect.ensuring(Queue.shutdown(inbox)), Effect.withSpan("LeaseBridge.release"))
-      yield* Scope.addFinalizer(scope, release)
-      yield* Queue.offer(inbox, leaseRequest(spec))
-      return { proc, ids, submitted, started, exited }
+      })
+      return { bridge, submitted, started, exited }
     }).pipe(Effect.uninterruptible)
 
   const openIn = (scope: Scope.Scope, spec: LeaseSpec, python: string) =>
     Effect.gen(function* () {
-      const { proc, ids, submitted, started, exited } = yield* startBridge(scope, spec, python)
-      const connectTimeout = Duration.seconds(spec.connectTimeoutSec ?? DEFAULT_CONNECT_TIMEOUT_SEC)
-      const { jobId, actorId } = yield* Deferred.await(submitted).pipe(
-        Effect.timeoutFail({
-          duration: connectTimeout,
-          onTimeout: () =>
-            ids.jobId === undefined
-              ? new LeaseRayInitFailed({
-                  address: spec.gcsAddress,
-                  reason: `no answer within ${Duration.format(connectTimeout)}`
-                })
-              : new LeaseActorFailed({
-                  kind: "actor_creation",
-                  actorId: undefined,
-                  reason: `not submitted within ${Duration.format(connectTimeout)}`
-                })
-        })
-      )
+      const { bridge, submitted, started, exited } = yield* startBridge(scope, spec, python)
+      const { jobId, actorId } = yield* BridgeProcess.awaitSubmitted(submitted, bridge, spec, "not submitted")
       const session: LeaseSession = {
         jobId,
         actorId,
-        bridgePid: proc.pid,
+        bridgePid: bridge.pid,
         awaitStarted: Deferred.await(started),
         awaitExit: Deferred.await(exited)
       }
@@ -473,12 +311,8 @@ const make = Effect.gen(function* () {
 
   const open = Effect.fn("LeaseBridge.open")(function* (spec: LeaseSpec) {
     const python = yield* rayPython(settings)
-    const outer = yield* Effect.scope
-    const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
     // A failed or interrupted open releases at once instead of when the caller's scope ends.
-    return yield* openIn(scope, spec, python).pipe(
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
-    )
+    return yield* BridgeProcess.inOwnScope((scope) => openIn(scope, spec, python))
   })
 
   return LeaseBridge.of({ open, prestart })
@@ -512,11 +346,7 @@ export interface FakeLease {
   readonly hang?: boolean | undefined
 }
 
-export interface FakeLeaseLog {
-  readonly opened: ReadonlyArray<LeaseSpec>
-  readonly released: number
-  readonly active: number
-}
+export type FakeLeaseLog = BridgeProcess.FakeOpenLog<LeaseSpec>
 
 export class FakeLeaseBridgeLog extends Context.Tag("hyperloom/services/LeaseBridge/FakeLog")<
   FakeLeaseBridgeLog,
@@ -533,15 +363,9 @@ export const layerTest = (
 ): Layer.Layer<LeaseBridge | FakeLeaseBridgeLog> =>
   Layer.effectContext(
     Effect.gen(function* () {
-      const log = yield* Ref.make<FakeLeaseLog>({ opened: [], released: 0, active: 0 })
+      const opens = yield* BridgeProcess.fakeOpens(script)
       const open = Effect.fn("LeaseBridge.open")(function* (spec: LeaseSpec) {
-        const n = (yield* Ref.getAndUpdate(log, (l) => ({ ...l, opened: [...l.opened, spec] }))).opened.length
-        const fake = script(spec, n)
-        if (fake.openError !== undefined) return yield* fake.openError
-        yield* Effect.acquireRelease(
-          Ref.update(log, (l) => ({ ...l, active: l.active + 1 })),
-          () => Ref.update(log, (l) => ({ ...l, active: l.active - 1, released: l.released + 1 }))
-        )
+        const { n, fake } = yield* opens.open(spec)
         const info: LeaseStarted = {
           pid: 1000 + n,
           pgid: 999 + n,
@@ -587,7 +411,7 @@ export const layerTest = (
         return session
       })
       return Context.make(LeaseBridge, LeaseBridge.of({ open, prestart: Effect.void })).pipe(
-        Context.add(FakeLeaseBridgeLog, Ref.get(log))
+        Context.add(FakeLeaseBridgeLog, opens.log)
       )
     })
   )

@@ -1,0 +1,368 @@
+/**
+ * BridgeProcess: what the two bridge services (LeaseBridge, GroupBridge) share — not a service
+ * of its own. Both start a Python bridge with the Ray installation's Python and speak JSON lines
+ * with it over stdio (`python/hyperloom_bridge.py` and `python/hyperloom_group.py` document the
+ * protocols): one request in, events out, `{"op": "release"}` when the holder's scope closes.
+ * Here: the bridges' errors, starting the process, wiring its streams (events, stderr tail,
+ * requests), the bounded release (release → wait → TERM → KILL), what it means when the event
+ * stream ends early, the connect timeout, and the bookkeeping both scripted fakes keep.
+ */
+import * as Command from "@effect/platform/Command"
+import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import {
+  Cause,
+  Data,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  Option,
+  Queue,
+  Ref,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
+import { oneLine, Tail } from "../domain/Text.js"
+import { packageFile } from "./PackagePaths.js"
+
+// ---------------------------------------------------------------------------------------------
+// Errors (both bridges fail with these; the CLI maps their tags to exit codes)
+
+/** The bridge could not be started, or its Python cannot import Ray. */
+export class LeaseBridgeStartFailed extends Data.TaggedError("LeaseBridgeStartFailed")<{
+  readonly python: string
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `cannot start the lease bridge with ${this.python}: ${oneLine(this.detail)}`
+  }
+}
+
+/** The bridge said something unexpected, or ended before the lease did. */
+export class LeaseBridgeProtocolError extends Data.TaggedError("LeaseBridgeProtocolError")<{
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `lease bridge failed: ${oneLine(this.detail)}`
+  }
+}
+
+/** ray.init in the bridge failed (or did not answer in time): Ray's reason. */
+export class LeaseRayInitFailed extends Data.TaggedError("LeaseRayInitFailed")<{
+  readonly address: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `cannot connect a Ray driver to ${this.address}: ${oneLine(this.reason)}`
+  }
+}
+
+/** The lease actor could not be created, died, or its method failed. */
+export class LeaseActorFailed extends Data.TaggedError("LeaseActorFailed")<{
+  readonly kind: "actor_creation" | "actor_died" | "actor_failed"
+  readonly actorId: string | undefined
+  readonly reason: string
+}> {
+  override get message(): string {
+    const what =
+      this.kind === "actor_creation" ? "could not be created" : this.kind === "actor_died" ? "died" : "failed"
+    return `the lease actor${this.actorId !== undefined ? ` ${this.actorId}` : ""} ${what}: ${oneLine(this.reason)}`
+  }
+}
+
+export type LeaseBridgeError =
+  | LeaseBridgeStartFailed
+  | LeaseBridgeProtocolError
+  | LeaseRayInitFailed
+  | LeaseActorFailed
+
+// ---------------------------------------------------------------------------------------------
+// Settings both bridges share
+
+/** Output tail bound per stream. */
+export const TAIL_CHARS = 64 * 1024
+export const DEFAULT_STOP_GRACE_SEC = 3
+export const DEFAULT_CONNECT_TIMEOUT_SEC = 60
+/** How long a signal, or the exit code after the event stream ended, is waited for. */
+const KILL_WAIT = Duration.seconds(2)
+/** The bridge's own stderr kept for messages (its last three lines are quoted). */
+const STDERR_TAIL_CHARS = 16 * 1024
+
+/** The variables that are set (a child's environment has no "unset"). */
+export const definedEntries = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protocol lines both bridges send
+
+/** `{"event": "connected", "job_id": …}`: ray.init succeeded. */
+export const ConnectedEvent = Schema.Struct({ event: Schema.Literal("connected"), job_id: Schema.String })
+/** `{"event": "error", …}`: mapped to a typed error by each bridge's `errorOf`. */
+export const ErrorEvent = Schema.Struct({
+  event: Schema.Literal("error"),
+  kind: Schema.String,
+  message: Schema.String
+})
+/** `{"event": "released"}`: the bridge's last line. */
+export const ReleasedEvent = Schema.Struct({ event: Schema.Literal("released") })
+
+type Shared = typeof ConnectedEvent.Type | typeof ErrorEvent.Type | typeof ReleasedEvent.Type
+
+// ---------------------------------------------------------------------------------------------
+// The process
+
+/** Starts `python python/<script>` with piped stdio and only `env`, owned by `scope`. */
+export const spawn = (
+  executor: CommandExecutor.CommandExecutor,
+  scope: Scope.Scope,
+  options: {
+    readonly python: string
+    readonly script: string
+    readonly env: Readonly<Record<string, string | undefined>>
+  }
+): Effect.Effect<CommandExecutor.Process, LeaseBridgeStartFailed> =>
+  Effect.suspend(() => {
+    const script = packageFile("python", options.script)
+    return executor
+      .start(
+        Command.make(options.python, script).pipe(
+          Command.env(definedEntries(options.env), { extendEnv: false }),
+          Command.stdin("pipe"),
+          Command.stdout("pipe"),
+          Command.stderr("pipe")
+        )
+      )
+      .pipe(
+        Scope.extend(scope),
+        Effect.mapError(
+          (e) => new LeaseBridgeStartFailed({ python: options.python, detail: `${script}: ${e.message}` })
+        )
+      )
+  })
+
+export interface Wiring<Event extends { readonly event: string }> {
+  /** The bridge in messages: "the <name> exited with code 1 before …" ("bridge", "group bridge"). */
+  readonly name: string
+  /** The bridge in the log ("lease bridge", "group bridge"). */
+  readonly title: string
+  /** The span of the release ("LeaseBridge.release"). */
+  readonly span: string
+  /** What the bridge holds and what ends it: "the <name> released <holding> before <work> ended". */
+  readonly holding: string
+  readonly work: string
+  readonly decode: (line: string) => Either.Either<Event, unknown>
+  /** Each event but `connected`, `error` and `released` (handled here), with the job once connected. */
+  readonly onEvent: (event: Exclude<Event, Shared>, jobId: string | undefined) => Effect.Effect<void>
+  /** The typed error of an `error` event. */
+  readonly errorOf: (kind: string, message: string) => LeaseBridgeError
+  /** Fails whatever the holder still waits for (a Deferred already done stays as it is). */
+  readonly failAll: (error: LeaseBridgeError) => Effect.Effect<void>
+  /** The request line sent once wired. */
+  readonly request: string
+  /** Time the release may take before the bridge is killed. */
+  readonly releaseTimeout: Duration.DurationInput
+}
+
+export interface Wired {
+  readonly pid: number
+  /** The bridge's Ray job, once it said `connected`. */
+  readonly jobId: () => string | undefined
+}
+
+const lines = (bytes: Stream.Stream<Uint8Array, unknown>) =>
+  bytes.pipe(Stream.decodeText(), Stream.splitLines)
+
+/**
+ * Wires a started bridge to its holder: reads its events (a line that is not one, or the end of
+ * the stream before the holder's end, fails everything pending with LeaseBridgeProtocolError,
+ * quoting the bridge's last stderr lines), writes the request, and adds to `scope` the release:
+ * `{"op": "release"}` and EOF, then TERM and KILL of a bridge that does not exit in time.
+ * Uninterruptible, so that the release is always in place once the process runs.
+ */
+export const wire = <Event extends { readonly event: string }>(
+  scope: Scope.Scope,
+  proc: CommandExecutor.Process,
+  w: Wiring<Event>
+): Effect.Effect<Wired> =>
+  Effect.gen(function* () {
+    const released = yield* Ref.make(false)
+    const ids: { jobId: string | undefined } = { jobId: undefined }
+    const bridgeStderr = new Tail(STDERR_TAIL_CHARS)
+
+    const onEvent = (ev: Event): Effect.Effect<void> => {
+      const shared = ev as Event & Shared
+      switch (shared.event) {
+        case "connected":
+          return Effect.sync(() => {
+            ids.jobId = shared.job_id
+          })
+        case "error":
+          return w.failAll(w.errorOf(shared.kind, shared.message))
+        case "released":
+          return Ref.set(released, true)
+        default:
+          return w.onEvent(ev as Exclude<Event, Shared>, ids.jobId)
+      }
+    }
+
+    const readProtocol = lines(proc.stdout).pipe(
+      Stream.runForEach((line) =>
+        Either.match(w.decode(line), {
+          onLeft: () =>
+            w.failAll(
+              new LeaseBridgeProtocolError({
+                detail: `unexpected line from the ${w.name}: ${line.slice(0, 200)}`
+              })
+            ),
+          onRight: onEvent
+        })
+      ),
+      // stdout closed: the bridge is gone. Whatever is still pending will never come.
+      Effect.exit,
+      Effect.zipRight(proc.exitCode.pipe(Effect.either, Effect.timeout(KILL_WAIT), Effect.option)),
+      Effect.flatMap((code) =>
+        Effect.gen(function* () {
+          const status = Option.match(Option.flatten(Option.map(code, Either.getRight)), {
+            onNone: () => "was killed",
+            onSome: (c) => `exited with code ${c}`
+          })
+          const stderr = bridgeStderr.lastLines(3)
+          const ended = (yield* Ref.get(released))
+            ? `the ${w.name} released ${w.holding} before ${w.work} ended`
+            : `the ${w.name} ${status} before ${w.holding} ended`
+          yield* w.failAll(new LeaseBridgeProtocolError({ detail: stderr ? `${ended}: ${stderr}` : ended }))
+        })
+      ),
+      Effect.catchAllCause((cause) =>
+        w.failAll(
+          new LeaseBridgeProtocolError({ detail: `reading the ${w.name} failed: ${Cause.pretty(cause)}` })
+        )
+      )
+    )
+    const readStderr = lines(proc.stderr).pipe(
+      Stream.runForEach((line) => Effect.sync(() => bridgeStderr.push(line))),
+      Effect.ignore
+    )
+    const inbox = yield* Queue.unbounded<string | null>()
+    const writeStdin = Stream.fromQueue(inbox).pipe(
+      Stream.takeWhile((line): line is string => line !== null),
+      Stream.map((line) => new TextEncoder().encode(`${line}\n`)),
+      Stream.run(proc.stdin),
+      Effect.ignore
+    )
+
+    // Forked before the release finalizer is added, so that they outlive it (finalizers run
+    // in reverse order): the release needs stdin written and stdout drained.
+    // (Forked fibers inherit this region's uninterruptibility: give it back to them.)
+    yield* Effect.forkIn(Effect.interruptible(readStderr), scope)
+    yield* Effect.forkIn(Effect.interruptible(readProtocol), scope)
+    yield* Effect.forkIn(Effect.interruptible(writeStdin), scope)
+
+    const kill = (signal: "SIGTERM" | "SIGKILL") =>
+      proc.kill(signal).pipe(Effect.exit, Effect.interruptible, Effect.timeout(KILL_WAIT), Effect.option)
+    const release = Effect.gen(function* () {
+      yield* Queue.offerAll(inbox, [JSON.stringify({ op: "release" }), null])
+      const done = yield* proc.exitCode.pipe(
+        Effect.exit,
+        Effect.interruptible,
+        Effect.timeout(w.releaseTimeout),
+        Effect.option
+      )
+      if (Option.isSome(done)) return
+      yield* Effect.logWarning(`${w.title} did not release in time; killing it`).pipe(
+        Effect.annotateLogs({ bridgePid: proc.pid })
+      )
+      const termed = yield* kill("SIGTERM")
+      if (Option.isNone(termed)) yield* kill("SIGKILL")
+    }).pipe(Effect.ensuring(Queue.shutdown(inbox)), Effect.withSpan(w.span))
+    yield* Scope.addFinalizer(scope, release)
+    yield* Queue.offer(inbox, w.request)
+    const wired: Wired = { pid: proc.pid, jobId: () => ids.jobId }
+    return wired
+  }).pipe(Effect.uninterruptible)
+
+/**
+ * Waits for the bridge's `submitted`, at most `connectTimeoutSec` (default 60 s) from start: no
+ * `connected` by then is LeaseRayInitFailed, `connected` but nothing submitted LeaseActorFailed
+ * ("<unsubmitted> within …").
+ */
+export const awaitSubmitted = <A>(
+  submitted: Deferred.Deferred<A, LeaseBridgeError>,
+  bridge: Wired,
+  spec: { readonly gcsAddress: string; readonly connectTimeoutSec?: number | undefined },
+  unsubmitted: string
+): Effect.Effect<A, LeaseBridgeError> => {
+  const connectTimeout = Duration.seconds(spec.connectTimeoutSec ?? DEFAULT_CONNECT_TIMEOUT_SEC)
+  return Deferred.await(submitted).pipe(
+    Effect.timeoutFail({
+      duration: connectTimeout,
+      onTimeout: () =>
+        bridge.jobId() === undefined
+          ? new LeaseRayInitFailed({
+              address: spec.gcsAddress,
+              reason: `no answer within ${Duration.format(connectTimeout)}`
+            })
+          : new LeaseActorFailed({
+              kind: "actor_creation",
+              actorId: undefined,
+              reason: `${unsubmitted} within ${Duration.format(connectTimeout)}`
+            })
+    })
+  )
+}
+
+/**
+ * Runs `open` in a scope of its own, forked from the caller's: the hold ends with the caller's
+ * scope, and at once if `open` fails or is interrupted.
+ */
+export const inOwnScope = <A, E, R>(
+  open: (scope: Scope.Scope) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | Scope.Scope> =>
+  Effect.gen(function* () {
+    const outer = yield* Effect.scope
+    const scope = yield* Scope.fork(outer, ExecutionStrategy.sequential)
+    return yield* open(scope).pipe(
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
+    )
+  })
+
+// ---------------------------------------------------------------------------------------------
+// The scripted fakes' bookkeeping
+
+/** What a fake bridge layer records: every spec opened, releases, holds still open. */
+export interface FakeOpenLog<Spec> {
+  readonly opened: ReadonlyArray<Spec>
+  readonly released: number
+  readonly active: number
+}
+
+/**
+ * The opening half both fakes share: `open(spec)` logs the spec, picks the n-th script entry
+ * (0-based), fails with its `openError` if it has one, and otherwise holds until the caller's
+ * scope closes (counted as released). `log` reads the record.
+ */
+export const fakeOpens = <Spec, Fake extends { readonly openError?: LeaseBridgeError | undefined }>(
+  script: (spec: Spec, n: number) => Fake
+) =>
+  Effect.map(Ref.make<FakeOpenLog<Spec>>({ opened: [], released: 0, active: 0 }), (log) => ({
+    log: Ref.get(log),
+    open: (
+      spec: Spec
+    ): Effect.Effect<{ readonly n: number; readonly fake: Fake }, LeaseBridgeError, Scope.Scope> =>
+      Effect.gen(function* () {
+        const n = (yield* Ref.getAndUpdate(log, (l) => ({ ...l, opened: [...l.opened, spec] }))).opened.length
+        const fake = script(spec, n)
+        if (fake.openError !== undefined) return yield* fake.openError
+        yield* Effect.acquireRelease(
+          Ref.update(log, (l) => ({ ...l, active: l.active + 1 })),
+          () => Ref.update(log, (l) => ({ ...l, active: l.active - 1, released: l.released + 1 }))
+        )
+        return { n, fake }
+      })
+  }))
