@@ -79,6 +79,29 @@ export type LeaseBridgeError =
   | LeaseRayInitFailed
   | LeaseActorFailed
 
+/**
+ * The typed error of an `{"event": "error", "kind": …}` line: `ray_import` and `ray_init` as both
+ * bridges send them, `actorKinds` the bridge's own kinds of actor failure (with the actor if
+ * known), any other kind a protocol error.
+ */
+const errorOfEvent = (
+  kind: string,
+  message: string,
+  ctx: {
+    readonly python: string
+    readonly address: string
+    readonly actorKinds: Readonly<Record<string, LeaseActorFailed["kind"]>>
+    readonly actorId?: string | undefined
+  }
+): LeaseBridgeError => {
+  if (kind === "ray_import") return new LeaseBridgeStartFailed({ python: ctx.python, detail: message })
+  if (kind === "ray_init") return new LeaseRayInitFailed({ address: ctx.address, reason: message })
+  if (Object.hasOwn(ctx.actorKinds, kind)) {
+    return new LeaseActorFailed({ kind: ctx.actorKinds[kind]!, actorId: ctx.actorId, reason: message })
+  }
+  return new LeaseBridgeProtocolError({ detail: `${kind}: ${message}` })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Settings both bridges share
 
@@ -103,7 +126,7 @@ export const definedEntries = (env: Readonly<Record<string, string | undefined>>
 
 /** `{"event": "connected", "job_id": …}`: ray.init succeeded. */
 export const ConnectedEvent = Schema.Struct({ event: Schema.Literal("connected"), job_id: Schema.String })
-/** `{"event": "error", …}`: mapped to a typed error by each bridge's `errorOf`. */
+/** `{"event": "error", …}`: mapped to a typed error by `errorOfEvent` with the bridge's `actorKinds`. */
 export const ErrorEvent = Schema.Struct({
   event: Schema.Literal("error"),
   kind: Schema.String,
@@ -156,17 +179,25 @@ export interface Wiring<Event extends { readonly event: string }> {
   /** What the bridge holds and what ends it: "the <name> released <holding> before <work> ended". */
   readonly holding: string
   readonly work: string
+  /** The Python the bridge runs with, and what the holder asked for (the request's source). */
+  readonly python: string
+  readonly spec: {
+    readonly gcsAddress: string
+    readonly stopGraceSec?: number | undefined
+    /** Time a release may take before the bridge is killed (default stop grace + `releaseMarginSec`). */
+    readonly releaseTimeoutSec?: number | undefined
+  }
+  readonly releaseMarginSec: number
   readonly decode: (line: string) => Either.Either<Event, unknown>
   /** Each event but `connected`, `error` and `released` (handled here), with the job once connected. */
   readonly onEvent: (event: Exclude<Event, Shared>, jobId: string | undefined) => Effect.Effect<void>
-  /** The typed error of an `error` event. */
-  readonly errorOf: (kind: string, message: string) => LeaseBridgeError
+  /** The bridge's kinds of actor failure in `error` events (see `errorOfEvent`), and the actor if one. */
+  readonly actorKinds: Readonly<Record<string, LeaseActorFailed["kind"]>>
+  readonly actorId?: (() => string | undefined) | undefined
   /** Fails whatever the holder still waits for (a Deferred already done stays as it is). */
   readonly failAll: (error: LeaseBridgeError) => Effect.Effect<void>
   /** The request line sent once wired. */
   readonly request: string
-  /** Time the release may take before the bridge is killed. */
-  readonly releaseTimeout: Duration.DurationInput
 }
 
 export interface Wired {
@@ -203,7 +234,14 @@ export const wire = <Event extends { readonly event: string }>(
             ids.jobId = shared.job_id
           })
         case "error":
-          return w.failAll(w.errorOf(shared.kind, shared.message))
+          return w.failAll(
+            errorOfEvent(shared.kind, shared.message, {
+              python: w.python,
+              address: w.spec.gcsAddress,
+              actorKinds: w.actorKinds,
+              actorId: w.actorId?.()
+            })
+          )
         case "released":
           return Ref.set(released, true)
         default:
@@ -266,12 +304,15 @@ export const wire = <Event extends { readonly event: string }>(
 
     const kill = (signal: "SIGTERM" | "SIGKILL") =>
       proc.kill(signal).pipe(Effect.exit, Effect.interruptible, Effect.timeout(KILL_WAIT), Effect.option)
+    const releaseTimeout = Duration.seconds(
+      w.spec.releaseTimeoutSec ?? (w.spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC) + w.releaseMarginSec
+    )
     const release = Effect.gen(function* () {
       yield* Queue.offerAll(inbox, [JSON.stringify({ op: "release" }), null])
       const done = yield* proc.exitCode.pipe(
         Effect.exit,
         Effect.interruptible,
-        Effect.timeout(w.releaseTimeout),
+        Effect.timeout(releaseTimeout),
         Effect.option
       )
       if (Option.isSome(done)) return

@@ -10,21 +10,12 @@
  * Ray removes its job's placement group and actors.
  */
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
-import { Context, Deferred, Duration, Effect, Fiber, Layer, Schema, type Scope } from "effect"
+import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schema, type Scope } from "effect"
 import type { RayNotFound } from "../domain/Errors.js"
 import { groupExitCode, type RankExit } from "../domain/Group.js"
 import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
-import {
-  DEFAULT_STOP_GRACE_SEC,
-  definedEntries,
-  LeaseActorFailed,
-  type LeaseBridgeError,
-  LeaseBridgeProtocolError,
-  LeaseBridgeStartFailed,
-  LeaseRayInitFailed,
-  TAIL_CHARS
-} from "./BridgeProcess.js"
+import { DEFAULT_STOP_GRACE_SEC, definedEntries, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
 import type { LeaseOutput } from "./LeaseBridge.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
@@ -175,23 +166,13 @@ export const groupRequest = (spec: GroupSpec): string =>
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
   })
 
-const errorFromEvent = (kind: string, message: string, python: string, address: string): LeaseBridgeError => {
-  switch (kind) {
-    case "ray_import":
-      return new LeaseBridgeStartFailed({ python, detail: message })
-    case "ray_init":
-      return new LeaseRayInitFailed({ address, reason: message })
-    case "placement":
-    case "actor_creation":
-      return new LeaseActorFailed({ kind: "actor_creation", actorId: undefined, reason: message })
-    case "rank_died":
-      return new LeaseActorFailed({ kind: "actor_died", actorId: undefined, reason: message })
-    case "actor_failed":
-      return new LeaseActorFailed({ kind: "actor_failed", actorId: undefined, reason: message })
-    default:
-      return new LeaseBridgeProtocolError({ detail: `${kind}: ${message}` })
-  }
-}
+/** The group bridge's kinds of actor failure (its `error` events), none naming one actor. */
+const ACTOR_KINDS = {
+  placement: "actor_creation",
+  actor_creation: "actor_creation",
+  rank_died: "actor_died",
+  actor_failed: "actor_failed"
+} as const
 
 // ---------------------------------------------------------------------------------------------
 // Live implementation
@@ -223,6 +204,9 @@ const make = Effect.gen(function* () {
         span: "GroupBridge.release",
         holding: "the group",
         work: "every rank",
+        python,
+        spec,
+        releaseMarginSec: RELEASE_MARGIN_SEC,
         decode: decodeEvent,
         onEvent: (ev, jobId) => {
           switch (ev.event) {
@@ -275,7 +259,7 @@ const make = Effect.gen(function* () {
               }).pipe(Effect.asVoid)
           }
         },
-        errorOf: (kind, message) => errorFromEvent(kind, message, python, spec.gcsAddress),
+        actorKinds: ACTOR_KINDS,
         failAll: (error) =>
           Effect.all(
             [
@@ -286,10 +270,7 @@ const make = Effect.gen(function* () {
             ],
             { discard: true }
           ),
-        request: groupRequest(spec),
-        releaseTimeout: Duration.seconds(
-          spec.releaseTimeoutSec ?? (spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC) + RELEASE_MARGIN_SEC
-        )
+        request: groupRequest(spec)
       })
       return { bridge, submitted, placed, started, exited }
     }).pipe(Effect.uninterruptible)

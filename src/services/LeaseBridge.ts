@@ -10,7 +10,7 @@ import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import {
   Context,
   Deferred,
-  Duration,
+  type Duration,
   Effect,
   ExecutionStrategy,
   Exit,
@@ -24,16 +24,7 @@ import {
 import type { RayNotFound } from "../domain/Errors.js"
 import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
-import {
-  DEFAULT_STOP_GRACE_SEC,
-  definedEntries,
-  LeaseActorFailed,
-  type LeaseBridgeError,
-  LeaseBridgeProtocolError,
-  LeaseBridgeStartFailed,
-  LeaseRayInitFailed,
-  TAIL_CHARS
-} from "./BridgeProcess.js"
+import { DEFAULT_STOP_GRACE_SEC, definedEntries, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
 
@@ -169,24 +160,12 @@ export const leaseRequest = (spec: LeaseSpec): string =>
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
   })
 
-const errorFromEvent = (
-  kind: string,
-  message: string,
-  ctx: { readonly python: string; readonly address: string; readonly actorId: string | undefined }
-): LeaseBridgeError => {
-  switch (kind) {
-    case "ray_import":
-      return new LeaseBridgeStartFailed({ python: ctx.python, detail: message })
-    case "ray_init":
-      return new LeaseRayInitFailed({ address: ctx.address, reason: message })
-    case "actor_creation":
-    case "actor_died":
-    case "actor_failed":
-      return new LeaseActorFailed({ kind, actorId: ctx.actorId, reason: message })
-    default:
-      return new LeaseBridgeProtocolError({ detail: `${kind}: ${message}` })
-  }
-}
+/** The bridge's kinds of actor failure (its `error` events). */
+const ACTOR_KINDS = {
+  actor_creation: "actor_creation",
+  actor_died: "actor_died",
+  actor_failed: "actor_failed"
+} as const
 
 // ---------------------------------------------------------------------------------------------
 // Live implementation
@@ -250,6 +229,9 @@ const make = Effect.gen(function* () {
         span: "LeaseBridge.release",
         holding: "the lease",
         work: "the command",
+        python,
+        spec,
+        releaseMarginSec: RELEASE_MARGIN_SEC,
         decode: decodeEvent,
         onEvent: (ev, jobId) => {
           switch (ev.event) {
@@ -280,17 +262,14 @@ const make = Effect.gen(function* () {
               }).pipe(Effect.asVoid)
           }
         },
-        errorOf: (kind, message) =>
-          errorFromEvent(kind, message, { python, address: spec.gcsAddress, actorId }),
+        actorKinds: ACTOR_KINDS,
+        actorId: () => actorId,
         failAll: (error) =>
           Effect.all(
             [Deferred.fail(submitted, error), Deferred.fail(started, error), Deferred.fail(exited, error)],
             { discard: true }
           ),
-        request: leaseRequest(spec),
-        releaseTimeout: Duration.seconds(
-          spec.releaseTimeoutSec ?? (spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC) + RELEASE_MARGIN_SEC
-        )
+        request: leaseRequest(spec)
       })
       return { bridge, submitted, started, exited }
     }).pipe(Effect.uninterruptible)

@@ -3,41 +3,17 @@
  * the request, the events folded into a session, error mapping, the messages of a bridge that
  * dies or says something unexpected, and the bounded release (TERM → KILL).
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Scope } from "effect"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
-import * as Settings from "../../src/services/Settings.js"
+import { assertStubbornBridgeKilled, isAlive, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-fake-group-"))
-afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
-
-/** Stands in for `python hyperloom_group.py`: behaviour chosen by FAKE_GROUP_MODE. */
-const FAKE_GROUP = `#!/usr/bin/env node
-const fs = require("node:fs")
-const mode = process.env.FAKE_GROUP_MODE
-const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n")
-let buf = ""
-let asked = false
-const rank = (r) => ({ event: "started", rank: r, pid: 5000 + r, pgid: 5000 + r, actor_pid: 4000 + r, actor_id: String(r).repeat(32), node_id: String(r + 1).repeat(56), cuda_visible_devices: "0" })
-const placed = () => { out({ event: "connected", job_id: "02000000" }); out({ event: "submitted", placement_group_id: "e".repeat(36) }); out({ event: "placed", node_ids: ["1".repeat(56), "2".repeat(56)] }); out({ event: "leader", host: "10.0.0.5", port: 29500 }); out(rank(1)); out(rank(0)) }
-const release = () => { out({ event: "released" }); process.exit(0) }
-if (mode === "stubborn") process.on("SIGTERM", () => {})
-process.stdin.on("data", (d) => {
-  buf += d
-  let nl
-  while ((nl = buf.indexOf("\\n")) >= 0) {
-    const line = buf.slice(0, nl); buf = buf.slice(nl + 1)
-    const msg = JSON.parse(line)
-    if (process.env.FAKE_GROUP_LOG) fs.appendFileSync(process.env.FAKE_GROUP_LOG, line + "\\n")
-    if (msg.op === "release") { if (mode !== "stubborn") release(); continue }
-    if (asked) continue
-    asked = true
-    switch (mode) {
-      case "normal":
+/** Stands in for `python hyperloom_group.py`: behaviour chosen by FAKE_BRIDGE_MODE. */
+const { dir, layerFor } = scriptedBridge(GroupBridge.layer, {
+  prelude: `const rank = (r) => ({ event: "started", rank: r, pid: 5000 + r, pgid: 5000 + r, actor_pid: 4000 + r, actor_id: String(r).repeat(32), node_id: String(r + 1).repeat(56), cuda_visible_devices: "0" })
+const placed = () => { out({ event: "connected", job_id: "02000000" }); out({ event: "submitted", placement_group_id: "e".repeat(36) }); out({ event: "placed", node_ids: ["1".repeat(56), "2".repeat(56)] }); out({ event: "leader", host: "10.0.0.5", port: 29500 }); out(rank(1)); out(rank(0)) }`,
+  cases: `      case "normal":
         placed(); out({ event: "output", rank: 0, stream: "stdout", line: "hello" }); out({ event: "output", rank: 1, stream: "stderr", line: "oops" }); out({ event: "exit", rank: 1, code: 2 }); out({ event: "exit", rank: 0, code: 143 }); out({ event: "ended", code: 2, failed_rank: 1 }); break
       case "stubborn": placed(); break
       case "crash": placed(); process.stderr.write("Traceback (most recent call last):\\nRuntimeError: boom\\n"); process.exit(1)
@@ -45,26 +21,8 @@ process.stdin.on("data", (d) => {
       case "garbage": process.stdout.write("this is not a protocol line\\n"); break
       case "rankdied": placed(); setTimeout(() => { out({ event: "error", kind: "rank_died", message: "ActorDiedError: gone" }); out({ event: "released" }); process.exit(1) }, 50); break
       case "connected": out({ event: "connected", job_id: "02000000" }); break
-      case "silent": break
-    }
-  }
+      case "silent": break`
 })
-process.stdin.on("end", () => { if (mode !== "stubborn") release() })
-setInterval(() => {}, 1000)
-`
-const fakePython = path.join(dir, "python")
-fs.writeFileSync(fakePython, FAKE_GROUP, { mode: 0o755 })
-
-const layerFor = (mode: string, extraEnv: Record<string, string> = {}) =>
-  GroupBridge.layer.pipe(
-    Layer.provide(NodeContext.layer),
-    Layer.provide(
-      Settings.layerTest({
-        rayPython: fakePython,
-        env: { ...process.env, FAKE_GROUP_MODE: mode, ...extraEnv }
-      })
-    )
-  )
 
 const spec: GroupBridge.GroupSpec = {
   gcsAddress: "192.0.2.9:6379",
@@ -75,15 +33,6 @@ const spec: GroupBridge.GroupSpec = {
   env: { PATH: "/usr/bin", UNSET: undefined },
   cwd: "/tmp",
   endWithLeader: true
-}
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 const openAnd = <A, E>(
@@ -132,12 +81,7 @@ describe("GroupBridge (live, scripted bridge)", () => {
         stderrTail: "[rank 1] oops"
       })
       assert.deepStrictEqual(seen, ["0:stdout:hello", "1:stderr:oops"])
-      const sent = fs
-        .readFileSync(log, "utf8")
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l))
-      assert.deepStrictEqual(sent, [
+      assert.deepStrictEqual(requestsIn(log), [
         {
           op: "group",
           address: "192.0.2.9:6379",
@@ -153,7 +97,7 @@ describe("GroupBridge (live, scripted bridge)", () => {
         { op: "release" }
       ])
       assert.isFalse(isAlive(r.s.bridgePid))
-    }).pipe(Effect.provide(layerFor("normal", { FAKE_GROUP_LOG: log })))
+    }).pipe(Effect.provide(layerFor("normal", { FAKE_BRIDGE_LOG: log })))
   })
 
   it.live("a bridge that dies mid-group fails awaitExit with its stderr tail", () =>
@@ -220,17 +164,11 @@ describe("GroupBridge (live, scripted bridge)", () => {
   )
 
   it.live("a bridge that ignores the release is TERMed, then KILLed, within bounds", () =>
-    Effect.gen(function* () {
-      const bridge = yield* GroupBridge.GroupBridge
-      const scope = yield* Scope.make()
-      const s = yield* bridge.open({ ...spec, releaseTimeoutSec: 0.3 }).pipe(Scope.extend(scope))
-      yield* s.awaitStarted
-      const t0 = Date.now()
-      yield* Scope.close(scope, Exit.void)
-      const ms = Date.now() - t0
-      assert.isFalse(isAlive(s.bridgePid))
-      assert.isAtLeast(ms, 2_000, "waited the release timeout and the TERM grace")
-      assert.isBelow(ms, 6_000)
-    }).pipe(Effect.provide(layerFor("stubborn")))
+    Effect.flatMap(GroupBridge.GroupBridge, (bridge) =>
+      assertStubbornBridgeKilled(
+        (releaseTimeoutSec) => bridge.open({ ...spec, releaseTimeoutSec }),
+        (s) => s.awaitStarted
+      )
+    ).pipe(Effect.provide(layerFor("stubborn")))
   )
 })

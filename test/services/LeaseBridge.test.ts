@@ -4,66 +4,26 @@
  * release), a bridge that dies, and the scripted fake layer for programs' tests.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Fiber, Layer, Scope, TestClock } from "effect"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Either, Fiber, Layer, TestClock } from "effect"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as Settings from "../../src/services/Settings.js"
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-fake-bridge-"))
-afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
+import { assertStubbornBridgeKilled, isAlive, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
 
 /** Stands in for `python hyperloom_bridge.py`: behaviour chosen by FAKE_BRIDGE_MODE. */
-const FAKE_BRIDGE = `#!/usr/bin/env node
-const fs = require("node:fs")
-const mode = process.env.FAKE_BRIDGE_MODE
-if (process.env.FAKE_BRIDGE_STARTS) fs.appendFileSync(process.env.FAKE_BRIDGE_STARTS, process.pid + "\\n")
-const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n")
-let buf = ""
-let leased = false
-const started = () => { out({ event: "connected", job_id: "01000000" }); out({ event: "submitted", actor_id: "ab".repeat(16) }); out({ event: "started", pid: 4242, pgid: 4241, actor_pid: 4000, node_id: "cd".repeat(28), cuda_visible_devices: "0" }) }
-const release = () => { out({ event: "released" }); process.exit(0) }
-if (mode === "stubborn") process.on("SIGTERM", () => {})
-process.stdin.on("data", (d) => {
-  buf += d
-  let nl
-  while ((nl = buf.indexOf("\\n")) >= 0) {
-    const line = buf.slice(0, nl); buf = buf.slice(nl + 1)
-    const msg = JSON.parse(line)
-    if (process.env.FAKE_BRIDGE_LOG) fs.appendFileSync(process.env.FAKE_BRIDGE_LOG, line + "\\n")
-    if (msg.op === "release") { if (mode !== "stubborn") release(); continue }
-    if (leased) continue
-    leased = true
-    switch (mode) {
-      case "normal":
+const { dir, layerFor } = scriptedBridge(LeaseBridge.layer, {
+  prelude: `const started = () => { out({ event: "connected", job_id: "01000000" }); out({ event: "submitted", actor_id: "ab".repeat(16) }); out({ event: "started", pid: 4242, pgid: 4241, actor_pid: 4000, node_id: "cd".repeat(28), cuda_visible_devices: "0" }) }`,
+  cases: `      case "normal":
         started(); out({ event: "output", stream: "stdout", line: "hello" }); out({ event: "output", stream: "stderr", line: "oops" }); out({ event: "output", stream: "stdout", line: "bye" }); out({ event: "exit", code: 3 }); break
       case "stubborn": started(); break
       case "crash": started(); process.stderr.write("Traceback (most recent call last):\\nRuntimeError: boom\\n"); process.exit(1)
       case "garbage": process.stdout.write("this is not a protocol line\\n"); break
       case "rayinit": out({ event: "error", kind: "ray_init", message: "ConnectionError: nope" }); out({ event: "released" }); process.exit(1)
       case "died": started(); setTimeout(() => { out({ event: "error", kind: "actor_died", message: "ActorDiedError: gone" }); out({ event: "released" }); process.exit(1) }, 50); break
-      case "silent": break
-    }
-  }
+      case "silent": break`
 })
-process.stdin.on("end", () => { if (mode !== "stubborn") release() })
-setInterval(() => {}, 1000)
-`
-const fakePython = path.join(dir, "python")
-fs.writeFileSync(fakePython, FAKE_BRIDGE, { mode: 0o755 })
-
-const layerFor = (mode: string, extraEnv: Record<string, string> = {}) =>
-  LeaseBridge.layer.pipe(
-    Layer.provide(NodeContext.layer),
-    Layer.provide(
-      Settings.layerTest({
-        rayPython: fakePython,
-        env: { ...process.env, FAKE_BRIDGE_MODE: mode, ...extraEnv }
-      })
-    )
-  )
 
 const spec: LeaseBridge.LeaseSpec = {
   gcsAddress: "192.0.2.9:6379",
@@ -73,15 +33,6 @@ const spec: LeaseBridge.LeaseSpec = {
   env: { PATH: "/usr/bin", UNSET: undefined },
   cwd: "/tmp",
   name: "lease-1"
-}
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 describe("LeaseBridge (live, scripted bridge)", () => {
@@ -110,12 +61,7 @@ describe("LeaseBridge (live, scripted bridge)", () => {
       })
       assert.deepStrictEqual(result.exit, { exitCode: 3, stdoutTail: "hello\nbye", stderrTail: "oops" })
       assert.deepStrictEqual(seen, ["stdout:hello", "stderr:oops", "stdout:bye"])
-      const sent = fs
-        .readFileSync(log, "utf8")
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l))
-      assert.deepStrictEqual(sent, [
+      assert.deepStrictEqual(requestsIn(log), [
         {
           op: "lease",
           address: "192.0.2.9:6379",
@@ -134,18 +80,12 @@ describe("LeaseBridge (live, scripted bridge)", () => {
   })
 
   it.live("a bridge that ignores the release is TERMed, then KILLed, within bounds", () =>
-    Effect.gen(function* () {
-      const bridge = yield* LeaseBridge.LeaseBridge
-      const scope = yield* Scope.make()
-      const s = yield* bridge.open({ ...spec, releaseTimeoutSec: 0.3 }).pipe(Scope.extend(scope))
-      yield* s.awaitStarted
-      const t0 = Date.now()
-      yield* Scope.close(scope, Exit.void)
-      const ms = Date.now() - t0
-      assert.isFalse(isAlive(s.bridgePid))
-      assert.isAtLeast(ms, 2_000, "waited the release timeout and the TERM grace")
-      assert.isBelow(ms, 6_000)
-    }).pipe(Effect.provide(layerFor("stubborn")))
+    Effect.flatMap(LeaseBridge.LeaseBridge, (bridge) =>
+      assertStubbornBridgeKilled(
+        (releaseTimeoutSec) => bridge.open({ ...spec, releaseTimeoutSec }),
+        (s) => s.awaitStarted
+      )
+    ).pipe(Effect.provide(layerFor("stubborn")))
   )
 
   it.live("interrupting a fiber blocked in awaitExit releases the lease", () =>
