@@ -13,6 +13,13 @@ export const contentionFirstLook: Duration.Duration = Duration.seconds(1)
 /** …then looks again at this pace, and says so whenever the holder changes. */
 export const contentionPoll = Schedule.spaced(Duration.seconds(2))
 
+/**
+ * How many looks in a row must find nobody visibly holding what a lease or group waits for before
+ * it says it is not granted yet (at 1 s, 3 s, 5 s: 5 s). Before that, Ray is likely only starting
+ * its worker or taking back what a holder just killed held, and "waiting" would be wrong.
+ */
+export const contentionQuietLooks = 3
+
 /** After `ray start`, how often the GCS is asked whether the head shows serving_slot yet. */
 export const headReadyPoll = Schedule.spaced(Duration.millis(100))
 

@@ -15,7 +15,7 @@ import {
   type RankExit,
   slotHolders
 } from "../domain/Group.js"
-import { contentionFirstLook, contentionPoll } from "../domain/Schedules.js"
+import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
 import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
@@ -88,12 +88,19 @@ const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
   Effect.gen(function* () {
     const inspector = yield* ClusterInspector
     let last: string | undefined
+    let quietLooks = 0
     const what = `${request.nodes} nodes with ${request.servingSlot ? "serving_slot and " : ""}${request.gpus} GPU(s) each`
     yield* inspector.snapshot(gcsAddress).pipe(
       Effect.map((s) => {
         const held = slotHolders(s).filter((n) => n.declared > 0 && (n.held > 0 || n.holders.length > 0))
-        if (held.length === 0) return "resources held elsewhere"
-        return held
+        quietLooks = held.length === 0 ? quietLooks + 1 : 0
+        // Nobody visibly holds a slot: Ray is likely still placing the group (see contentionQuietLooks).
+        if (held.length === 0) {
+          return quietLooks >= contentionQuietLooks
+            ? "not granted yet, though nothing visibly holds it"
+            : undefined
+        }
+        return `held by ${held
           .map(
             (n) =>
               `node ${n.nodeId.slice(0, 12)}… (${n.address}): ${
@@ -102,13 +109,13 @@ const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
                   : `placement group ${n.placementGroups.map((p) => p.slice(0, 12)).join(", ")}`
               }`
           )
-          .join("; ")
+          .join("; ")}`
       }),
-      Effect.orElseSucceed(() => "unknown (the GCS did not answer)"),
-      Effect.flatMap((holder) => {
-        if (holder === last) return Effect.void
-        last = holder
-        return Effect.logInfo(`waiting for ${what}: held by ${holder}`)
+      Effect.orElseSucceed(() => "held by unknown (the GCS did not answer)"),
+      Effect.flatMap((why) => {
+        if (why === undefined || why === last) return Effect.void
+        last = why
+        return Effect.logInfo(`waiting for ${what}: ${why}`)
       }),
       Effect.repeat(contentionPoll)
     )

@@ -1,7 +1,7 @@
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { wantsSlot } from "../domain/Group.js"
-import { contentionFirstLook, contentionPoll } from "../domain/Schedules.js"
+import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
 import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
@@ -52,13 +52,45 @@ const TAIL = 64 * 1024
 /** `GPU`, or the names Ray gives it inside a placement group (`GPU_group_[i_]<pg>`). */
 const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWith("GPU_group_")
 
-/** Who holds what this lease waits for, as an operator reads it; undefined when nobody visibly does. */
+/**
+ * Which of what the lease asks for no alive node has free right now (its own actor's share, once
+ * placed, counted as free). Neither, when some node could take the lease now: then it waits on
+ * nobody, Ray is only starting its worker (or has not yet taken back a holder just killed).
+ */
+const shortOf = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
+  const own = snapshot.actors.find((a) => a.actorId === ownActorId && a.state !== "DEAD")
+  const alive = new Set(snapshot.nodes.filter((n) => n.state === "ALIVE").map((n) => n.nodeId))
+  const free = snapshot.resources
+    .filter((r) => alive.has(r.nodeId))
+    .map((r) => {
+      const available: Record<string, number> = { ...r.available }
+      if (own !== undefined && own.nodeId === r.nodeId) {
+        for (const [k, v] of Object.entries(own.requiredResources)) available[k] = (available[k] ?? 0) + v
+      }
+      return available
+    })
+  const slotFree = (a: Record<string, number>) => !request.servingSlot || (a.serving_slot ?? 0) >= 1
+  const gpusFree = (a: Record<string, number>) => request.gpus <= 0 || (a.GPU ?? 0) >= request.gpus
+  if (free.some((a) => slotFree(a) && gpusFree(a))) return { slot: false, gpus: false }
+  const slot = !free.some(slotFree)
+  const gpus = !free.some(gpusFree)
+  // Each is free somewhere, never both on one node: both count as short.
+  return slot || gpus ? { slot, gpus } : { slot: request.servingSlot, gpus: request.gpus > 0 }
+}
+
+/**
+ * Who holds what this lease waits for, as an operator reads it: the actors and placement groups
+ * holding what no node has free. Undefined when nothing is short (the lease waits on nobody) or
+ * nobody visibly holds what is.
+ */
 export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
+  const short = shortOf(snapshot, request, ownActorId)
+  if (!short.slot && !short.gpus) return undefined
   const wanted = (resources: Readonly<Record<string, number>>) =>
-    (request.servingSlot && (resources.serving_slot ?? 0) > 0) ||
-    (request.gpus > 0 && Object.entries(resources).some(([k, v]) => v > 0 && isGpuResource(k)))
+    (short.slot && (resources.serving_slot ?? 0) > 0) ||
+    (short.gpus && Object.entries(resources).some(([k, v]) => v > 0 && isGpuResource(k)))
   const wants = (a: ClusterSnapshot["actors"][number]) =>
-    (request.servingSlot && wantsSlot(a)) || wanted(a.requiredResources)
+    (short.slot && wantsSlot(a)) || wanted(a.requiredResources)
   const holders = snapshot.actors
     .filter((a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a))
     .map((a) => {
@@ -74,15 +106,13 @@ export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest,
   return all.length === 0 ? undefined : all.join(", ")
 }
 
-/**
- * Looks in a row with nobody visibly holding what the lease waits for before it says so: on a busy
- * host Ray takes a second or more to start the lease's worker, or to take back a holder just
- * killed, and "waiting" would be wrong then. With the first look at 1 s and one every 2 s, 5 s.
- */
-const QUIET_LOOKS = 3
-
 /** While the actor waits to be scheduled, say so, and for whom, whenever that changes. */
-const reportContention = (gcsAddress: string, request: LeaseRequest, session: LeaseSession) =>
+const reportContention = (
+  gcsAddress: string,
+  request: LeaseRequest,
+  session: LeaseSession,
+  said: { waited: boolean }
+) =>
   Effect.gen(function* () {
     const inspector = yield* ClusterInspector
     let last: string | undefined
@@ -95,12 +125,15 @@ const reportContention = (gcsAddress: string, request: LeaseRequest, session: Le
       Effect.map((holder) => {
         quietLooks = holder === undefined ? quietLooks + 1 : 0
         if (holder !== undefined) return `held by ${holder}`
-        return quietLooks >= QUIET_LOOKS ? "not granted yet, though nothing visibly holds it" : undefined
+        return quietLooks >= contentionQuietLooks
+          ? "not granted yet, though nothing visibly holds it"
+          : undefined
       }),
       Effect.orElseSucceed(() => "held by unknown (the GCS did not answer)"),
       Effect.flatMap((why) => {
         if (why === undefined || why === last) return Effect.void
         last = why
+        said.waited = true
         return Effect.logInfo(`waiting for ${what}: ${why}`)
       }),
       Effect.repeat(contentionPoll)
@@ -168,13 +201,18 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
       const lease = yield* acquireLease({ ...spec, onOutput })
       progress.gcsAddress = lease.gcsAddress
       const waitStart = yield* Clock.currentTimeMillis
+      const said = { waited: false }
       const reporter = yield* Effect.fork(
-        Effect.delay(reportContention(lease.gcsAddress, spec.request, lease.session), contentionFirstLook)
+        Effect.delay(
+          reportContention(lease.gcsAddress, spec.request, lease.session, said),
+          contentionFirstLook
+        )
       )
       progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
       progress.startedAt = yield* Clock.currentTimeMillis
       progress.waitedSec = (progress.startedAt - waitStart) / 1000
-      if (progress.waitedSec > 1.5) {
+      // Only after a line that said it waits: a worker slow to start is no wait for anyone.
+      if (said.waited) {
         yield* Effect.logInfo(`lease granted after waiting ${progress.waitedSec.toFixed(1)} s`)
       }
       // The timeout runs from here: the command has started.

@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, TestClock } from "effect"
+import { Effect, Fiber, Layer, Logger, TestClock } from "effect"
 import { EnsureRefused, InvalidSetting, RayClusterInfeasible } from "../../src/domain/Errors.js"
 import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
 import { isGroupResult, runGroupLeased, runServing } from "../../src/programs/Group.js"
@@ -231,4 +231,39 @@ describe("runServing with --nodes 2 holds a group", () => {
       }).pipe(Effect.provide(layer))
     }
   )
+})
+
+describe("a group waiting to be placed says so only when something visibly holds a slot", () => {
+  const waitingLines = () => {
+    const lines: Array<string> = []
+    const logger = Logger.replace(
+      Logger.defaultLogger,
+      Logger.make(({ message }) => {
+        const text = Array.isArray(message) ? message.join(" ") : String(message)
+        if (text.startsWith("waiting for")) lines.push(text)
+      })
+    )
+    return { lines, logger }
+  }
+
+  it.effect("nothing held anywhere: silent for 4 s, then once 'not granted yet' at 5 s", () => {
+    const { layer } = layers(() => ({
+      placeAfter: "8 seconds",
+      ranks: [{ runFor: "1 second", exitCode: 0 }, {}]
+    }))
+    const { lines, logger } = waitingLines()
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runServing(spec()))
+      yield* opened
+      yield* TestClock.adjust("4 seconds")
+      assert.deepStrictEqual(lines, [], "Ray placing the group is no wait for anyone")
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(lines, [
+        "waiting for 2 nodes with serving_slot and 1 GPU(s) each: not granted yet, though nothing visibly holds it"
+      ])
+      yield* TestClock.adjust("5 seconds")
+      yield* Fiber.join(fiber)
+      assert.lengthOf(lines, 1)
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
+  })
 })

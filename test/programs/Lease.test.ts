@@ -20,7 +20,7 @@ import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
 import * as Settings from "../../src/services/Settings.js"
 import { WorkGate, layerTest as workGateTest } from "../../src/services/WorkGate.js"
-import { idleHeadSnapshot, withActor, withGroup } from "../support/snapshots.js"
+import { idleHeadSnapshot, withActor, withGroup, withHeld } from "../support/snapshots.js"
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-program-"))
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }))
@@ -286,13 +286,66 @@ describe("runLeased: no 'waiting' while nothing visibly holds the slot (Ray star
     }).pipe(Effect.provide(Layer.merge(layer, logger)))
   })
 
+  it.effect("another user's GPU actor beside a free slot and a free GPU is no holder: no line at all", () => {
+    const { layer } = layers(() => ({ startAfter: "3 seconds", runFor: "1 second", exitCode: 0 }), {
+      snapshot: () =>
+        withHeld(
+          withActor(healthy, {
+            name: "other_users_model",
+            requiredResources: { GPU: 1 },
+            actorId: "ab".repeat(16)
+          }),
+          { GPU: 1 }
+        )
+    })
+    const { lines, logger } = contentionLines()
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("4 seconds")
+      yield* Fiber.join(fiber)
+      assert.deepStrictEqual(lines, [], "neither 'waiting for' nor 'lease granted after waiting'")
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
+  })
+
+  it.effect(
+    "the slot held by a lease, the GPUs by another user's actor: only the slot's holder is named",
+    () => {
+      const { layer } = layers(() => ({ startAfter: "3 seconds", runFor: "1 second", exitCode: 0 }), {
+        snapshot: () =>
+          withHeld(
+            withActor(withActor(healthy, { name: "slot_holder", requiredResources: { serving_slot: 1 } }), {
+              name: "other_users_model",
+              requiredResources: { GPU: 1 },
+              actorId: "ab".repeat(16)
+            }),
+            { GPU: 1, serving_slot: 1 }
+          )
+      })
+      const { lines, logger } = contentionLines()
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(runLeased(spec()))
+        yield* opened
+        yield* TestClock.adjust("1 second")
+        assert.lengthOf(lines, 1)
+        assert.include(lines[0]!, "held by actor slot_holder (")
+        assert.notInclude(lines[0]!, "other_users_model")
+        yield* TestClock.adjust("3 seconds")
+        yield* Fiber.join(fiber)
+      }).pipe(Effect.provide(Layer.merge(layer, logger)))
+    }
+  )
+
   it.effect("a placement group reserving the slot is named as the holder", () => {
     const { layer } = layers(() => ({ startAfter: "2 seconds", runFor: "1 second", exitCode: 0 }), {
       snapshot: () =>
-        withGroup(healthy, {
-          name: "hl_reserve",
-          bundles: [{ index: 0, resources: { serving_slot: 1 }, nodeId: healthy.nodes[0]!.nodeId }]
-        })
+        withHeld(
+          withGroup(healthy, {
+            name: "hl_reserve",
+            bundles: [{ index: 0, resources: { serving_slot: 1 }, nodeId: healthy.nodes[0]!.nodeId }]
+          }),
+          { serving_slot: 1 }
+        )
     })
     const { lines, logger } = contentionLines()
     return Effect.gen(function* () {
@@ -314,7 +367,11 @@ describe("runLeased: while it waits for the slot it says for whom, on the Clock"
   it.effect("first after 1 s, then whenever the holder changes (polled every 2 s); never charged", () => {
     let holder = "holder_a"
     const { layer } = layers(() => ({ startAfter: "7 seconds", runFor: "1 second", exitCode: 0 }), {
-      snapshot: () => withActor(healthy, { name: holder, pid: holder === "holder_a" ? 111 : 222 })
+      snapshot: () =>
+        withHeld(withActor(healthy, { name: holder, pid: holder === "holder_a" ? 111 : 222 }), {
+          GPU: 1,
+          serving_slot: 1
+        })
     })
     const lines: Array<string> = []
     const logs = Logger.replace(
