@@ -603,7 +603,12 @@ class ProtocolError(Exception):
 class JsonLinesEndpoint:
     """The protocol's plumbing, shared by this bridge and the group bridge (hyperloom_group.py):
     protocol lines out on `out` (one writer at a time; a closed stdout is an inbox event), JSON
-    objects in from stdin, and TERM/INT/HUP, all as events on one inbox."""
+    objects in from stdin, and TERM/INT/HUP, all as events on one inbox. And the life both lead:
+    import Ray, read the one request (op `OP`, checked by `parse`), `start` it (which may
+    `connect`), `serve` its events until an end (`on_control`), `release` (`free` what the
+    request holds, disconnect, say `released`)."""
+
+    OP = None  # the request's op ("lease", "group")
 
     def __init__(self, out):
         self.out = out
@@ -611,6 +616,119 @@ class JsonLinesEndpoint:
         # SimpleQueue: its put() is reentrant, so signal handlers may use it.
         self.inbox = queue.SimpleQueue()
         self.stdout_gone = False
+        self.ray = None
+        self.connected = False
+        self.grace = DEFAULT_STOP_GRACE_SEC
+        self.releasing = False
+
+    # -- to be provided by each bridge
+
+    def parse(self, msg):
+        """The request's fields, checked; raises ProtocolError."""
+        raise NotImplementedError
+
+    def start(self, spec):
+        """Starts what the request asks for. None on success (then `serve`), else the exit status."""
+        raise NotImplementedError
+
+    def serve(self):
+        """Relays events until the end; returns the exit status (from `release`)."""
+        raise NotImplementedError
+
+    def free(self):
+        """Stops what the request holds (commands, actors, placement group), for `release`."""
+        raise NotImplementedError
+
+    # -- lifecycle
+
+    def main(self):
+        threading.Thread(target=self.read_stdin, daemon=True).start()
+        self.install_signal_handlers()
+        try:
+            import ray
+        except Exception as e:  # ImportError, or a broken installation
+            self.emit_error("ray_import", "cannot import ray in %s: %s" % (sys.executable, e))
+            return self.release(1)
+        self.ray = ray
+
+        kind, payload = self.inbox.get()
+        if kind != "msg":
+            return self.release(1 if kind == "bad" else 0, bad=payload if kind == "bad" else None)
+        op = payload.get("op")
+        if op == "release":
+            return self.release(0)
+        if op != self.OP:
+            return self.release(1, bad="expected op %s or release, got %r" % (self.OP, op))
+        try:
+            spec = self.parse(payload)
+        except ProtocolError as e:
+            return self.release(1, bad=str(e))
+        code = self.start(spec)
+        if code is not None:
+            return self.release(code)
+        return self.serve()
+
+    def connect(self, spec):
+        """ray.init to the request's cluster, then `connected`. None on success, else the exit status."""
+        ray = self.ray
+        import logging
+
+        # ray.init retries a dead address for minutes: a plain TCP connect answers at once.
+        unreachable = probe_tcp(spec["address"])
+        if unreachable is not None:
+            self.emit_error("ray_init", "cannot reach the GCS: %s" % unreachable)
+            return 1
+        try:
+            ray.init(
+                address=spec["address"],
+                namespace=spec["namespace"],
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+            )
+        except BaseException as e:  # ConnectionError, RuntimeError, KeyboardInterrupt...
+            self.emit_error("ray_init", describe(e))
+            return 1
+        self.connected = True
+        self.install_signal_handlers()  # ray.init installs its own (SIGTERM -> sys.exit)
+        self.emit("connected", job_id=ray.get_runtime_context().get_job_id())
+        return None
+
+    def on_control(self, kind, payload):
+        """What a serve loop does with the inbox events every bridge treats alike (a request
+        after the first, a bad line, EOF, a signal, stdout closed): releases, returns the status."""
+        if kind == "msg":
+            if payload.get("op") == "release":
+                return self.release(0)
+            return self.release(1, bad="unexpected op %r after %s" % (payload.get("op"), self.OP))
+        if kind == "bad":
+            return self.release(1, bad=payload)
+        return self.release(0)  # eof, signal, stdout_closed
+
+    def inbox_until(self, timeout, done):
+        """After a stop: the inbox's events, one by one, until `done()` or `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                event = self.inbox.get(timeout=left)
+            except queue.Empty:
+                return
+            yield event
+
+    def release(self, code, bad=None):
+        self.releasing = True
+        if bad is not None:
+            self.emit_error("protocol", bad)
+            code = 1
+        self.free()
+        if self.connected:
+            t = threading.Thread(target=self.ray.shutdown, daemon=True)
+            t.start()
+            t.join(10.0)
+        self.emit("released")
+        return code
 
     # -- output
 
@@ -663,81 +781,29 @@ class JsonLinesEndpoint:
 
 
 class Bridge(JsonLinesEndpoint):
+    OP = "lease"
+
     def __init__(self, out):
         super().__init__(out)
-        self.ray = None
-        self.connected = False
         self.actor = None
         self.started = False
         self.exited = False
-        self.grace = DEFAULT_STOP_GRACE_SEC
-        self.releasing = False
 
     # -- lifecycle
 
-    def main(self):
-        threading.Thread(target=self.read_stdin, daemon=True).start()
-        self.install_signal_handlers()
-        try:
-            import ray
-        except Exception as e:  # ImportError, or a broken installation
-            self.emit_error("ray_import", "cannot import ray in %s: %s" % (sys.executable, e))
-            return self.release(1)
-        self.ray = ray
+    def parse(self, msg):
+        return parse_lease(msg)
 
-        kind, payload = self.inbox.get()
-        if kind != "msg":
-            return self.release(1 if kind == "bad" else 0, bad=payload if kind == "bad" else None)
-        op = payload.get("op")
-        if op == "release":
-            return self.release(0)
-        if op != "lease":
-            return self.release(1, bad="expected op lease or release, got %r" % (op,))
-        try:
-            spec = parse_lease(payload)
-        except ProtocolError as e:
-            return self.release(1, bad=str(e))
-        code = self.lease(spec)
-        if code is not None:
-            return self.release(code)
-        return self.serve()
-
-    def lease(self, spec):
+    def start(self, spec):
         """Connects and sends the actor creation. None on success, else the exit status."""
         ray = self.ray
-        import logging
-
         self.grace = spec["stop_grace_sec"]
-        # ray.init retries a dead address for minutes: a plain TCP connect answers at once.
-        unreachable = probe_tcp(spec["address"])
-        if unreachable is not None:
-            self.emit_error("ray_init", "cannot reach the GCS: %s" % unreachable)
-            return 1
-        try:
-            ray.init(
-                address=spec["address"],
-                namespace=spec["namespace"],
-                logging_level=logging.ERROR,
-                log_to_driver=False,
-            )
-        except BaseException as e:  # ConnectionError, RuntimeError, KeyboardInterrupt...
-            self.emit_error("ray_init", describe(e))
-            return 1
-        self.connected = True
-        self.install_signal_handlers()  # ray.init installs its own (SIGTERM -> sys.exit)
-        self.emit("connected", job_id=ray.get_runtime_context().get_job_id())
-
+        code = self.connect(spec)
+        if code is not None:
+            return code
         try:
             cls = ray.remote(make_actor_class(ray))
-            options = dict(
-                num_cpus=0,
-                num_gpus=spec["gpus"],
-                max_concurrency=4,
-                max_restarts=0,
-                max_task_retries=0,
-            )
-            if spec["serving_slot"]:
-                options["resources"] = {"serving_slot": 1}
+            options = actor_options(spec)
             if spec["name"]:
                 options["name"] = spec["name"]
             self.actor = cls.options(**options).remote()
@@ -783,26 +849,12 @@ class Bridge(JsonLinesEndpoint):
                 else:
                     self.emit_error("actor_failed", describe(payload))
                 return self.release(1)
-            elif kind == "msg":
-                if payload.get("op") == "release":
-                    return self.release(0)
-                return self.release(1, bad="unexpected op %r after lease" % (payload.get("op"),))
-            elif kind == "bad":
-                return self.release(1, bad=payload)
-            else:  # eof, signal, stdout_closed
-                return self.release(0)
+            else:
+                return self.on_control(kind, payload)
 
     def drain_until_exit(self, timeout):
         """After a stop: relays the command's last output and exit code if they come in time."""
-        deadline = time.monotonic() + timeout
-        while not self.exited:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                kind, payload = self.inbox.get(timeout=left)
-            except queue.Empty:
-                return
+        for kind, payload in self.inbox_until(timeout, lambda: self.exited):
             if kind == "batch":
                 self.relay(payload)
             elif kind in ("pump_done", "pump_error"):
@@ -826,11 +878,7 @@ class Bridge(JsonLinesEndpoint):
         except Exception as e:
             sys.stderr.write("hyperloom bridge: ray.kill failed: %s\n" % describe(e))
 
-    def release(self, code, bad=None):
-        self.releasing = True
-        if bad is not None:
-            self.emit_error("protocol", bad)
-            code = 1
+    def free(self):
         if self.actor is not None:
             if not self.exited:
                 # Stop CMD through the actor before killing it: Ray SIGKILLs the worker's direct
@@ -845,12 +893,15 @@ class Bridge(JsonLinesEndpoint):
                     if self.started:
                         sys.stderr.write("hyperloom bridge: stopping the command failed: %s\n" % describe(e))
             self.kill_actor()
-        if self.connected:
-            t = threading.Thread(target=self.ray.shutdown, daemon=True)
-            t.start()
-            t.join(10.0)
-        self.emit("released")
-        return code
+
+
+def actor_options(spec, **extra):
+    """The lease actor's options (each group rank's too): no CPU, the request's GPUs and serving
+    slot, no restarts or retries (a dead actor ends the lease), room for `stop` beside `run`."""
+    options = dict(num_cpus=0, num_gpus=spec["gpus"], max_concurrency=4, max_restarts=0, max_task_retries=0, **extra)
+    if spec["serving_slot"]:
+        options["resources"] = {"serving_slot": 1}
+    return options
 
 
 def host_identity():

@@ -55,11 +55,8 @@ bridge -> hyperloom (stdout):
 Exit status: 0 after a release with no error, 1 after an error event.
 """
 
-import os
-import queue
 import sys
 import threading
-import time
 
 import hyperloom_bridge as hb
 
@@ -67,73 +64,32 @@ RANK_START_TIMEOUT_SEC = 120.0
 
 
 class GroupBridge(hb.JsonLinesEndpoint):
+    OP = "group"
+
     def __init__(self, out):
         super().__init__(out)
-        self.ray = None
-        self.connected = False
         self.pg = None
         self.pg_removed = False
         self.ranks = []  # per rank: {"actor", "started", "exited", "code"}
         self.exits = []  # (rank, code) in arrival order
         self.decided = None  # len(self.exits) when the group was told to stop (a failure, the leader's end)
         self.ended = False
-        self.grace = hb.DEFAULT_STOP_GRACE_SEC
         self.spec = None
-        self.releasing = False
 
     # -- lifecycle
 
-    def main(self):
-        threading.Thread(target=self.read_stdin, daemon=True).start()
-        self.install_signal_handlers()
-        try:
-            import ray
-        except Exception as e:
-            self.emit_error("ray_import", "cannot import ray in %s: %s" % (sys.executable, e))
-            return self.release(1)
-        self.ray = ray
-        kind, payload = self.inbox.get()
-        if kind != "msg":
-            return self.release(1 if kind == "bad" else 0, bad=payload if kind == "bad" else None)
-        op = payload.get("op")
-        if op == "release":
-            return self.release(0)
-        if op != "group":
-            return self.release(1, bad="expected op group or release, got %r" % (op,))
-        try:
-            self.spec = parse_group(payload)
-        except hb.ProtocolError as e:
-            return self.release(1, bad=str(e))
-        code = self.submit()
-        if code is not None:
-            return self.release(code)
-        return self.serve()
+    def parse(self, msg):
+        return parse_group(msg)
 
-    def submit(self):
+    def start(self, spec):
         """Connects and asks for the placement group. None on success, else the exit status."""
-        ray = self.ray
-        spec = self.spec
-        import logging
         from ray.util.placement_group import placement_group
 
+        self.spec = spec
         self.grace = spec["stop_grace_sec"]
-        unreachable = hb.probe_tcp(spec["address"])
-        if unreachable is not None:
-            self.emit_error("ray_init", "cannot reach the GCS: %s" % unreachable)
-            return 1
-        try:
-            ray.init(
-                address=spec["address"],
-                namespace=spec["namespace"],
-                logging_level=logging.ERROR,
-                log_to_driver=False,
-            )
-        except BaseException as e:
-            self.emit_error("ray_init", hb.describe(e))
-            return 1
-        self.connected = True
-        self.install_signal_handlers()  # ray.init installs its own
-        self.emit("connected", job_id=ray.get_runtime_context().get_job_id())
+        code = self.connect(spec)
+        if code is not None:
+            return code
         try:
             options = {"strategy": "STRICT_SPREAD"}
             if spec["name"]:
@@ -170,18 +126,12 @@ class GroupBridge(hb.JsonLinesEndpoint):
         self.emit("placed", node_ids=[node_of[i] for i in order])
         cls = ray.remote(make_rank_class(ray))
         for i in order:
-            options = dict(
-                num_cpus=0,
-                num_gpus=spec["gpus"],
-                max_concurrency=4,
-                max_restarts=0,
-                max_task_retries=0,
+            options = hb.actor_options(
+                spec,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     placement_group=self.pg, placement_group_bundle_index=i
                 ),
             )
-            if spec["serving_slot"]:
-                options["resources"] = {"serving_slot": 1}
             actor = cls.options(**options).remote()
             self.ranks.append({"actor": actor, "started": False, "exited": False, "code": None})
         # Bounded: the serve loop (and so a release) waits on this. The bundle is reserved, so the
@@ -255,16 +205,10 @@ class GroupBridge(hb.JsonLinesEndpoint):
                 else:
                     self.emit_error("actor_failed", "rank %d: %s" % (rank, hb.describe(e)))
                 return self.release(1)
-            elif kind == "msg":
-                if payload.get("op") == "release":
-                    return self.release(0)
-                return self.release(1, bad="unexpected op %r after group" % (payload.get("op"),))
-            elif kind == "bad":
-                return self.release(1, bad=payload)
             elif kind == "stopped":
                 pass
-            else:  # eof, signal, stdout_closed
-                return self.release(0)
+            else:
+                return self.on_control(kind, payload)
 
     def relay(self, rank, batch):
         r = self.ranks[rank]
@@ -336,23 +280,11 @@ class GroupBridge(hb.JsonLinesEndpoint):
 
     def drain(self, timeout):
         """After stopping the ranks: relays their last output and exit codes if they come in time."""
-        deadline = time.monotonic() + timeout
-        while not all(r["exited"] for r in self.ranks):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                kind, payload = self.inbox.get(timeout=left)
-            except queue.Empty:
-                return
+        for kind, payload in self.inbox_until(timeout, lambda: all(r["exited"] for r in self.ranks)):
             if kind == "batch":
                 self.relay(*payload)
 
-    def release(self, code, bad=None):
-        self.releasing = True
-        if bad is not None:
-            self.emit_error("protocol", bad)
-            code = 1
+    def free(self):
         running = [r for r in self.ranks if not r["exited"] and r.get("actor") is not None]
         if running:
             # Stop each command through its actor before killing it (Ray SIGKILLs a worker's
@@ -370,12 +302,6 @@ class GroupBridge(hb.JsonLinesEndpoint):
         for r in self.ranks:
             self.kill_actor(r)
         self.remove_group()
-        if self.connected:
-            t = threading.Thread(target=self.ray.shutdown, daemon=True)
-            t.start()
-            t.join(10.0)
-        self.emit("released")
-        return code
 
 
 def make_rank_class(ray):
