@@ -7,7 +7,8 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
-import { assertStubbornBridgeKilled, isAlive, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
+import { isAlive } from "../support/lease.js"
+import { assertStubbornBridgeKilled, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
 
 /** Stands in for `python hyperloom_group.py`: behaviour chosen by FAKE_BRIDGE_MODE. */
 const { dir, layerFor } = scriptedBridge(GroupBridge.layer, {

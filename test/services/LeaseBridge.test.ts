@@ -10,7 +10,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, Fiber, Layer, TestClock } from "effect"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as Settings from "../../src/services/Settings.js"
-import { assertStubbornBridgeKilled, isAlive, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
+import { isAlive } from "../support/lease.js"
+import { assertStubbornBridgeKilled, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
 
 /** Stands in for `python hyperloom_bridge.py`: behaviour chosen by FAKE_BRIDGE_MODE. */
 const { dir, layerFor } = scriptedBridge(LeaseBridge.layer, {

@@ -14,6 +14,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll, assert } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
 import * as Settings from "../../src/services/Settings.js"
+import { isAlive } from "./lease.js"
 
 /**
  * Writes the stand-in as `dir/python`: `prelude` (script text defining helpers; `out(o)` writes
@@ -87,15 +88,6 @@ export const requestsIn = (log: string): Array<unknown> =>
     .trim()
     .split("\n")
     .map((l) => JSON.parse(l))
-
-export const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 /**
  * Opens a hold in a scope of its own on a "stubborn" bridge (`open` gets a 0.3 s release timeout),
