@@ -11,9 +11,15 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { describeHolder } from "../../src/programs/Lease.js"
+import * as ClusterInspector from "../../src/services/ClusterInspector.js"
+import * as GcsClient from "../../src/services/GcsClient.js"
+import * as ProcFs from "../../src/services/ProcFs.js"
+import * as Settings from "../../src/services/Settings.js"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
-import { prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
+import { prepareRay, projectRoot, runPython, startHead, teardownRay, waitFor } from "../support/ray.js"
 
 const PORT = 6388
 /** How long the holder keeps the slot: longer than three timed-out attempts took before the fix. */
@@ -23,7 +29,8 @@ let session = ""
 
 beforeAll(async () => {
   await prepareRay()
-  await startHead({ port: PORT, slot: true, numGpus: 1 })
+  // Two GPUs: the last test leaves one to another user's actor and one free.
+  await startHead({ port: PORT, slot: true, numGpus: 2 })
   session = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-waiting-"))
 })
 
@@ -129,6 +136,39 @@ describe("waiting for a busy slot is not charged (real head)", () => {
       assert.deepStrictEqual(pidsWithArg(marker), [])
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe("who a waiting lease names, from a real head's snapshot", () => {
+  /** A detached actor named `name` holding `resources` (and `gpus` GPUs), left alive for the test. */
+  const detachedActor = async (name: string, gpus: number, resources: Record<string, number>) => {
+    const p = await runPython(
+      `import ray\nray.init(address="127.0.0.1:${PORT}", logging_level="ERROR", namespace="hl")\n@ray.remote(num_cpus=0)\nclass Held:\n    def ping(self):\n        return 1\na = Held.options(name=${JSON.stringify(name)}, lifetime="detached", num_gpus=${gpus}, resources=${JSON.stringify(resources)}).remote()\nray.get(a.ping.remote())\nprint("ready", flush=True)\n`
+    )
+    await waitFor(`${name}'s driver to exit`, () => p.child.exitCode !== null || undefined, 60_000)
+  }
+
+  it("another user's GPU actor beside a free slot and a free GPU is no holder; the slot's holder is, alone", async () => {
+    const rt = ManagedRuntime.make(
+      ClusterInspector.layer.pipe(
+        Layer.provide(GcsClient.layer),
+        Layer.provide(Layer.merge(Settings.layerTest({}), ProcFs.layer))
+      )
+    )
+    try {
+      const snapshot = () =>
+        rt.runPromise(
+          Effect.flatMap(ClusterInspector.ClusterInspector, (ci) => ci.snapshot(`127.0.0.1:${PORT}`))
+        )
+      const request = { gpus: 1, servingSlot: true }
+      await detachedActor("other_users_model", 1, {})
+      assert.isUndefined(describeHolder(await snapshot(), request, ""), "one GPU and the slot are free")
+      await detachedActor("slot_holder", 0, { serving_slot: 1 })
+      const named = describeHolder(await snapshot(), request, "")
+      assert.match(named ?? "", /^actor slot_holder \(pid \d+, job [0-9a-f]+\)$/)
+    } finally {
+      await rt.dispose()
     }
   })
 })
