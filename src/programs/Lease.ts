@@ -155,6 +155,9 @@ export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<Leas
   return yield* gate.withPermit(
     Effect.gen(function* () {
       const ensured = yield* ensureLocked(spec.request)
+      // What `ray ensure` and `ray doctor` show (a serving_slot total other than 1: serving runs
+      // can overlap) must not go unsaid when a lease or a baseline ensures the cluster itself.
+      for (const w of ensured.verdict.warnings) yield* Effect.logWarning(w)
       // Actor creation is asynchronous: from here on a repair must assume the actor exists.
       yield* gate.markLeaseSubmitted
       const session = yield* bridge.open({

@@ -250,6 +250,33 @@ const contentionLines = () => {
   return { lines, logger }
 }
 
+describe("runLeased warns as ray ensure does", () => {
+  it.effect("a head declaring serving_slot 2: the lease says two serving runs can overlap, and runs", () => {
+    const twoSlots = idleHeadSnapshot({
+      ip: "192.0.2.2",
+      port: 6379,
+      resources: { ...healthy.nodes[0]!.resourcesTotal, serving_slot: 2 }
+    })
+    const { layer } = layers(() => ({ runFor: "1 second", exitCode: 0 }), { snapshot: twoSlots })
+    const warnings: Array<string> = []
+    const logger = Logger.replace(
+      Logger.defaultLogger,
+      Logger.make(({ logLevel, message }) => {
+        if (logLevel._tag === "Warning")
+          warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+      })
+    )
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* Fiber.join(fiber)).exitCode, 0)
+      assert.lengthOf(warnings, 1)
+      assert.match(warnings[0]!, /^serving_slot total is 2 on node .* two serving runs can overlap$/)
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
+  })
+})
+
 describe("runLeased: no 'waiting' while nothing visibly holds the slot (Ray starting the worker)", () => {
   it.effect("an actor that takes 3 s to start with the slot free: no waiting line", () => {
     const { layer } = layers(() => ({ startAfter: "3 seconds", runFor: "1 second", exitCode: 0 }))

@@ -8,7 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
 import { runCli } from "../support/cli.js"
-import { prepareRay, teardownRay, waitFor } from "../support/ray.js"
+import { prepareRay, startHead, teardownRay, waitFor } from "../support/ray.js"
 
 const alive = (pid: number) => {
   try {
@@ -83,5 +83,20 @@ describe("failures with the host's Ray to ourselves", () => {
     assert.isBelow(r.ms, 10_000)
     const pid = Number(fs.readFileSync(path.join(dir, "pids"), "utf8").trim())
     await waitFor("the hung ray status to be gone", () => (!alive(pid) ? true : undefined), 5_000)
+  })
+})
+
+describe("a lease repeats what ray ensure warns of (real head)", () => {
+  beforeEach(() => prepareRay())
+  afterEach(() => teardownRay())
+
+  it("a head declaring serving_slot 2: lease run warns that two serving runs can overlap, then runs", async () => {
+    await startHead({ port: 6393, resources: { serving_slot: 2 } })
+    const r = await runCli(["lease", "run", "--gpus", "0", "--", "true"])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.match(
+      r.stderr,
+      /serving_slot total is 2 on node [0-9a-f]+… \(head\); it should be 1 per node, or two serving runs can overlap/
+    )
   })
 })
