@@ -10,10 +10,7 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts"],
           exclude: ["test/ray/**", "node_modules/**"],
-          testTimeout: 20_000,
-          // The real CLI these tests run (stand-in `ray`, no head) takes a host lock of its own
-          // name, never the one the real-Ray tests hold while both projects run (WorkGate.ts).
-          env: { HYPERLOOM_TEST_HOST_LOCK: `hyperloom-unit-tests-${process.pid}` }
+          testTimeout: 20_000
         }
       },
       {

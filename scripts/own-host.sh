@@ -15,6 +15,9 @@ exec unshare --pid --fork --net --mount --mount-proc --propagation private bash 
   ip link set lo up
   mount -t tmpfs -o size=4g tmpfs /tmp
   mount -t tmpfs -o size=4g tmpfs /dev/shm
+  # Its own /tmp is its temp dir: an inherited TMPDIR/RAY_TMPDIR would point at a directory the
+  # host (and every other host of its own) shares, where Ray keeps its current-cluster file.
+  unset TMPDIR RAY_TMPDIR
   set +e
   # Not exec: bash stays the namespace'"'"'s init and reaps the orphans Ray leaves behind.
   "$@"; rc=$?; exit "$rc"

@@ -14,7 +14,9 @@ import { spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { refusal } from "./host-ray.mjs"
 
-const only = process.argv[2] // optional: "unit" or "ray"
+// Optional: "unit" or "ray", then test files of that project (`npm run test:ray -- test/ray/x.test.ts`).
+const only = process.argv[2]
+const chosen = process.argv.slice(3).map((f) => f.replace(/^(\.\/)?test\/ray\//, ""))
 
 /** Can each real-Ray test file get a host of its own? (HYPERLOOM_TEST_OWN_HOSTS=0: never.) */
 const ownHosts =
@@ -123,13 +125,18 @@ const RAY_FIRST = ["repair", "guards", "repair-faults", "inspector", "baseline",
  * of one file run one after the other, and the CLI is bundled once before (not by every run).
  */
 const rayTests = async () => {
-  if (!ownHosts) return vitest("ray", false)
+  if (!ownHosts)
+    return vitest(
+      "ray",
+      false,
+      chosen.map((f) => `test/ray/${f}`)
+    )
   const rank = (f) => {
     const i = RAY_FIRST.indexOf(f.replace(/\.test\.ts$/, ""))
     return i < 0 ? RAY_FIRST.length : i
   }
   const queue = readdirSync("test/ray")
-    .filter((f) => f.endsWith(".test.ts"))
+    .filter((f) => f.endsWith(".test.ts") && (chosen.length === 0 || chosen.includes(f)))
     .sort((x, y) => rank(x) - rank(y) || x.localeCompare(y))
   process.stderr.write(
     `\n== ray tests: ${queue.length} files, ${lanes} at a time, each on a host of its own\n`
@@ -154,7 +161,7 @@ const began = Date.now()
 if (only === "ray") {
   ok = (await rayTests()) && ok
 } else if (only) {
-  ok = (await vitest(only, false)) && ok
+  ok = (await vitest(only, false, process.argv.slice(3))) && ok
 } else {
   // The real-Ray tests mostly wait on Ray (heads starting, leases, sleeps); the checks and the
   // unit tests use the CPU. So they run side by side: one lane sets up Ray, builds and runs the

@@ -1,4 +1,4 @@
-import { Config, Effect, Layer, Scope } from "effect"
+import { Effect, Layer, Scope } from "effect"
 import { holdNamedLock, type LockHeld } from "./LockFile.js"
 
 /** How long to wait for another hyperloom process that is working on the host's Ray head. */
@@ -12,12 +12,15 @@ const HOST_LOCK_WAIT_MS = 300_000
 export const HOST_LOCK_NAME = "hyperloom-ray-host-lock"
 
 /**
- * TEST ONLY: `HYPERLOOM_TEST_HOST_LOCK=<name>` gives this process another host lock name. The unit
- * tests set it (vitest.config.ts) for the real CLI they run against stand-in `ray` executables, so
- * that those never wait behind a real-Ray test that holds the host's lock while they run side by
- * side. Anything that touches a real Ray head must keep the one name.
+ * TEST ONLY, fixed when a test bundles the CLI (test/support/bundle.ts, an esbuild `define`): the
+ * unit tests run the real CLI against stand-in `ray` executables beside the real-Ray tests, and
+ * must never wait behind the host's lock those hold. Nothing sets it at run time (no variable, no
+ * option): the shipped CLI and the library always take HOST_LOCK_NAME, so no process can step out
+ * of the host's exclusion.
  */
-const hostLockName = Config.string("HYPERLOOM_TEST_HOST_LOCK").pipe(Config.withDefault(HOST_LOCK_NAME))
+declare const __HYPERLOOM_TEST_HOST_LOCK__: string | undefined
+const hostLockName: string =
+  typeof __HYPERLOOM_TEST_HOST_LOCK__ === "string" ? __HYPERLOOM_TEST_HOST_LOCK__ : HOST_LOCK_NAME
 
 /**
  * The one permit that keeps lease work (connect, feasibility check, actor creation) and repair
@@ -71,7 +74,7 @@ const makeWorkGate = (lockName: string) =>
   })
 
 export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/WorkGate", {
-  effect: Effect.flatMap(Effect.orDie(hostLockName), makeWorkGate)
+  effect: makeWorkGate(hostLockName)
 }) {}
 
 export type { LockHeld }

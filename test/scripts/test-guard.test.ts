@@ -96,17 +96,22 @@ describe("a host of its own (scripts/own-host.sh, where npm test runs each real-
     spawnSync("bash", ["scripts/own-host.sh", "sh", "-c", script], {
       cwd: root,
       encoding: "utf8",
-      timeout: 20_000
+      timeout: 20_000,
+      env: { ...process.env, TMPDIR: root, RAY_TMPDIR: root }
     })
   const available = ownHost("true").status === 0
 
-  it("sees only its own processes, an empty /tmp and /dev/shm, loopback only; passes the exit code", (ctx) => {
+  it("sees only its own processes, an empty /tmp (its temp dir, whatever TMPDIR said) and /dev/shm, loopback only; passes the exit code", (ctx) => {
     if (!available) ctx.skip()
     const r = ownHost(
-      'echo "$(ls -d /proc/[0-9]* | wc -l) $(ls -A /tmp | wc -l) $(ls -A /dev/shm | wc -l) $(tail -n +3 /proc/net/dev | cut -d: -f1)"; exit 7'
+      'echo "$' +
+        "{TMPDIR-unset} $" +
+        '{RAY_TMPDIR-unset} $(ls -d /proc/[0-9]* | wc -l) $(ls -A /tmp | wc -l) $(ls -A /dev/shm | wc -l) $(tail -n +3 /proc/net/dev | cut -d: -f1)"; exit 7'
     )
     assert.strictEqual(r.status, 7, r.stderr)
-    const [procs, tmp, shm, ...nets] = r.stdout.trim().split(/\s+/)
+    const [tmpdir, rayTmpdir, procs, tmp, shm, ...nets] = r.stdout.trim().split(/\s+/)
+    // The host's temp dir is not this host's: Ray keeps its current-cluster file there.
+    assert.deepStrictEqual([tmpdir, rayTmpdir], ["unset", "unset"])
     // bash (the namespace's init), sh, and the short-lived ls/wc of the command substitutions.
     assert.isAtMost(Number(procs), 6, r.stdout)
     assert.strictEqual(tmp, "0")

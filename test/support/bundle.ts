@@ -19,6 +19,9 @@ export const bundle = async (entry: string, outfile: string): Promise<string> =>
     target: "node20",
     format: "esm",
     logLevel: "warning",
+    // The CLI bundled here (stand-in `ray`, no head) takes a host lock of its own name, never the
+    // one the real-Ray tests hold while both run (src/services/WorkGate.ts).
+    define: { __HYPERLOOM_TEST_HOST_LOCK__: JSON.stringify(`hyperloom-unit-tests-${process.pid}`) },
     banner: {
       js: "import { createRequire as __hyperloomRequire } from 'node:module';\nconst require = __hyperloomRequire(import.meta.url);"
     }
