@@ -56,7 +56,8 @@ const TEST_PAUSE = Duration.seconds(120)
  * TEST ONLY (docs/reliability.md): `HYPERLOOM_TEST_REPAIR_PAUSE=<step>` makes the repair log
  * `repair paused at <step>` and wait there, so a fault-injection test can SIGKILL the repairing
  * process at a known step (before `ray stop`, between stop and start, before the slot shows).
- * Unset, it does nothing.
+ * Unset, it does nothing. `before_stop` pauses before the final guard check, not after it, so
+ * that even a paused repair never stops a head whose guards changed meanwhile.
  */
 const testPause = (step: RepairStep) =>
   Effect.flatMap(Settings, (settings) =>
@@ -108,6 +109,9 @@ export const repairLocked = Effect.fn("repair")(function* (
       restartPlan(first.snapshot, first.resolved.port, settings.numGpusOverride)
     )
   }
+  // Paused here (test only), a repair still re-checks every guard after the pause, right before
+  // it stops the head.
+  yield* testPause("before_stop")
   // The caller holds the permit and the host lock. Re-inspect and re-check every guard
   // immediately before stopping: the cluster may have changed since the verdict above.
   const current = yield* inspect().pipe(
@@ -125,7 +129,6 @@ export const repairLocked = Effect.fn("repair")(function* (
   yield* Effect.logInfo(
     `ray stop --force, then ray start --head --port=${plan.port} with ${JSON.stringify(plan.resources)}`
   )
-  yield* testPause("before_stop")
   yield* rayCli.stop().pipe(Effect.mapError(restartFailed))
   yield* testPause("before_start")
   yield* rayCli.start({ ...plan, timeoutSec: settings.startTimeoutSec }).pipe(Effect.mapError(restartFailed))
