@@ -97,7 +97,7 @@ const renderGuards = (guards: DoctorReport["repair"]["guards"]) =>
 
 export const renderDoctor = (r: DoctorReport): string => {
   const lines: string[] = []
-  const perRank = `${r.request.gpus} GPU(s)${r.request.servingSlot ? " + serving_slot" : ""}`
+  const perRank = `${r.request.gpus} GPU(s)${r.request.serving_slot ? " + serving_slot" : ""}`
   const want =
     r.group === null ? perRank : `a group of ${r.group.nodes} ranks, each ${perRank} on its own node`
   lines.push(`cluster  ${r.cluster.address}${r.cluster.explicit ? " (explicit RAY_ADDRESS)" : ""}`)

@@ -69,7 +69,8 @@ export interface DoctorReport {
     readonly explicit: boolean
     readonly source: ResolvedCluster["source"]
   }
-  readonly request: LeaseRequest
+  /** What was asked, in the contract's snake_case: GPUs per lease (or rank), and the slot. */
+  readonly request: { readonly gpus: number; readonly serving_slot: boolean }
   readonly feasible: boolean
   readonly infeasible: {
     readonly marker: typeof INFEASIBLE_MARKER
@@ -108,7 +109,7 @@ export const doctorReport = (
       explicit: inspection.resolved.explicit,
       source: inspection.resolved.source
     },
-    request,
+    request: { gpus: request.gpus, serving_slot: request.servingSlot },
     feasible: verdict.feasible,
     infeasible:
       verdict.infeasible === undefined

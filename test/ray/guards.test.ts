@@ -94,6 +94,7 @@ describe("repair guards on real heads", () => {
     await startHead({ port: PORT, numGpus: 2, slot: true })
     const ok = await runCli(["ray", "doctor", "--json", "--gpus", "2"])
     assert.strictEqual(ok.code, 0, ok.stderr)
+    assert.deepStrictEqual(ok.json.request, { gpus: 2, serving_slot: true }, "snake_case like every field")
     assert.isTrue(ok.json.feasible)
     assert.isNull(ok.json.infeasible)
     const short = await runCli(["ray", "doctor", "--json", "--gpus", "4"])
