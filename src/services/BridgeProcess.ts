@@ -7,6 +7,7 @@
  * requests), the bounded release (release → wait → TERM → KILL), what it means when the event
  * stream ends early, the connect timeout, and the bookkeeping both scripted fakes keep.
  */
+
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import {
@@ -25,6 +26,7 @@ import {
   Scope,
   Stream
 } from "effect"
+import { definedEntries } from "../domain/Env.js"
 import { oneLine, Tail } from "../domain/Text.js"
 import { packageFile } from "./PackagePaths.js"
 
@@ -113,13 +115,6 @@ export const DEFAULT_CONNECT_TIMEOUT_SEC = 60
 const KILL_WAIT = Duration.seconds(2)
 /** The bridge's own stderr kept for messages (its last three lines are quoted). */
 const STDERR_TAIL_CHARS = 16 * 1024
-
-/** The variables that are set (a child's environment has no "unset"). */
-export const definedEntries = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v
-  return out
-}
 
 // ---------------------------------------------------------------------------------------------
 // Protocol lines both bridges send

@@ -1,6 +1,7 @@
 import * as Command from "@effect/platform/Command"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Clock, Context, Duration, Effect, Layer, Ref, Stream } from "effect"
+import { definedEntries } from "../domain/Env.js"
 import { keepTail } from "../domain/Text.js"
 import { terminateTree } from "./Subprocess.js"
 
@@ -46,12 +47,6 @@ export class Enablement extends Context.Tag("hyperloom/services/Enablement")<Ena
 export const SHELL = "/bin/sh"
 const TAIL_CHARS = 16 * 1024
 const STOP_GRACE_MS = 3_000
-
-const definedEntries = (env: Readonly<Record<string, string | undefined>>): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v
-  return out
-}
 
 const make = Effect.gen(function* () {
   const executor = yield* CommandExecutor.CommandExecutor

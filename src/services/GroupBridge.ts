@@ -11,11 +11,12 @@
  */
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schema, type Scope } from "effect"
+import { definedEntries } from "../domain/Env.js"
 import type { RayNotFound } from "../domain/Errors.js"
 import { groupExitCode, type RankExit } from "../domain/Group.js"
 import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
-import { DEFAULT_STOP_GRACE_SEC, definedEntries, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
+import { DEFAULT_STOP_GRACE_SEC, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
 import type { LeaseOutput } from "./LeaseBridge.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"

@@ -21,10 +21,11 @@ import {
   Schema,
   Scope
 } from "effect"
+import { definedEntries } from "../domain/Env.js"
 import type { RayNotFound } from "../domain/Errors.js"
 import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
-import { DEFAULT_STOP_GRACE_SEC, definedEntries, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
+import { DEFAULT_STOP_GRACE_SEC, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
 
