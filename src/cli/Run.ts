@@ -7,6 +7,7 @@
 import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { EXIT, ExitWith, exitCodeFor, type Failure } from "./Exit.js"
 
@@ -30,14 +31,18 @@ export const errorJson = (error: Failure) => ({
 
 /**
  * With --json, a failure still produces one JSON document on stdout before the error reaches
- * main's exit-code table.
+ * main's exit-code table. `--json` counts when the command's options parsed it or when it stands
+ * among the raw options before `--`: @effect/cli hands everything after an unknown option
+ * (`--bogus --json -- CMD`) to CMD, and the usage error that follows must still be JSON.
  */
 export const withJsonErrors =
   (asJson: boolean) =>
   <A, E extends Failure, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    asJson
-      ? Effect.tapError(effect, (e) => (e._tag === "ExitWith" ? Effect.void : printJson(errorJson(e))))
-      : effect
+    Effect.flatMap(Effect.serviceOption(CommandLine), (line) =>
+      asJson || Option.exists(line, (l) => l.json)
+        ? Effect.tapError(effect, (e) => (e._tag === "ExitWith" ? Effect.void : printJson(errorJson(e))))
+        : effect
+    )
 
 /** Prints a program's result as the command's output and ends with its exit code. */
 export const present = <A, E extends Failure, R>(
@@ -59,5 +64,9 @@ export const present = <A, E extends Failure, R>(
 /** The raw command line (after the executable), as main.ts received it. */
 export class CommandLine extends Context.Tag("hyperloom/cli/CommandLine")<
   CommandLine,
-  { readonly args: ReadonlyArray<string> }
+  {
+    readonly args: ReadonlyArray<string>
+    /** `--json` stands among the options before `--` (whatever @effect/cli made of it). */
+    readonly json: boolean
+  }
 >() {}

@@ -200,7 +200,7 @@ const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodeCo
         )
       )
     : Effect.suspend(() => cli([...process.argv.slice(0, 2), ...commandLine.args])).pipe(
-        Effect.provideService(CommandLine, { args: commandLine.args }),
+        Effect.provideService(CommandLine, { args: commandLine.args, json: commandLine.json }),
         // --help shows hyperloom's own options; the built-ins are listed in the root's help text.
         Effect.provide(CliConfig.layer({ showBuiltIns: false }))
       )

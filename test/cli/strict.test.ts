@@ -142,6 +142,41 @@ describe("--json: a usage error is a JSON document too", () => {
     }
     assert.isFalse(fs.existsSync(rayLog))
   })
+
+  it("--json after the unknown option still makes the usage error JSON (it is before `--`)", () => {
+    for (const args of [
+      ["lease", "run", "--gpus", "1", "--bogus", "--json", "--", ...touch],
+      [
+        "baseline",
+        "run",
+        "--session",
+        path.join(work, "s-json"),
+        "--gpus",
+        "1",
+        "--bogus",
+        "--json",
+        "--",
+        ...touch
+      ]
+    ]) {
+      const r = run(args)
+      assert.strictEqual(r.code, 2, `${args.join(" ")}: ${r.stderr}`)
+      const doc = JSON.parse(r.stdout)
+      assert.strictEqual(doc.error.tag, "UsageError")
+      assert.strictEqual(doc.error.exit_code, 2)
+      assert.include(doc.error.message, "--bogus")
+      assert.include(r.stderr, "unknown option --bogus")
+    }
+    assert.isFalse(fs.existsSync(path.join(work, "s-json")))
+    assert.isFalse(fs.existsSync(rayLog))
+    assert.isFalse(fs.existsSync(marker), "CMD ran")
+  })
+
+  it("--json only once, whether before or after the unknown option", () => {
+    const r = run(["lease", "run", "--json", "--gpus", "1", "--bogus", "--", ...touch])
+    assert.strictEqual(r.code, 2, r.stderr)
+    assert.strictEqual(JSON.parse(r.stdout).error.exit_code, 2)
+  })
 })
 
 describe("--log-level is accepted wherever users put it", () => {
