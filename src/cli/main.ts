@@ -58,7 +58,8 @@ const COMMAND_NAMES = new Set([
   "baseline",
   "run",
   "state",
-  "show"
+  "show",
+  "report"
 ])
 
 /** Word-wraps one line to `width`, continuing under its text (after a `term  ` column if any). */

@@ -215,6 +215,25 @@ describe("help", () => {
     assert.match(d.stdout, /^\$ hyperloom ray doctor /m)
   })
 
+  it("every command's --help shows its whole path in USAGE", () => {
+    for (const command of [
+      ["ray", "status"],
+      ["ray", "doctor"],
+      ["ray", "ensure"],
+      ["ray", "repair"],
+      ["lease", "run"],
+      ["baseline", "run"],
+      ["state", "show"],
+      ["report"]
+    ]) {
+      const r = run([...command, "--help"])
+      assert.strictEqual(r.code, 0, `${command.join(" ")}: ${r.stderr}`)
+      const usage = r.stdout.split("\n").filter((l) => l.startsWith("$ "))
+      assert.isNotEmpty(usage, `${command.join(" ")}: no USAGE line in\n${r.stdout}`)
+      for (const l of usage) assert.isTrue(l.startsWith(`$ hyperloom ${command.join(" ")} `), l)
+    }
+  })
+
   it("wraps to the terminal width (COLUMNS when not a terminal)", () => {
     for (const columns of [60, 100]) {
       const r = run(["baseline", "run", "--help"], { COLUMNS: String(columns) })
