@@ -203,6 +203,37 @@ export const hasArgErrorText = (tail: string): boolean => {
  */
 export const isTellingLine = (line: string): boolean => isKvCacheOom(line) || hasArgErrorText(line)
 
+/**
+ * The line decided the attempt's class: it matches the class's own patterns (a KV-cache OOM line
+ * for `kv_cache_oom`, an argument-error line for `fast_exit_arg_error`). Other classes have no
+ * such line.
+ */
+export const decidesClass = (line: string, errorClass: string | null): boolean =>
+  errorClass === "kv_cache_oom"
+    ? isKvCacheOom(line)
+    : errorClass === "fast_exit_arg_error"
+      ? hasArgErrorText(line)
+      : false
+
+/** `ValueError: …`, `RuntimeError: …`: where an exception's own message starts in a log line. */
+const EXCEPTION_AT = /\b[A-Z][A-Za-z0-9_]*(?:Error|Exception): /
+
+/**
+ * The root cause among telling lines, in output order: the first exception message
+ * (`ValueError: No available memory for the cache blocks…`) rather than the source line that raised
+ * it (`raise ValueError("No available memory …"`), which a traceback prints first; else the first.
+ */
+export const rootCauseLine = (lines: ReadonlyArray<string>): string | undefined => {
+  const told = lines.filter((l) => l.trim() !== "")
+  return told.find((l) => EXCEPTION_AT.test(l)) ?? told[0]
+}
+
+/** A log line from its exception's name on (`ValueError: …`), without the logger's prefix; else as is. */
+export const fromException = (line: string): string => {
+  const at = EXCEPTION_AT.exec(line)?.index
+  return at === undefined ? line : line.slice(at)
+}
+
 /** At most this many telling lines are kept per attempt (the first ones: root causes come first). */
 export const MAX_EVIDENCE_LINES = 8
 
@@ -267,11 +298,11 @@ const evidenceText = (evidence: ReadonlyArray<string> | undefined) =>
   evidence === undefined || evidence.length === 0 ? "" : `${evidence.join("\n")}\n`
 
 /**
- * The root cause to show first: the first telling line of the whole output when the tail that is
- * kept (MAX_ERROR_CHARS) does not hold it; undefined otherwise.
+ * The root cause to show first: the telling line of the whole output that `rootCauseLine` picks,
+ * when the tail that is kept (MAX_ERROR_CHARS) does not hold it; undefined otherwise.
  */
 const causeHeader = (outputTail: string, evidence: ReadonlyArray<string> | undefined): string | undefined => {
-  const first = evidence?.find((l) => l.trim() !== "")
+  const first = rootCauseLine(evidence ?? [])
   if (first === undefined) return undefined
   const kept = outputTail.trim().slice(-MAX_ERROR_CHARS)
   return kept.includes(first.trim()) ? undefined : `root cause: ${first.trim().slice(0, 400)}`

@@ -53,9 +53,12 @@ import {
   type AttemptResult,
   boundedErrorText,
   classifyAttempt,
+  decidesClass,
+  fromException,
   isTellingLine,
   MAX_ERROR_CHARS,
-  MAX_EVIDENCE_LINES
+  MAX_EVIDENCE_LINES,
+  rootCauseLine
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import {
@@ -253,10 +256,23 @@ const HEADER_CLASSES = new Set([
 ])
 
 /**
+ * The line that decided a `kv_cache_oom` or `fast_exit_arg_error` class (`decidesClass`), the
+ * root cause first (`rootCauseLine`), from the exception's name on: a log prefix such as
+ * `(EngineCore_DP0 pid=N) ERROR … [core.py:586]` or `root cause:` would take the room the message
+ * needs. Undefined for other classes or when no line matches.
+ */
+const decidingLine = (lines: ReadonlyArray<string>, errorClass: string | null): string | undefined => {
+  const line = rootCauseLine(lines.filter((l) => decidesClass(l, errorClass)))
+  return line === undefined ? undefined : fromException(line)
+}
+
+/**
  * The telling line of an attempt's error text, shortened: the marker line when there is one; the
- * classifier's description for the classes that have one (timeout, no report, …); otherwise the
- * last line that reads like an error (stdout and stderr arrive interleaved, so the error is not
- * always the last line), else the last line.
+ * classifier's description for the classes that have one (timeout, no report, …); the line that
+ * decided the class for `kv_cache_oom` and `fast_exit_arg_error` (not vLLM's generic "Engine
+ * core initialization failed. See root cause above" trailer); otherwise the last line that reads
+ * like an error (stdout and stderr arrive interleaved, so the error is not always the last line),
+ * else the last line.
  */
 export const errorHead = (error: string | null, errorClass: string | null, max = 160): string => {
   if (error === null) return ""
@@ -269,7 +285,9 @@ export const errorHead = (error: string | null, errorClass: string | null, max =
     marked ??
     (errorClass !== null && HEADER_CLASSES.has(errorClass)
       ? lines[0]
-      : ([...lines].reverse().find((l) => ERRORISH.test(l)) ?? lines[lines.length - 1]))
+      : (decidingLine(lines, errorClass) ??
+        [...lines].reverse().find((l) => ERRORISH.test(l)) ??
+        lines[lines.length - 1]))
   const text = (line ?? "").replace(/^…/, "")
   return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }

@@ -3,6 +3,7 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { AttemptOutcome, classifyAttempt, isTellingLine, MAX_ERROR_CHARS } from "../../src/domain/Failure.js"
 import { parseResult } from "../../src/domain/Results.js"
+import { errorHead } from "../../src/programs/Baseline.js"
 
 const fixture = (name: string) =>
   fs.readFileSync(path.join(import.meta.dirname, "..", "fixtures", "serving", name), "utf8")
@@ -147,5 +148,55 @@ describe("classification of the engines' real failure messages", () => {
     )
     assert.strictEqual(timedOut.errorClass, "timeout")
     assert.include(timedOut.error!, "not ready within 30 s")
+  })
+})
+
+describe("the one-line summary of an engine's failure is the line that decided its class", () => {
+  // errorHead summarises an attempt in the live log (160 characters) and in `state show` (100).
+  for (const [file, runtimeSec, errorClass, expected] of [
+    ["vllm-kv-cache-oom.log", 52, "kv_cache_oom", "ValueError: No available memory for the cache blocks."],
+    ["vllm-kv-cache-too-small.log", 40, "kv_cache_oom", "ValueError: To serve at least one request"],
+    [
+      "sglang-kv-cache-oom.log",
+      25,
+      "kv_cache_oom",
+      "RuntimeError: Not enough memory. Please try to increase"
+    ],
+    ["vllm-arg-error.log", 4, "fast_exit_arg_error", "unrecognized arguments: --gpu-memory-utilisation"],
+    ["sglang-arg-error.log", 3, "fast_exit_arg_error", "invalid int value: 'x'"]
+  ] as const) {
+    it(`${file}: ${errorClass}, summarised by "${expected}"`, () => {
+      const r = exited(fixture(file), runtimeSec, errorClass === "fast_exit_arg_error" ? 2 : 1)
+      assert.strictEqual(r.errorClass, errorClass)
+      for (const max of [160, 100]) {
+        const head = errorHead(r.error, r.errorClass, max)
+        assert.include(head, expected, `max ${max}`)
+        assert.notInclude(head, "Engine core initialization failed")
+      }
+    })
+  }
+
+  it("a server that died of a KV-cache OOM before it was ready: the KV-cache line, not the header", () => {
+    const log = fixture("vllm-kv-cache-oom.log")
+    const r = classifyAttempt(
+      AttemptOutcome.ServerNotReady({
+        exitCode: 1,
+        runtimeSec: 52.3,
+        outputTail: log.slice(-MAX_ERROR_CHARS),
+        evidence: log.split("\n").filter(isTellingLine)
+      })
+    )
+    assert.strictEqual(r.errorClass, "kv_cache_oom")
+    assert.include(errorHead(r.error, r.errorClass), "ValueError: No available memory for the cache blocks.")
+  })
+
+  it("other classes keep the last error-like line", () => {
+    const log = fixture("vllm-kv-cache-oom.log").replaceAll(
+      "No available memory for the cache blocks",
+      "boom"
+    )
+    const r = exited(log, 52)
+    assert.strictEqual(r.errorClass, "subprocess_nonzero")
+    assert.include(errorHead(r.error, r.errorClass), "Engine core initialization failed")
   })
 })
