@@ -179,6 +179,24 @@ describe("--json: a usage error is a JSON document too", () => {
   })
 })
 
+describe("hints are command lines that work as printed", () => {
+  it("state show on a missing session suggests a baseline run that passes usage checks (--gpus included)", () => {
+    const session = path.join(work, "hinted")
+    const r = run(["state", "show", "--session", session])
+    assert.strictEqual(r.code, 8, r.stderr)
+    const hint = /`hyperloom (baseline run [^`]*)`/.exec(r.stderr)?.[1]
+    assert.isDefined(hint, r.stderr)
+    assert.include(hint!, "--gpus N")
+    const args = hint!
+      .replace(" -- CMD…", " -- true")
+      .split(" ")
+      .map((a) => (a === "N" ? "0" : a))
+    const b = run(args, { HYPERLOOM_RAY: "/nonexistent/hl/ray" })
+    assert.notStrictEqual(b.code, 2, `${args.join(" ")}: ${b.stderr}`)
+    assert.notInclude(b.stderr, "--gpus")
+  })
+})
+
 describe("--log-level is accepted wherever users put it", () => {
   for (const args of [
     ["--log-level", "debug", "state", "show", "--session", "/nonexistent/hl"],

@@ -13,7 +13,7 @@ import { json } from "../Shared.js"
 /** `state show` on a directory that holds no session state. */
 export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionDir: string }> {
   override get message(): string {
-    return `no baseline session in ${this.sessionDir} (no state.json there); start one with \`hyperloom baseline run --session ${this.sessionDir} -- CMD…\``
+    return `no baseline session in ${this.sessionDir} (no state.json there); start one with \`hyperloom baseline run --session ${this.sessionDir} --gpus N -- CMD…\``
   }
 }
 
