@@ -44,21 +44,46 @@ const resourcesJson = (resources: ResourceMap): string =>
     .join(", ")}}`
 
 /**
- * The manual fix for a head without the slot: the installer's command, on the same port, keeping
- * the declared GPUs and custom resources.
+ * What a head without the slot is restarted with so nothing it offered is lost (SPEC §4): the
+ * alive head's CPU count, its declared GPUs (no GPU key: 0, never Ray's detection, which would hand
+ * every GPU of the host to a head that declared none) and its custom resources, plus the slot at 1.
+ * The automatic repair (Restart.ts `restartPlan`) and the manual fix printed in the
+ * `no_serving_slot` message both start the head from this.
  */
-export const manualSlotFix = (snapshot: ClusterSnapshot, totals: ResourceMap): string => {
+export const headRestartResources = (
+  snapshot: ClusterSnapshot
+): { readonly numCpus: number | undefined; readonly numGpus: number; readonly resources: ResourceMap } => {
+  const head = snapshot.nodes.find((n) => n.isHead && n.state === "ALIVE") ?? snapshot.nodes[0]
+  // The resource table is what feasibility reads; the node record is the fallback.
+  const totals: ResourceMap =
+    head === undefined
+      ? {}
+      : (snapshot.resources.find((r) => r.nodeId === head.nodeId)?.total ?? head.resourcesTotal)
   const custom: Record<string, number> = {}
-  for (const [k, v] of Object.entries(totals)) {
-    if (!isBuiltinResource(k) && k !== SERVING_SLOT) custom[k] = v
+  for (const [name, amount] of Object.entries(totals)) {
+    if (!isBuiltinResource(name) && name !== SERVING_SLOT) custom[name] = amount
   }
-  custom[SERVING_SLOT] = 1
-  const gpus = totals["GPU"] ?? 0
+  custom[SERVING_SLOT] = 1 // whatever the old head had: one per host
+  const cpus = totals.CPU
+  return {
+    numCpus: cpus !== undefined ? Math.round(cpus) : undefined,
+    numGpus: Math.round(totals.GPU ?? 0),
+    resources: custom
+  }
+}
+
+/**
+ * The manual fix for a head without the slot: the installer's command, on the same port, with the
+ * CPUs, GPUs and custom resources the automatic repair would keep (`headRestartResources`).
+ */
+export const manualSlotFix = (snapshot: ClusterSnapshot): string => {
+  const { numCpus, numGpus, resources } = headRestartResources(snapshot)
   const argv = [
     "ray start --head",
     `--port=${portOf(snapshot.gcsAddress) ?? "<port>"}`,
-    `--num-gpus=${gpus}`,
-    `--resources=${shellQuote(resourcesJson(custom))}`,
+    ...(numCpus !== undefined ? [`--num-cpus=${numCpus}`] : []),
+    `--num-gpus=${numGpus}`,
+    `--resources=${shellQuote(resourcesJson(resources))}`,
     "--disable-usage-stats"
   ]
   return (
@@ -117,7 +142,7 @@ export const checkFeasibility = (snapshot: ClusterSnapshot, request: LeaseReques
   if (request.servingSlot && (totals[SERVING_SLOT] ?? 0) < 1 - RESOURCE_EPSILON) {
     return infeasible(
       "no_serving_slot",
-      `existing Ray head has no ${SERVING_SLOT} resource; ${manualSlotFix(snapshot, totals)}`,
+      `existing Ray head has no ${SERVING_SLOT} resource; ${manualSlotFix(snapshot)}`,
       warnings
     )
   }

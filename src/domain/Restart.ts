@@ -1,4 +1,4 @@
-import { isBuiltinResource, SERVING_SLOT } from "./Feasibility.js"
+import { headRestartResources } from "./Feasibility.js"
 import type { ClusterSnapshot, ResourceMap } from "./Snapshot.js"
 
 export { SERVING_SLOT as SLOT } from "./Feasibility.js"
@@ -20,30 +20,13 @@ export interface RestartPlan {
 /**
  * The restart plan for a lone head that lacks the slot (SPEC §4): same port, the old head's CPU
  * count, its declared GPUs (none declared: 0, never Ray's detection; `numGpusOverride` wins) and its
- * custom resources, plus the slot.
+ * custom resources, plus the slot (`headRestartResources`, which the manual fix prints too).
  */
 export const restartPlan = (
   snapshot: ClusterSnapshot,
   port: number,
   numGpusOverride: number | undefined
 ): RestartPlan => {
-  const head = snapshot.nodes.find((n) => n.isHead && n.state === "ALIVE") ?? snapshot.nodes[0]
-  // The resource table is what feasibility reads; the node record is the fallback.
-  const totals: ResourceMap =
-    head === undefined
-      ? {}
-      : (snapshot.resources.find((r) => r.nodeId === head.nodeId)?.total ?? head.resourcesTotal)
-  const custom: Record<string, number> = {}
-  for (const [name, amount] of Object.entries(totals)) {
-    if (!isBuiltinResource(name)) custom[name] = amount
-  }
-  custom[SERVING_SLOT] = 1 // whatever the old head had: one per host
-  const cpus = totals.CPU
-  const gpus = totals.GPU
-  return {
-    port,
-    numCpus: cpus !== undefined ? Math.round(cpus) : undefined,
-    numGpus: numGpusOverride ?? Math.round(gpus ?? 0),
-    resources: custom
-  }
+  const kept = headRestartResources(snapshot)
+  return { port, numCpus: kept.numCpus, numGpus: numGpusOverride ?? kept.numGpus, resources: kept.resources }
 }

@@ -7,6 +7,7 @@ import {
   RESOURCE_EPSILON,
   SERVING_SLOT
 } from "../../src/domain/Feasibility.js"
+import { restartPlan } from "../../src/domain/Restart.js"
 import type { ClusterSnapshot, ResourceMap } from "../../src/domain/Snapshot.js"
 import {
   HEAD_IP,
@@ -66,9 +67,21 @@ describe("checkFeasibility", () => {
       assert.strictEqual(
         error.detail,
         "existing Ray head has no serving_slot resource; restart it with: ray stop --force && " +
-          `ray start --head --port=6380 --num-gpus=2 --resources='{"serving_slot": 1}' --disable-usage-stats ` +
+          `ray start --head --port=6380 --num-cpus=2 --num-gpus=2 --resources='{"serving_slot": 1}' --disable-usage-stats ` +
           "(ray stop --force kills every Ray process on this host)"
       )
+    })
+
+    it("the manual fix starts the head as the automatic repair would (restartPlan: CPUs, GPUs, resources)", () => {
+      const snapshot = head({ CPU: 3, GPU: 1, memory: 1e9, nvme: 2 }, 6390)
+      const plan = restartPlan(snapshot, 6390, undefined)
+      const error = infeasibleOf(checkFeasibility(snapshot, { gpus: 1, servingSlot: true }))
+      assert.include(
+        error.detail,
+        `ray start --head --port=${plan.port} --num-cpus=${plan.numCpus} --num-gpus=${plan.numGpus} ` +
+          `--resources='${JSON.stringify(plan.resources).replaceAll(",", ", ").replaceAll(":", ": ")}' `
+      )
+      assert.include(error.detail, " --num-cpus=3 --num-gpus=1 ")
     })
 
     it("the manual fix keeps the head's custom resources but not Ray's own", () => {
@@ -98,7 +111,7 @@ describe("checkFeasibility", () => {
 
     it("the manual fix keeps 0 GPUs as --num-gpus=0 when the head has none (else Ray detects them all)", () => {
       const error = infeasibleOf(checkFeasibility(head({ CPU: 2 }), { gpus: 0, servingSlot: true }))
-      assert.include(error.detail, `--port=6379 --num-gpus=0 --resources='{"serving_slot": 1}'`)
+      assert.include(error.detail, `--port=6379 --num-cpus=2 --num-gpus=0 --resources='{"serving_slot": 1}'`)
     })
 
     it("the manual fix quotes a resource name with a quote in it for the shell", () => {
