@@ -269,6 +269,29 @@ describe("checkFeasibility", () => {
       assert.deepStrictEqual(checkFeasibility(snapshot, { gpus: 1, servingSlot: true }).warnings, [])
     })
 
+    it("does not warn about a dead node's resource report either", () => {
+      const both = twoNodes({ GPU: 1, serving_slot: 1 }, { serving_slot: 2 })
+      const snapshot = {
+        ...both,
+        nodes: both.nodes.map((n, i) => (i === 1 ? { ...n, state: "DEAD" as const } : n))
+      }
+      assert.deepStrictEqual(checkFeasibility(snapshot, { gpus: 0, servingSlot: true }).warnings, [])
+    })
+
+    it("without resource reports, checks the alive nodes' declared totals", () => {
+      const snapshot = { ...head({ GPU: 1, serving_slot: 2 }), resources: [] }
+      assert.deepStrictEqual(checkFeasibility(snapshot, { gpus: 0, servingSlot: true }).warnings, [
+        "serving_slot total is 2 on node ab12cd34ab12… (head); it should be 1 per node, or two serving runs can overlap"
+      ])
+    })
+
+    it("shows a node id of at most 12 characters whole", () => {
+      const snapshot = idleHeadSnapshot({ nodeId: "0123456789ab", resources: { serving_slot: 2 } })
+      assert.deepStrictEqual(checkFeasibility(snapshot, { gpus: 0, servingSlot: true }).warnings, [
+        "serving_slot total is 2 on node 0123456789ab (head); it should be 1 per node, or two serving runs can overlap"
+      ])
+    })
+
     it("does not warn about a missing slot: that is the error's job (or not wanted)", () => {
       assert.deepStrictEqual(checkFeasibility(head({ GPU: 1 }), { gpus: 1, servingSlot: true }).warnings, [])
       assert.deepStrictEqual(checkFeasibility(head({ GPU: 1 }), { gpus: 1, servingSlot: false }).warnings, [])
@@ -353,4 +376,15 @@ describe("checkFeasibility", () => {
       }
     }
   )
+})
+
+describe("the manual fix in the no_serving_slot message", () => {
+  it("carries --num-cpus only when the head declares CPUs", () => {
+    const request = { gpus: 1, servingSlot: true }
+    const withCpus = infeasibleOf(checkFeasibility(head({ CPU: 3, GPU: 1 }), request)).message
+    assert.include(withCpus, " --num-cpus=3 --num-gpus=1 ")
+    const noCpus = infeasibleOf(checkFeasibility(head({ GPU: 1 }), request)).message
+    assert.notInclude(noCpus, "--num-cpus")
+    assert.include(noCpus, "--port=6379 --num-gpus=1 ")
+  })
 })
