@@ -15,16 +15,15 @@ import {
   type RankExit,
   slotHolders
 } from "../domain/Group.js"
-import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
+import { contentionFirstLook } from "../domain/Schedules.js"
 import { keepTail } from "../domain/Text.js"
-import { ClusterInspector } from "../services/ClusterInspector.js"
 import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
 import { RayCli } from "../services/RayCli.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { inspect } from "./Inspect.js"
-import { type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
+import { type LeaseRunResult, type LeaseRunSpec, reportWaiting, runLeased } from "./Lease.js"
 
 const TAIL = 64 * 1024
 
@@ -85,41 +84,24 @@ export interface GroupRunResult extends LeaseRunResult {
 
 /** While the placement group waits, say so and name who holds the slots it waits for, whenever that changes. */
 const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
-  Effect.gen(function* () {
-    const inspector = yield* ClusterInspector
-    let last: string | undefined
-    let quietLooks = 0
-    const what = `${request.nodes} nodes with ${request.servingSlot ? "serving_slot and " : ""}${request.gpus} GPU(s) each`
-    yield* inspector.snapshot(gcsAddress).pipe(
-      Effect.map((s) => {
-        const held = slotHolders(s).filter((n) => n.declared > 0 && (n.held > 0 || n.holders.length > 0))
-        quietLooks = held.length === 0 ? quietLooks + 1 : 0
-        // Nobody visibly holds a slot: Ray is likely still placing the group (see contentionQuietLooks).
-        if (held.length === 0) {
-          return quietLooks >= contentionQuietLooks
-            ? "not granted yet, though nothing visibly holds it"
-            : undefined
-        }
-        return `held by ${held
-          .map(
-            (n) =>
-              `node ${n.nodeId.slice(0, 12)}… (${n.address}): ${
-                n.holders.length > 0
-                  ? n.holders.map(describeHolder).join(", ")
-                  : `placement group ${n.placementGroups.map((p) => p.slice(0, 12)).join(", ")}`
-              }`
-          )
-          .join("; ")}`
-      }),
-      Effect.orElseSucceed(() => "held by unknown (the GCS did not answer)"),
-      Effect.flatMap((why) => {
-        if (why === undefined || why === last) return Effect.void
-        last = why
-        return Effect.logInfo(`waiting for ${what}: ${why}`)
-      }),
-      Effect.repeat(contentionPoll)
-    )
-  })
+  reportWaiting(
+    gcsAddress,
+    `${request.nodes} nodes with ${request.servingSlot ? "serving_slot and " : ""}${request.gpus} GPU(s) each`,
+    (snapshot) => {
+      const held = slotHolders(snapshot).filter((n) => n.declared > 0 && (n.held > 0 || n.holders.length > 0))
+      if (held.length === 0) return undefined
+      return held
+        .map(
+          (n) =>
+            `node ${n.nodeId.slice(0, 12)}… (${n.address}): ${
+              n.holders.length > 0
+                ? n.holders.map(describeHolder).join(", ")
+                : `placement group ${n.placementGroups.map((p) => p.slice(0, 12)).join(", ")}`
+            }`
+        )
+        .join("; ")
+    }
+  )
 
 /**
  * Acquires a group for the enclosing scope: under the work permit, ensure the cluster can place

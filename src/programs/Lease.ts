@@ -106,23 +106,25 @@ export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest,
   return all.length === 0 ? undefined : all.join(", ")
 }
 
-/** While the actor waits to be scheduled, say so, and for whom, whenever that changes. */
-const reportContention = (
+/**
+ * While a lease or a group waits, looks at the cluster on the contention pace and says what it
+ * waits for and who holds it (`holderOf`), whenever that changes. Nothing while nobody visibly
+ * holds it, until `contentionQuietLooks` looks in a row found nobody. Marks `said.waited` once it
+ * has said anything.
+ */
+export const reportWaiting = (
   gcsAddress: string,
-  request: LeaseRequest,
-  session: LeaseSession,
-  said: { waited: boolean }
+  what: string,
+  holderOf: (snapshot: ClusterSnapshot) => string | undefined,
+  said: { waited: boolean } = { waited: false }
 ) =>
   Effect.gen(function* () {
     const inspector = yield* ClusterInspector
     let last: string | undefined
     let quietLooks = 0
-    const what = request.servingSlot
-      ? `serving_slot${request.gpus > 0 ? ` and ${request.gpus} GPU(s)` : ""}`
-      : `${request.gpus} GPU(s)`
     yield* inspector.snapshot(gcsAddress).pipe(
-      Effect.map((s) => describeHolder(s, request, session.actorId)),
-      Effect.map((holder) => {
+      Effect.map((snapshot) => {
+        const holder = holderOf(snapshot)
         quietLooks = holder === undefined ? quietLooks + 1 : 0
         if (holder !== undefined) return `held by ${holder}`
         return quietLooks >= contentionQuietLooks
@@ -139,6 +141,22 @@ const reportContention = (
       Effect.repeat(contentionPoll)
     )
   })
+
+/** While the actor waits to be scheduled, say so, and for whom, whenever that changes. */
+const reportContention = (
+  gcsAddress: string,
+  request: LeaseRequest,
+  session: LeaseSession,
+  said: { waited: boolean }
+) =>
+  reportWaiting(
+    gcsAddress,
+    request.servingSlot
+      ? `serving_slot${request.gpus > 0 ? ` and ${request.gpus} GPU(s)` : ""}`
+      : `${request.gpus} GPU(s)`,
+    (snapshot) => describeHolder(snapshot, request, session.actorId),
+    said
+  )
 
 /**
  * Acquires a serving lease for the enclosing scope (SPEC §5): under the work permit, ensure the
