@@ -1,24 +1,6 @@
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Data } from "effect"
-import type {
-  ClusterUnreachable,
-  EnsureRefused,
-  InvalidAddress,
-  InvalidSetting,
-  MultipleClusters,
-  NoClusterFound,
-  RayClusterInfeasible,
-  RayCommandFailed,
-  RayCommandTimeout,
-  RayNotFound
-} from "../domain/Errors.js"
-import type {
-  LeaseActorFailed,
-  LeaseBridgeProtocolError,
-  LeaseBridgeStartFailed,
-  LeaseRayInitFailed
-} from "../services/LeaseBridge.js"
-import type { LockHeld } from "../services/LockFile.js"
+import type { AttemptError } from "../programs/AttemptRunner.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
 import type { SessionNotFound } from "./commands/state.js"
 
@@ -91,25 +73,12 @@ export type Failure =
   | ExitWith
   | UsageError
   | SessionNotFound
-  | InvalidSetting
-  | InvalidAddress
-  | RayNotFound
-  | NoClusterFound
-  | ClusterUnreachable
-  | MultipleClusters
-  | RayCommandFailed
-  | RayCommandTimeout
-  | EnsureRefused
-  | LockHeld
-  | RayClusterInfeasible
+  // Everything a lease can fail with: settings, addresses, `ray`, the cluster, the lock, the bridge.
+  | AttemptError
   | StateCorrupt
   | StateFromFuture
   | SessionLocked
   | StateIoFailed
-  | LeaseBridgeStartFailed
-  | LeaseBridgeProtocolError
-  | LeaseRayInitFailed
-  | LeaseActorFailed
 
 /** One exit code per error tag: exhaustive (a missing or unknown tag is a type error). */
 const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
