@@ -21,7 +21,6 @@ import type {
   RayCommandTimeout,
   RayNotFound
 } from "../domain/Errors.js"
-import { keepTail } from "../domain/Text.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
 import type { ClusterInspector } from "../services/ClusterInspector.js"
 import type { GroupBridge } from "../services/GroupBridge.js"
@@ -31,7 +30,7 @@ import type { RayCli } from "../services/RayCli.js"
 import { Settings } from "../services/Settings.js"
 import type { LockHeld, WorkGate } from "../services/WorkGate.js"
 import { runGroupLeased } from "./Group.js"
-import { type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
+import { appendToTail, type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
 
 /** One attempt: the leased command, its environment, its timeout and its output callback. */
 export interface AttemptSpec extends LeaseRunSpec {
@@ -149,8 +148,6 @@ export class FakeAttemptRunnerLog extends Context.Tag("hyperloom/programs/Attemp
   Effect.Effect<FakeAttemptLog>
 >() {}
 
-const TAIL = 64 * 1024
-
 /**
  * A fake AttemptRunner following `script(spec, n)` for the n-th attempt (1-based, like attempt
  * numbers), plus FakeAttemptRunnerLog to read what happened. Writes result files through
@@ -169,7 +166,7 @@ export const layerTest = (
         if (fake.error !== undefined) return yield* Effect.fail(fake.error)
         const tails = { stdout: "", stderr: "" }
         for (const o of fake.output ?? []) {
-          tails[o.stream] = keepTail(`${tails[o.stream]}${o.line}\n`, TAIL)
+          tails[o.stream] = appendToTail(tails[o.stream], o.line)
           if (spec.onOutput !== undefined) yield* spec.onOutput(o)
         }
         if (fake.effect !== undefined) yield* fake.effect

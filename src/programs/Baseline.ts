@@ -81,6 +81,7 @@ import {
   type SessionState
 } from "../domain/State.js"
 import { applyAttempt, type Decision, STALL_LIMIT, stopByRun } from "../domain/StopRules.js"
+import { keepTail } from "../domain/Text.js"
 import { AttemptFiles, type AttemptFilesShape } from "../services/AttemptFiles.js"
 import { Enablement, type EnablementShape } from "../services/Enablement.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
@@ -462,8 +463,7 @@ const attemptSpec = (run: Run, { n, paths, output }: OpenAttempt): AttemptSpec =
     onOutput: (o: LeaseOutput) =>
       Effect.zipRight(
         Effect.sync(() => {
-          const kept = `${output[o.stream]}${o.line}\n`
-          output[o.stream] = kept.length > TAIL_CHARS ? kept.slice(-TAIL_CHARS) : kept
+          output[o.stream] = keepTail(`${output[o.stream]}${o.line}\n`, TAIL_CHARS)
           output.digest.add(o.stream, o.line)
           keepEvidence(output.evidence, o.line)
         }),

@@ -16,16 +16,13 @@ import {
   slotHolders
 } from "../domain/Group.js"
 import { contentionFirstLook } from "../domain/Schedules.js"
-import { keepTail } from "../domain/Text.js"
 import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
 import { RayCli } from "../services/RayCli.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { inspect } from "./Inspect.js"
-import { type LeaseRunResult, type LeaseRunSpec, reportWaiting, runLeased } from "./Lease.js"
-
-const TAIL = 64 * 1024
+import { appendToTail, type LeaseRunResult, type LeaseRunSpec, reportWaiting, runLeased } from "./Lease.js"
 
 /**
  * SPEC §3 for a group, for a caller holding the work permit: the cluster must answer (a group
@@ -157,7 +154,7 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
     const line = `${rankPrefix(o.rank)}${o.line}`
     return Effect.zipRight(
       Effect.sync(() => {
-        tails[o.stream] = keepTail(`${tails[o.stream]}${line}\n`, TAIL)
+        tails[o.stream] = appendToTail(tails[o.stream], line)
       }),
       spec.onOutput?.({ stream: o.stream, line }) ?? Effect.void
     )

@@ -47,7 +47,11 @@ export interface LeaseRunResult {
   readonly started: LeaseStarted | null
 }
 
+/** How much of each stream a lease's result keeps (its last characters). */
 const TAIL = 64 * 1024
+
+/** `tail` with one more output line, keeping the last characters a lease's result keeps. */
+export const appendToTail = (tail: string, line: string): string => keepTail(`${tail}${line}\n`, TAIL)
 
 /** `GPU`, or the names Ray gives it inside a placement group (`GPU_group_[i_]<pg>`). */
 const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWith("GPU_group_")
@@ -205,7 +209,7 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
   const onOutput = (o: LeaseOutput) =>
     Effect.zipRight(
       Effect.sync(() => {
-        tails[o.stream] = keepTail(`${tails[o.stream]}${o.line}\n`, TAIL)
+        tails[o.stream] = appendToTail(tails[o.stream], o.line)
       }),
       spec.onOutput?.(o) ?? Effect.void
     )
