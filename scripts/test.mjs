@@ -17,6 +17,13 @@ import { refusal } from "./host-ray.mjs"
 // Optional: "unit" or "ray", then test files of that project (`npm run test:ray -- test/ray/x.test.ts`).
 const only = process.argv[2]
 const chosen = process.argv.slice(3).map((f) => f.replace(/^(\.\/)?test\/ray\//, ""))
+const unknown = only === "ray" ? chosen.filter((f) => !existsSync(`test/ray/${f}`)) : []
+if (unknown.length > 0) {
+  process.stderr.write(
+    `npm test: no such real-Ray test file: ${unknown.join(", ")} (they are in test/ray/)\n`
+  )
+  process.exit(2)
+}
 
 /** Can each real-Ray test file get a host of its own? (HYPERLOOM_TEST_OWN_HOSTS=0: never.) */
 const ownHosts =
@@ -131,8 +138,9 @@ const rayTests = async () => {
       false,
       chosen.map((f) => `test/ray/${f}`)
     )
+  const nameOf = (f) => f.replace(/\.test\.ts$/, "")
   const rank = (f) => {
-    const i = RAY_FIRST.indexOf(f.replace(/\.test\.ts$/, ""))
+    const i = RAY_FIRST.indexOf(nameOf(f))
     return i < 0 ? RAY_FIRST.length : i
   }
   const queue = readdirSync("test/ray")
@@ -147,9 +155,8 @@ const rayTests = async () => {
   let allPassed = true
   const lane = async () => {
     for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
-      const name = f.replace(/\.test\.ts$/, "")
       const wrap = ["bash", "scripts/own-host.sh"]
-      const passed = await vitest("ray", true, [`test/ray/${f}`], wrap, `ray ${f}`, `ray-${name}`)
+      const passed = await vitest("ray", true, [`test/ray/${f}`], wrap, `ray ${f}`, `ray-${nameOf(f)}`)
       allPassed = passed && allPassed
     }
   }
