@@ -1,6 +1,6 @@
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { wantsSlot } from "../domain/Group.js"
+import { isSlotResource } from "../domain/Group.js"
 import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
 import { keepTail } from "../domain/Text.js"
@@ -90,13 +90,18 @@ const shortOf = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: s
 export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
   const short = shortOf(snapshot, request, ownActorId)
   if (!short.slot && !short.gpus) return undefined
+  // The slot or a GPU, also under a placement group's name for it (`serving_slot_group_…`).
   const wanted = (resources: Readonly<Record<string, number>>) =>
-    (short.slot && (resources.serving_slot ?? 0) > 0) ||
-    (short.gpus && Object.entries(resources).some(([k, v]) => v > 0 && isGpuResource(k)))
-  const wants = (a: ClusterSnapshot["actors"][number]) =>
-    (short.slot && wantsSlot(a)) || wanted(a.requiredResources)
+    Object.entries(resources).some(
+      ([k, v]) => v > 0 && ((short.slot && isSlotResource(k)) || (short.gpus && isGpuResource(k)))
+    )
   const holders = snapshot.actors
-    .filter((a) => a.actorId !== ownActorId && (a.state === "ALIVE" || a.state === "RESTARTING") && wants(a))
+    .filter(
+      (a) =>
+        a.actorId !== ownActorId &&
+        (a.state === "ALIVE" || a.state === "RESTARTING") &&
+        wanted(a.requiredResources)
+    )
     .map((a) => {
       const job = snapshot.jobs.find((j) => j.jobId === a.jobId)
       const driver = job && !job.isDead ? `, driver pid ${job.driverPid}` : ""
