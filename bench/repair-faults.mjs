@@ -8,7 +8,7 @@
 //     and no two repair windows (final guard check → restarted head, timed as the log lines
 //     arrive) overlap.
 // Needs `npm run build` first; starts and stops its own heads (`ray stop --force`): run it on a
-// disposable host (inside /work-style isolation, e.g. a private PID/network namespace).
+// disposable host, or on a host of its own: `bash scripts/own-host.sh node bench/repair-faults.mjs`.
 //
 //   node bench/repair-faults.mjs [rounds per fault]     (default 5: 15 kills and 5 races)
 import { spawn, spawnSync } from "node:child_process"

@@ -103,7 +103,7 @@ const setup = (s: Setup) => {
     request: { gpus: 1, servingSlot: true },
     argv: ["bench", "--model", "m"],
     env: { PATH: "/usr/bin" },
-    cwd: "/work",
+    cwd: "/srv/bench",
     onOutput: (line) => Effect.sync(() => lines.push(line)),
     ...extra
   })
@@ -692,7 +692,7 @@ describe("Baseline.run on the live AttemptRunner (the lease program over the pac
     request: { gpus: 1, servingSlot: true },
     argv: ["bench"],
     env: {},
-    cwd: "/work",
+    cwd: "/srv/bench",
     onOutput: () => Effect.void
   }
   const loadState = Effect.flatMap(StateStore.StateStore, (store) => store.load(SESSION)).pipe(
@@ -1009,7 +1009,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
           request: { gpus: 2, servingSlot: true },
           argv: ["vllm", "bench", "serve"],
           env: {},
-          cwd: "/work",
+          cwd: "/srv/bench",
           onOutput: () => Effect.void,
           serving,
           version: "9.9.9"
@@ -1071,7 +1071,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
         request: { gpus: 1, servingSlot: true },
         argv: ["vllm", "bench", "serve"],
         env: {},
-        cwd: "/work",
+        cwd: "/srv/bench",
         onOutput: () => Effect.void,
         serving
       })
