@@ -119,6 +119,25 @@ describe("a host of its own (scripts/own-host.sh, where npm test runs each real-
     assert.deepStrictEqual(nets, ["lo"])
   })
 
+  it("runs in a working directory under /tmp (a clone in /tmp/x): reads and writes it there, sees no other part of the host's /tmp", (ctx) => {
+    if (!available) ctx.skip()
+    const dir = fs.mkdtempSync("/tmp/hyperloom-own-host-")
+    made.push(dir)
+    fs.writeFileSync(path.join(dir, "in"), "from the host\n")
+    const r = spawnSync(
+      "bash",
+      [path.join(root, "scripts/own-host.sh"), "sh", "-c", "pwd; cat in; ls -A /tmp; echo back > out"],
+      {
+        cwd: dir,
+        encoding: "utf8",
+        timeout: 20_000
+      }
+    )
+    assert.strictEqual(r.status, 0, r.stderr)
+    assert.deepStrictEqual(r.stdout.trim().split("\n"), [dir, "from the host", path.basename(dir)])
+    assert.strictEqual(fs.readFileSync(path.join(dir, "out"), "utf8"), "back\n")
+  })
+
   it("kills what was left running inside when the command ends", (ctx) => {
     if (!available) ctx.skip()
     const marker = `${(process.pid % 1000) + 7}.25`
