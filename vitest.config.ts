@@ -9,8 +9,17 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/**/*.test.ts"],
-          exclude: ["test/ray/**", "node_modules/**"],
+          exclude: ["test/ray/**", "test/consumer/**", "node_modules/**"],
           testTimeout: 20_000
+        }
+      },
+      {
+        // installs the packed package into a consumer project (needs the build and the registry)
+        test: {
+          name: "consumer",
+          include: ["test/consumer/**/*.test.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 300_000
         }
       },
       {

@@ -182,7 +182,10 @@ if (only === "ray") {
       counts.failed += 1
       failures.push("ray lane: Ray setup, the build or the bundle smoke test failed (see above)")
     }
-    return (await rayTests()) && fine
+    // The packed package in a consumer project (needs the build; mostly waits on npm): beside the
+    // real-Ray tests, which mostly wait on Ray.
+    const [rayOk, consumerOk] = await Promise.all([rayTests(), vitest("consumer", true)])
+    return rayOk && consumerOk && fine
   })()
   const checkLane = (async () => {
     let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)

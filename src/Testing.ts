@@ -55,6 +55,43 @@ export const idleHead = (
   }
 }
 
+/**
+ * The Ray daemons /proc shows for a snapshot's alive nodes, as if they ran on this host: each
+ * head's `gcs_server` (with its GCS port) and every node's `raylet` (its node id, the GCS address,
+ * `--head` on the head). The default `processes` of `layer`, so that the repair guards that read
+ * /proc (`one_local_node`, `only_our_daemons`) hold on the default head. Pids from `firstPid` on.
+ */
+export const headDaemons = (snapshot: ClusterSnapshot = idleHead(), firstPid = 100): Array<ProcessInfo> => {
+  const port = snapshot.gcsAddress.split(":").at(-1)!
+  const alive = snapshot.nodes.filter((n) => n.state === "ALIVE")
+  let pid = firstPid
+  const processes: Array<ProcessInfo> = []
+  if (alive.some((n) => n.isHead)) {
+    processes.push({
+      pid: pid++,
+      ppid: 1,
+      comm: "gcs_server",
+      argv: ["/ray/gcs_server", `--gcs_server_port=${port}`],
+      state: "S"
+    })
+  }
+  for (const n of alive) {
+    processes.push({
+      pid: pid++,
+      ppid: 1,
+      comm: "raylet",
+      argv: [
+        "/ray/raylet",
+        `--node_id=${n.nodeId}`,
+        `--gcs-address=${snapshot.gcsAddress}`,
+        ...(n.isHead ? ["--head"] : [])
+      ],
+      state: "S"
+    })
+  }
+  return processes
+}
+
 export interface Options {
   /** What the GCS shows (default: `idleHead()`); `snapshots` for several addresses or a function. */
   readonly snapshot?: ClusterSnapshot
@@ -67,7 +104,7 @@ export interface Options {
   readonly rayCli?: RayCli.TestScript
   /** Receives every `ray` call. */
   readonly rayCalls?: Array<RayCli.RayCliCall>
-  /** The host's processes (default: none). */
+  /** The host's processes (default: `headDaemons(snapshot)`, the test cluster's own daemons). */
   readonly processes?: ReadonlyArray<ProcessInfo>
   readonly settings?: Partial<Settings.SettingsShape>
   /** Seeds state files by session directory. */
@@ -91,7 +128,7 @@ export const layer = (options: Options = {}) => {
   }
   const services = Layer.mergeAll(
     RayCli.layerTest(options.rayCli, options.rayCalls),
-    ProcFs.layerTest(options.processes ?? []),
+    ProcFs.layerTest(options.processes ?? headDaemons(options.snapshot ?? idleHead())),
     ClusterInspector.layerTest(inspector),
     // the same cluster, for a program that reads the GCS directly
     GcsClient.layerTest(inspector),

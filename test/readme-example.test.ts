@@ -1,13 +1,13 @@
 /**
  * The README's "testing a program built on hyperloom" example, run as a test. The block between
  * the markers below must equal the README's block (imports from "hyperloom" there, from the
- * source here): the first test checks that, the example's own test runs it.
+ * source here), imports and all, so that the README's block compiles as written: the first test
+ * checks that, the example's own test runs it.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { assert, describe, it } from "@effect/vitest"
-
 // --- README example start
+import { assert, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Lease, LeaseBridge, Testing } from "../src/index.js"
 
@@ -32,13 +32,11 @@ it.effect("reports a benchmark that fails under its lease", () =>
 )
 // --- README example end
 
-describe("the README example", () => {
-  it("is the README's block, verbatim", () => {
-    const self = fs.readFileSync(import.meta.filename, "utf8")
-    const mine = self.split("// --- README example start\n")[1]!.split("// --- README example end")[0]!
-    const readme = fs.readFileSync(path.join(import.meta.dirname, "..", "README.md"), "utf8")
-    const block = /<!-- readme-example -->\n```ts\n([\s\S]*?)```/.exec(readme)?.[1]
-    assert.isDefined(block, "README.md has no <!-- readme-example --> block")
-    assert.strictEqual(block, mine.replace('from "../src/index.js"', 'from "hyperloom"'))
-  })
+it("the README example is the README's block, verbatim", () => {
+  const self = fs.readFileSync(import.meta.filename, "utf8")
+  const mine = self.split("// --- README example start\n")[1]!.split("// --- README example end")[0]!
+  const readme = fs.readFileSync(path.join(import.meta.dirname, "..", "README.md"), "utf8")
+  const block = /<!-- readme-example -->\n```ts\n([\s\S]*?)```/.exec(readme)?.[1]
+  assert.isDefined(block, "README.md has no <!-- readme-example --> block")
+  assert.strictEqual(block, mine.replace('from "../src/index.js"', 'from "hyperloom"'))
 })

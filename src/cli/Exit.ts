@@ -35,7 +35,7 @@ export const EXIT_CODES_HELP = `Exit codes:
   1    internal error (a bug: please report it)
   2    bad usage: an unknown or invalid option, a missing \`-- CMD\`, an invalid RAY_ADDRESS or
        HYPERLOOM_* setting (nothing runs)
-  3    no ray executable found (set HYPERLOOM_RAY or run scripts/setup-ray.sh)
+  3    no ray executable found (pip install -U "ray==2.58.0", then put ray on PATH or set HYPERLOOM_RAY)
   4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
   5    a ray command failed or did not finish in time
   6    ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons),

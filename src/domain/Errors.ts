@@ -50,7 +50,7 @@ export class RayNotFound extends Data.TaggedError("RayNotFound")<{
   override get message(): string {
     return this.what === "python"
       ? `no Python of the Ray installation found (looked at ${this.searched.join(", ")}); set HYPERLOOM_RAY_PYTHON to it`
-      : `no ray executable found (looked at ${this.searched.join(", ")}); set HYPERLOOM_RAY to the ray executable or run scripts/setup-ray.sh`
+      : `no ray executable found (looked at ${this.searched.join(", ")}); install Ray core as Ray documents it (pip install -U "ray==2.58.0", in a virtualenv) and put its ray on PATH, or set HYPERLOOM_RAY to the ray executable`
   }
 }
 

@@ -717,7 +717,12 @@ describe("Baseline.run on the live AttemptRunner (the lease program over the pac
         // never an enablement round, never a lease actor
         assert.strictEqual(report.state.enablement.attempts, 0)
         assert.strictEqual((yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened.length, 0)
-      }).pipe(Effect.provide(quiet(Testing.layer({ snapshot: Testing.idleHead({ CPU: 8, GPU: 1 }) }))))
+      }).pipe(
+        // no raylet of the head in /proc: one_local_node refuses the repair
+        Effect.provide(
+          quiet(Testing.layer({ snapshot: Testing.idleHead({ CPU: 8, GPU: 1 }), processes: [] }))
+        )
+      )
   )
 
   it.effect(
