@@ -1,0 +1,599 @@
+/**
+ * A sweep session (SPEC §12): the persisted document `<session>/sweep.json`, the bookkeeping of
+ * combinations, points and runs, the per-combination summary and the best, and `summary.csv`.
+ * Pure: the program (programs/Sweep.ts) decides when; this file decides what.
+ *
+ * Shape (schema_version 1):
+ * - `experiment`: what identifies the experiment (Sweep/Identity.ts) — a resume must match it;
+ * - `combinations[]`: one per server combination (the Cartesian product of `--param`, first param
+ *   slowest), each with its expanded server command line, its engine starts (one lease each),
+ *   its status and its `points[]` (grid: every load, ascending, from the start; search: appended
+ *   as the search evaluates them);
+ * - a point: its load, expanded client argv, status (`pending`, `running`, `ok`, `slo_failed`,
+ *   `failed`, `not_run`), its runs (one per repeat, plus a retry of a failed run), the
+ *   median/min/max of every metric over its measured repeats and the SLO verdicts on the medians;
+ * - `summary`: per combination its largest SLO-passing load and peak, and the best (or the tie).
+ *
+ * A run is written before its client starts (`ended_at: null`); a run or engine start found open
+ * on load was in flight when the process died: `recoverInterrupted` marks it `interrupted`, moves
+ * the point's runs to `interrupted_runs` and makes the point pending again, so the point in flight
+ * is run again and no finished point ever is.
+ */
+import { Either, ParseResult, Schema } from "effect"
+import { FAILURE_CLASSES, type FailureClass } from "./Failure.js"
+import { METRIC_KEYS, type MetricKey, type Metrics } from "./Results.js"
+import { AttemptMetrics, IsoTimestamp } from "./State.js"
+import { type Candidate, chooseBest, type MetricStats, mediansOf, statsOf } from "./Sweep/Best.js"
+import {
+  ascendingLoads,
+  type Combination,
+  combinations,
+  comboLabel,
+  loadNumber,
+  shellLine,
+  substitute
+} from "./Sweep/Grid.js"
+import type { Experiment } from "./Sweep/Identity.js"
+import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
+import { oneLine } from "./Text.js"
+
+export * from "./Sweep/Best.js"
+export * from "./Sweep/Grid.js"
+export * from "./Sweep/Identity.js"
+export * from "./Sweep/Search.js"
+export * from "./Sweep/Slo.js"
+
+export const SWEEP_FILE = "sweep.json"
+export const SUMMARY_CSV = "summary.csv"
+export const SWEEP_SCHEMA_VERSION = 1
+
+const lit = <const L extends ReadonlyArray<string>>(...values: L) =>
+  Schema.Literal(...values).annotations({
+    message: (issue) => ({
+      message: `expected one of ${values.join(", ")}, got ${JSON.stringify(issue.actual)}`,
+      override: true
+    })
+  })
+
+export const SweepStatus = lit("running", "done", "stopped", "cancelled")
+export type SweepStatus = typeof SweepStatus.Type
+export const SweepStopReason = lit(
+  "ray_cluster_infeasible",
+  "session_time_exhausted",
+  "orchestrator_cancelled"
+)
+export type SweepStopReason = typeof SweepStopReason.Type
+export const CombinationStatus = lit("pending", "running", "done", "infeasible", "failed", "engine_died")
+export type CombinationStatus = typeof CombinationStatus.Type
+export const PointStatus = lit("pending", "running", "ok", "slo_failed", "failed", "not_run")
+export type PointStatus = typeof PointStatus.Type
+export const RunStatus = lit("ok", "failed", "interrupted")
+const FailureClassSchema = lit(...FAILURE_CLASSES)
+
+const Stat = Schema.Struct({ median: Schema.Finite, min: Schema.Finite, max: Schema.Finite })
+export const MetricStatsSchema = Schema.Struct(
+  Object.fromEntries(METRIC_KEYS.map((k) => [k, Schema.optional(Stat)])) as {
+    readonly [K in MetricKey]: Schema.optional<typeof Stat>
+  }
+)
+
+export const RunRecord = Schema.Struct({
+  /** 1…repeats. */
+  repeat: Schema.Int.pipe(Schema.positive()),
+  /** 1, or 2 for the retry of a failed run. */
+  try: Schema.Int.pipe(Schema.positive()),
+  dir: Schema.String,
+  client_argv: Schema.Array(Schema.String),
+  started_at: IsoTimestamp,
+  ended_at: Schema.NullOr(IsoTimestamp),
+  status: Schema.NullOr(RunStatus),
+  class: Schema.NullOr(FailureClassSchema),
+  error: Schema.NullOr(Schema.String),
+  exit_code: Schema.NullOr(Schema.Int),
+  runtime_sec: Schema.NullOr(Schema.Finite),
+  throughput: Schema.NullOr(Schema.Finite),
+  metrics: Schema.NullOr(AttemptMetrics),
+  /** The engine died while this run's client ran. */
+  engine_died: Schema.Boolean
+})
+export type RunRecord = typeof RunRecord.Type
+
+const SloVerdictSchema = Schema.Struct({
+  slo: Schema.String,
+  value: Schema.NullOr(Schema.Finite),
+  ok: Schema.Boolean
+})
+
+export const PointRecord = Schema.Struct({
+  load: Schema.String,
+  status: PointStatus,
+  class: Schema.NullOr(FailureClassSchema),
+  error: Schema.NullOr(Schema.String),
+  /** The client's argv with every placeholder filled ($HYPERLOOM_* are the runner's). */
+  client_argv: Schema.Array(Schema.String),
+  runs: Schema.Array(RunRecord),
+  /** Runs of earlier tries of this point, left in flight by a process that died. */
+  interrupted_runs: Schema.Array(RunRecord),
+  stats: MetricStatsSchema,
+  slo: Schema.Array(SloVerdictSchema)
+})
+export type PointRecord = typeof PointRecord.Type
+
+export const EngineStart = Schema.Struct({
+  number: Schema.Int.pipe(Schema.positive()),
+  dir: Schema.String,
+  started_at: IsoTimestamp,
+  ended_at: Schema.NullOr(IsoTimestamp),
+  ready_sec: Schema.NullOr(Schema.Finite),
+  /** `ready` once it served; `failed` before ready; `interrupted` when a dead process left it open. */
+  outcome: Schema.NullOr(lit("ready", "failed", "interrupted")),
+  class: Schema.NullOr(FailureClassSchema),
+  error: Schema.NullOr(Schema.String)
+})
+export type EngineStart = typeof EngineStart.Type
+
+export const CombinationRecord = Schema.Struct({
+  index: Schema.NonNegativeInt,
+  params: Schema.Record({ key: Schema.String, value: Schema.String }),
+  /** The server command line with the params filled in (run with `sh -c`). */
+  server_cmd: Schema.String,
+  status: CombinationStatus,
+  class: Schema.NullOr(FailureClassSchema),
+  error: Schema.NullOr(Schema.String),
+  engine_starts: Schema.Array(EngineStart),
+  points: Schema.Array(PointRecord)
+})
+export type CombinationRecord = typeof CombinationRecord.Type
+
+const ParamSchema = Schema.Struct({ name: Schema.String, values: Schema.Array(Schema.String) })
+const LoadSchema = Schema.Union(
+  Schema.Struct({ kind: Schema.Literal("points"), name: Schema.String, values: Schema.Array(Schema.String) }),
+  Schema.Struct({
+    kind: Schema.Literal("search"),
+    name: Schema.String,
+    max: Schema.Int.pipe(Schema.positive())
+  })
+)
+
+export const ExperimentRecord = Schema.Struct({
+  server: Schema.String,
+  client: Schema.Array(Schema.String),
+  params: Schema.Array(ParamSchema),
+  load: LoadSchema,
+  slos: Schema.Array(Schema.String),
+  repeats: Schema.Int.pipe(Schema.positive()),
+  gpus: Schema.NonNegativeInt,
+  nodes: Schema.Int.pipe(Schema.positive())
+})
+export type ExperimentRecord = typeof ExperimentRecord.Type
+
+const CombinationSummary = Schema.Struct({
+  index: Schema.NonNegativeInt,
+  label: Schema.String,
+  status: CombinationStatus,
+  largest_passing_load: Schema.NullOr(Schema.String),
+  peak_output_throughput: Schema.NullOr(Schema.Finite),
+  points: Schema.NonNegativeInt
+})
+
+const BestRecord = Schema.Struct({
+  combination: Schema.NonNegativeInt,
+  label: Schema.String,
+  load: Schema.String,
+  output_throughput: Schema.Finite,
+  spread: Schema.Finite,
+  /** Both complete: the server's `sh -c` string and the client's command line, ready to paste. */
+  server_cmd: Schema.String,
+  client_cmd: Schema.String
+})
+
+export const SweepSummary = Schema.Struct({
+  combinations: Schema.Array(CombinationSummary),
+  /** `best` with a winner; `tie` when noise cannot tell (R ≥ 2); `none` when no point met every SLO. */
+  verdict: lit("best", "tie", "none"),
+  best: Schema.NullOr(BestRecord),
+  tied_with: Schema.Array(BestRecord)
+})
+export type SweepSummary = typeof SweepSummary.Type
+
+export const SweepDoc = Schema.Struct({
+  schema_version: Schema.Literal(SWEEP_SCHEMA_VERSION),
+  kind: Schema.Literal("hyperloom.sweep"),
+  status: SweepStatus,
+  stop_reason: Schema.NullOr(SweepStopReason),
+  stop_error: Schema.NullOr(Schema.String),
+  created_at: IsoTimestamp,
+  updated_at: IsoTimestamp,
+  experiment: ExperimentRecord,
+  combinations: Schema.Array(CombinationRecord),
+  summary: SweepSummary
+})
+export type SweepDoc = typeof SweepDoc.Type
+
+// ---------------------------------------------------------------------------------------------
+// Reading and writing
+
+export type SweepProblem =
+  | { readonly kind: "corrupt"; readonly detail: string }
+  | { readonly kind: "future"; readonly version: number }
+
+const decode = Schema.decodeUnknownEither(SweepDoc)
+const encode = Schema.encodeSync(SweepDoc)
+
+export const parseSweep = (text: string): Either.Either<SweepDoc, SweepProblem> => {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (e) {
+    return Either.left({
+      kind: "corrupt",
+      detail: `invalid JSON: ${oneLine(String((e as Error).message ?? e))}`
+    })
+  }
+  const v = (json as { schema_version?: unknown } | null)?.schema_version
+  if (typeof v === "number" && Number.isInteger(v) && v > SWEEP_SCHEMA_VERSION)
+    return Either.left({ kind: "future", version: v })
+  return Either.mapLeft(decode(json), (e) => ({
+    kind: "corrupt" as const,
+    detail: oneLine(ParseResult.TreeFormatter.formatErrorSync(e))
+  }))
+}
+
+export const renderSweep = (doc: SweepDoc): string => `${JSON.stringify(encode(doc), null, 2)}\n`
+
+// ---------------------------------------------------------------------------------------------
+// The experiment
+
+export const experimentRecord = (e: Experiment): ExperimentRecord => ({
+  server: e.server,
+  client: [...e.client],
+  params: e.params.map((p) => ({ name: p.name, values: [...p.values] })),
+  load: e.load.kind === "points" ? { ...e.load, values: [...e.load.values] } : { ...e.load },
+  slos: e.slos.map(renderSlo),
+  repeats: e.repeats,
+  gpus: e.gpus,
+  nodes: e.nodes
+})
+
+export const experimentOf = (r: ExperimentRecord): Experiment => ({
+  ...r,
+  slos: r.slos.flatMap((s) => {
+    const p = parseSlo(s)
+    return p.ok ? [p.slo] : []
+  })
+})
+
+/** The client argv of a point: params and the load filled in. */
+export const clientArgvOf = (e: ExperimentRecord, params: Combination, load: string): Array<string> =>
+  e.client.map((a) => substitute(a, { ...params, [e.load.name]: load }))
+
+const newPoint = (e: ExperimentRecord, params: Combination, load: string): PointRecord => ({
+  load,
+  status: "pending",
+  class: null,
+  error: null,
+  client_argv: clientArgvOf(e, params, load),
+  runs: [],
+  interrupted_runs: [],
+  stats: {},
+  slo: []
+})
+
+/** A new sweep: every combination pending; grid points laid out (ascending), search points to come. */
+export const initialSweep = (experiment: Experiment, now: string): SweepDoc => {
+  const e = experimentRecord(experiment)
+  const loads = e.load.kind === "points" ? ascendingLoads(e.load.values) : []
+  const doc: SweepDoc = {
+    schema_version: SWEEP_SCHEMA_VERSION,
+    kind: "hyperloom.sweep",
+    status: "running",
+    stop_reason: null,
+    stop_error: null,
+    created_at: now,
+    updated_at: now,
+    experiment: e,
+    combinations: combinations(e.params).map((params, index) => ({
+      index,
+      params,
+      server_cmd: substitute(e.server, params),
+      status: "pending",
+      class: null,
+      error: null,
+      engine_starts: [],
+      points: loads.map((l) => newPoint(e, params, l))
+    })),
+    summary: { combinations: [], verdict: "none", best: null, tied_with: [] }
+  }
+  return withSummary(doc)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bookkeeping
+
+const FINAL_POINT: ReadonlySet<PointStatus> = new Set(["ok", "slo_failed", "failed", "not_run"])
+const FINAL_COMBINATION: ReadonlySet<CombinationStatus> = new Set([
+  "done",
+  "infeasible",
+  "failed",
+  "engine_died"
+])
+
+export const isFinalPoint = (p: PointRecord) => FINAL_POINT.has(p.status)
+export const isFinalCombination = (c: CombinationRecord) => FINAL_COMBINATION.has(c.status)
+
+const mapCombination = (
+  doc: SweepDoc,
+  index: number,
+  f: (c: CombinationRecord) => CombinationRecord
+): SweepDoc => ({
+  ...doc,
+  combinations: doc.combinations.map((c) => (c.index === index ? f(c) : c))
+})
+
+const mapPoint = (doc: SweepDoc, index: number, load: string, f: (p: PointRecord) => PointRecord): SweepDoc =>
+  mapCombination(doc, index, (c) => ({ ...c, points: c.points.map((p) => (p.load === load ? f(p) : p)) }))
+
+/** Runs and engine starts a dead process left open become `interrupted`; their points and combinations pending. */
+export const recoverInterrupted = (doc: SweepDoc, now: string): SweepDoc => {
+  const combos = doc.combinations.map((c) => ({
+    ...c,
+    status: c.status === "running" ? ("pending" as const) : c.status,
+    engine_starts: c.engine_starts.map((s) =>
+      s.ended_at === null ? { ...s, ended_at: now, outcome: "interrupted" as const } : s
+    ),
+    points: c.points.map((p) =>
+      p.status === "running" || (p.status === "pending" && p.runs.length > 0)
+        ? {
+            ...p,
+            status: "pending" as const,
+            interrupted_runs: [
+              ...p.interrupted_runs,
+              ...p.runs.map((r) =>
+                r.ended_at === null ? { ...r, ended_at: now, status: "interrupted" as const } : r
+              )
+            ],
+            runs: []
+          }
+        : p
+    )
+  }))
+  return { ...doc, combinations: combos }
+}
+
+/** How many interrupted runs and engine starts `recoverInterrupted` would mark. */
+export const inFlight = (doc: SweepDoc): number =>
+  doc.combinations.reduce(
+    (n, c) =>
+      n +
+      c.engine_starts.filter((s) => s.ended_at === null).length +
+      c.points.reduce((m, p) => m + p.runs.filter((r) => r.ended_at === null).length, 0),
+    0
+  )
+
+export const setSweepStatus = (
+  doc: SweepDoc,
+  status: SweepStatus,
+  reason: SweepStopReason | null,
+  error: string | null,
+  now: string
+): SweepDoc => ({ ...doc, status, stop_reason: reason, stop_error: error, updated_at: now })
+
+/**
+ * Reopens a sweep that did not finish (cancelled, past its deadline, stopped by an infeasible
+ * cluster that may have been fixed since): a later run resumes it. A finished sweep stays as it is.
+ */
+export const reopen = (doc: SweepDoc): SweepDoc =>
+  doc.status === "done" ? doc : { ...doc, status: "running", stop_reason: null, stop_error: null }
+
+export const setCombination = (
+  doc: SweepDoc,
+  index: number,
+  patch: Partial<Pick<CombinationRecord, "status" | "class" | "error">>
+): SweepDoc => mapCombination(doc, index, (c) => ({ ...c, ...patch }))
+
+export const beginEngine = (doc: SweepDoc, index: number, dir: string, now: string): SweepDoc =>
+  mapCombination(doc, index, (c) => ({
+    ...c,
+    status: "running",
+    engine_starts: [
+      ...c.engine_starts,
+      {
+        number: c.engine_starts.length + 1,
+        dir,
+        started_at: now,
+        ended_at: null,
+        ready_sec: null,
+        outcome: null,
+        class: null,
+        error: null
+      }
+    ]
+  }))
+
+/** Updates the combination's last engine start. */
+export const updateEngine = (doc: SweepDoc, index: number, patch: Partial<EngineStart>): SweepDoc =>
+  mapCombination(doc, index, (c) => ({
+    ...c,
+    engine_starts: c.engine_starts.map((s, i) => (i === c.engine_starts.length - 1 ? { ...s, ...patch } : s))
+  }))
+
+/** Appends a point (search mode); no-op when the load is already there. */
+export const addPoint = (doc: SweepDoc, index: number, load: string): SweepDoc =>
+  mapCombination(doc, index, (c) =>
+    c.points.some((p) => p.load === load)
+      ? c
+      : { ...c, points: [...c.points, newPoint(doc.experiment, c.params, load)] }
+  )
+
+export const beginRun = (
+  doc: SweepDoc,
+  index: number,
+  load: string,
+  run: Pick<RunRecord, "repeat" | "try" | "dir" | "client_argv" | "started_at">
+): SweepDoc =>
+  mapPoint(doc, index, load, (p) => ({
+    ...p,
+    status: "running",
+    runs: [
+      ...p.runs,
+      {
+        ...run,
+        ended_at: null,
+        status: null,
+        class: null,
+        error: null,
+        exit_code: null,
+        runtime_sec: null,
+        throughput: null,
+        metrics: null,
+        engine_died: false
+      }
+    ]
+  }))
+
+export const finishRun = (
+  doc: SweepDoc,
+  index: number,
+  load: string,
+  patch: Omit<RunRecord, "repeat" | "try" | "dir" | "client_argv" | "started_at">
+): SweepDoc =>
+  mapPoint(doc, index, load, (p) => ({
+    ...p,
+    runs: p.runs.map((r, i) => (i === p.runs.length - 1 ? { ...r, ...patch } : r))
+  }))
+
+/**
+ * Ends a point: `failed` with the class and error of its failed run; else its stats over the ok
+ * runs and the SLO verdicts on their medians (`ok` or `slo_failed`).
+ */
+export const finishPoint = (
+  doc: SweepDoc,
+  index: number,
+  load: string,
+  failure?: { readonly class: FailureClass | null; readonly error: string | null }
+): SweepDoc =>
+  mapPoint(doc, index, load, (p) => {
+    const measured = p.runs
+      .filter((r) => r.status === "ok" && r.metrics !== null)
+      .map((r) => r.metrics as Metrics)
+    const stats = statsOf(measured)
+    if (failure !== undefined)
+      return { ...p, status: "failed", class: failure.class, error: failure.error, stats }
+    const slo = judgeSlos(experimentOf(doc.experiment).slos, mediansOf(stats))
+    return {
+      ...p,
+      status: allHold(slo) ? "ok" : "slo_failed",
+      class: null,
+      error: null,
+      stats,
+      slo: [...slo]
+    }
+  })
+
+/** Every pending point of a combination becomes `not_run` (the combination ended before them). */
+export const skipRemaining = (doc: SweepDoc, index: number): SweepDoc =>
+  mapCombination(doc, index, (c) => ({
+    ...c,
+    points: c.points.map((p) => (isFinalPoint(p) ? p : { ...p, status: "not_run" as const }))
+  }))
+
+// ---------------------------------------------------------------------------------------------
+// The summary and the best
+
+const throughputStat = (p: PointRecord) => p.stats.output_throughput
+
+/** The combination's largest SLO-passing load (by load value) and its peak measured throughput. */
+export const combinationSummary = (c: CombinationRecord) => {
+  const ok = c.points.filter((p) => p.status === "ok")
+  const largest =
+    ok.length === 0 ? null : ok.reduce((a, b) => (loadNumber(b.load) > loadNumber(a.load) ? b : a)).load
+  const measured = c.points.flatMap((p) => {
+    const t = throughputStat(p)
+    return (p.status === "ok" || p.status === "slo_failed") && t !== undefined ? [t.median] : []
+  })
+  return {
+    index: c.index,
+    label: comboLabel(c.params),
+    status: c.status,
+    largest_passing_load: largest,
+    peak_output_throughput: measured.length === 0 ? null : Math.max(...measured),
+    points: c.points.length
+  }
+}
+
+/** The exact, runnable command lines of a point. */
+const bestRecord = (doc: SweepDoc, cand: Candidate) => {
+  const c = doc.combinations.find((x) => x.index === cand.combination)!
+  const p = c.points[cand.point]!
+  return {
+    combination: c.index,
+    label: comboLabel(c.params),
+    load: p.load,
+    output_throughput: cand.throughput,
+    spread: cand.spread,
+    server_cmd: c.server_cmd,
+    client_cmd: shellLine(p.client_argv)
+  }
+}
+
+export const candidatesOf = (doc: SweepDoc): ReadonlyArray<Candidate> =>
+  doc.combinations.flatMap((c) =>
+    c.points.flatMap((p, point) => {
+      const t = throughputStat(p)
+      return p.status === "ok" && t !== undefined
+        ? [{ combination: c.index, point, throughput: t.median, spread: t.max - t.min }]
+        : []
+    })
+  )
+
+/** The document with its summary recomputed (every save goes through this). */
+export const withSummary = (doc: SweepDoc): SweepDoc => {
+  const verdict = chooseBest(candidatesOf(doc), doc.experiment.repeats)
+  return {
+    ...doc,
+    summary: {
+      combinations: doc.combinations.map(combinationSummary),
+      verdict: verdict._tag,
+      best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
+      tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// summary.csv
+
+const csvCell = (v: string | number | null | undefined): string => {
+  if (v === null || v === undefined) return ""
+  const s = String(v)
+  return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s
+}
+
+/** One row per point: the combination, its params, the load, status, runs, and median/min/max per metric. */
+export const renderSummaryCsv = (doc: SweepDoc): string => {
+  const paramNames = doc.experiment.params.map((p) => p.name)
+  const header = [
+    "combination",
+    ...paramNames,
+    doc.experiment.load.name,
+    "status",
+    "class",
+    "runs_ok",
+    ...METRIC_KEYS.flatMap((k) => [`${k}_median`, `${k}_min`, `${k}_max`])
+  ]
+  const rows = doc.combinations.flatMap((c) =>
+    c.points.map((p) => [
+      c.index,
+      ...paramNames.map((n) => c.params[n] ?? ""),
+      p.load,
+      p.status,
+      p.class,
+      p.runs.filter((r) => r.status === "ok").length,
+      ...METRIC_KEYS.flatMap((k) => {
+        const s = (p.stats as MetricStats)[k]
+        return s === undefined ? [null, null, null] : [s.median, s.min, s.max]
+      })
+    ])
+  )
+  return `${[header, ...rows].map((r) => r.map(csvCell).join(",")).join("\n")}\n`
+}

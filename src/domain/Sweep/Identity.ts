@@ -1,0 +1,55 @@
+/**
+ * What makes two `sweep run` invocations the same experiment (SPEC §12): the server string, the
+ * client's argv, the grid (params with their values, in order), the load points or the search, the
+ * SLOs, the repeats and the lease's shape (GPUs, nodes). Resuming a session with any of them
+ * changed would mix two experiments' points: it is refused, naming each difference. Operational
+ * options (`--between`, `--point-timeout`, `--ready-*`, `--deadline`) may change between runs. Pure.
+ */
+import type { LoadSpec, Param } from "./Grid.js"
+import { renderSlo, type Slo } from "./Slo.js"
+
+export interface Experiment {
+  readonly server: string
+  readonly client: ReadonlyArray<string>
+  readonly params: ReadonlyArray<Param>
+  readonly load: LoadSpec
+  readonly slos: ReadonlyArray<Slo>
+  readonly repeats: number
+  readonly gpus: number
+  readonly nodes: number
+}
+
+export interface Difference {
+  /** The option that differs, as the user wrote it (`--server`, `--param`, …). */
+  readonly field: string
+  readonly was: string
+  readonly now: string
+}
+
+const paramsText = (ps: ReadonlyArray<Param>) =>
+  ps.length === 0 ? "(none)" : ps.map((p) => `${p.name}=${p.values.join(",")}`).join(" ")
+
+const loadText = (l: LoadSpec) =>
+  l.kind === "points" ? `--load ${l.name}=${l.values.join(",")}` : `--search ${l.name}:${l.max}`
+
+const slosText = (ss: ReadonlyArray<Slo>) => (ss.length === 0 ? "(none)" : ss.map(renderSlo).join(" "))
+
+/** Every field in which `now` differs from the session's recorded experiment `was`. */
+export const experimentDiff = (was: Experiment, now: Experiment): ReadonlyArray<Difference> => {
+  const out: Array<Difference> = []
+  const cmp = (field: string, a: string, b: string) => {
+    if (a !== b) out.push({ field, was: a, now: b })
+  }
+  cmp("--server", was.server, now.server)
+  cmp("the client (after --)", JSON.stringify(was.client), JSON.stringify(now.client))
+  cmp("--param", paramsText(was.params), paramsText(now.params))
+  cmp("--load/--search", loadText(was.load), loadText(now.load))
+  cmp("--slo", slosText(was.slos), slosText(now.slos))
+  cmp("--repeats", String(was.repeats), String(now.repeats))
+  cmp("--gpus", String(was.gpus), String(now.gpus))
+  cmp("--nodes", String(was.nodes), String(now.nodes))
+  return out
+}
+
+export const renderDifferences = (diffs: ReadonlyArray<Difference>): string =>
+  diffs.map((d) => `${d.field}: the session has ${d.was}, this run gives ${d.now}`).join("; ")
