@@ -6,7 +6,13 @@
  * vLLM's "Serving Benchmark Result" block and writes the result file:
  *
  *   node examples/fake-bench-client.mjs [--base-url URL] [--num-prompts N] [--max-concurrency C]
- *        [--output-len T] [--result-filename FILE] [--format vllm|sglang]
+ *        [--request-rate R] [--input-len T] [--output-len T] [--result-filename FILE]
+ *        [--format vllm|sglang]
+ *
+ * As vLLM's client: --max-concurrency C bounds the requests in flight (a semaphore; default: no
+ * bound), --request-rate R sends requests at Poisson arrivals of R per second (`inf`, the default:
+ * all at once, so the semaphore alone paces them); vLLM's --random-input-len / --random-output-len
+ * are accepted for --input-len / --output-len (prompts are T words).
  *
  * --base-url defaults to $HYPERLOOM_BASE_URL; --result-filename to $HYPERLOOM_RESULT_FILE.
  * --format vllm (default) writes the JSON object of `vllm bench serve --save-result` (same keys as
@@ -24,8 +30,25 @@ const opt = (name, fallback) => {
 }
 const baseUrl = opt("base-url", process.env.HYPERLOOM_BASE_URL ?? "http://127.0.0.1:8000")
 const numPrompts = Number(opt("num-prompts", "16"))
-const concurrency = Number(opt("max-concurrency", "4"))
-const outputLen = Number(opt("output-len", "32"))
+const concurrencyArg = opt("max-concurrency", "")
+const concurrency = concurrencyArg === "" ? numPrompts : Number(concurrencyArg)
+const rateArg = opt("request-rate", "inf")
+const requestRate = rateArg === "inf" ? Number.POSITIVE_INFINITY : Number(rateArg)
+const inputLen = Number(opt("input-len", opt("random-input-len", "8")))
+const outputLen = Number(opt("output-len", opt("random-output-len", "32")))
+for (const [name, v] of [
+  ["num-prompts", numPrompts],
+  ["max-concurrency", concurrency],
+  ["request-rate", requestRate],
+  ["input-len", inputLen],
+  ["output-len", outputLen]
+]) {
+  if (!(v > 0)) {
+    console.error(`fake-bench-client: error: argument --${name}: invalid value`)
+    process.exit(2)
+  }
+}
+const prompt = Array.from({ length: inputLen }, () => "hi").join(" ")
 const resultFile = opt("result-filename", process.env.HYPERLOOM_RESULT_FILE ?? "")
 const format = opt("format", "vllm")
 
@@ -53,10 +76,18 @@ const main = async () => {
     const res = await fetch(`${baseUrl}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model, prompt: "hello", max_tokens: outputLen, stream: true, ignore_eos: true })
+      body: JSON.stringify({
+        model,
+        prompt,
+        max_tokens: outputLen,
+        stream: true,
+        stream_options: { include_usage: true },
+        ignore_eos: true
+      })
     })
     if (!res.ok) throw new Error(`HTTP ${res.status}`)
     const times = []
+    let promptTokens = inputLen
     let buf = ""
     const decoder = new TextDecoder()
     for await (const chunk of res.body) {
@@ -68,6 +99,7 @@ const main = async () => {
         if (event.startsWith("data: ") && event !== "data: [DONE]") {
           const data = JSON.parse(event.slice(6))
           if (data.choices?.[0]?.text) times.push(performance.now())
+          else if (data.usage?.prompt_tokens !== undefined) promptTokens = data.usage.prompt_tokens
         }
         i = buf.indexOf("\n\n")
       }
@@ -75,28 +107,63 @@ const main = async () => {
     const latency = (performance.now() - start) / 1000
     const ttft = (times[0] - start) / 1000
     const itl = times.slice(1).map((t, k) => (t - times[k]) / 1000)
-    return { latency, ttft, itl, tokens: times.length }
+    return { latency, ttft, itl, tokens: times.length, promptTokens }
   }
+  // vLLM's benchmark() first sends one request alone ("Starting initial single prompt test run...")
+  // and stops when it fails; it also warms up both ends before the clock starts.
+  console.log("Starting initial single prompt test run...")
+  try {
+    await one()
+  } catch (e) {
+    throw new Error(
+      `Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: ${e.message}`
+    )
+  }
+  console.log("Initial test run completed. Starting main benchmark run...")
   const outputs = []
   let failed = 0
+  // vLLM's benchmark(): arrivals from get_request (Poisson at --request-rate, here with a seeded
+  // generator), each request then waits for the --max-concurrency semaphore.
+  let seed = 0
+  const random = () => {
+    seed = (seed + 0x6d2b79f5) | 0
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  let slots = concurrency
+  const queue = []
+  const acquire = () =>
+    slots > 0 ? (slots--, Promise.resolve()) : new Promise((resolve) => queue.push(resolve))
+  const release = () => {
+    const next = queue.shift()
+    if (next !== undefined) next()
+    else slots++
+  }
   const t0 = performance.now()
-  let next = 0
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, numPrompts) }, async () => {
-      while (next < numPrompts) {
-        next++
+  const tasks = []
+  for (let k = 0; k < numPrompts; k++) {
+    tasks.push(
+      (async () => {
+        await acquire()
         try {
           outputs.push(await one())
         } catch (e) {
           failed++
           console.error(`request failed: ${e.message}`)
+        } finally {
+          release()
         }
-      }
-    })
-  )
+      })()
+    )
+    if (Number.isFinite(requestRate) && k < numPrompts - 1) {
+      await new Promise((resolve) => setTimeout(resolve, (-Math.log(1 - random()) / requestRate) * 1000))
+    }
+  }
+  await Promise.all(tasks)
   const duration = (performance.now() - t0) / 1000
   const totalOut = outputs.reduce((a, o) => a + o.tokens, 0)
-  const totalIn = outputs.length * 8
+  const totalIn = outputs.reduce((a, o) => a + o.promptTokens, 0)
   const ttfts = outputs.map((o) => o.ttft * 1000)
   const tpots = outputs.filter((o) => o.tokens > 1).map((o) => ((o.latency - o.ttft) / (o.tokens - 1)) * 1000)
   const itls = outputs.flatMap((o) => o.itl.map((x) => x * 1000))
@@ -135,7 +202,7 @@ const main = async () => {
       const line = {
         backend: "sglang",
         dataset_name: "random",
-        request_rate: "inf",
+        request_rate: Number.isFinite(requestRate) ? requestRate : "inf",
         max_concurrency: concurrency,
         duration,
         completed: r.completed,
@@ -168,7 +235,7 @@ const main = async () => {
         model_id: model,
         tokenizer_id: model,
         num_prompts: numPrompts,
-        request_rate: "inf",
+        request_rate: Number.isFinite(requestRate) ? requestRate : "inf",
         burstiness: 1.0,
         max_concurrency: concurrency,
         ...r,

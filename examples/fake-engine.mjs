@@ -6,10 +6,20 @@
  *   GET  /health            200 once "loaded" (503 before)
  *   GET  /v1/models         {"object":"list","data":[{"id":MODEL,...}]}
  *   POST /v1/completions    {"prompt","max_tokens","stream"}: streams `data: {...}` chunks (one
- *                            token each) at --token-rate tokens/s per request, then `data: [DONE]`
+ *                            token each), then `data: [DONE]`
  *
- *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S] [--token-rate N]
+ *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
+ *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
+ *        [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N] [--token-rate R]
  *        [--fail=kv-oom-vllm|kv-oom-sglang|arg-error|crash-after-ready] [--never-ready]
+ *
+ * Its speed is the performance model of examples/engine-model.mjs (read its header): at most
+ * --max-num-seqs requests run at once (SGLang's --max-running-requests works too), the rest wait
+ * in a FIFO queue; each running request gets one token per step of
+ * decode-ms + decode-ms-per-seq × (requests running) ms; a batch limit × --max-model-len over the
+ * KV-cache budget (--gpu-memory-utilization × --kv-tokens) fails at start with vLLM's own
+ * "KV cache is needed, which is larger than the available KV cache memory" ValueError on stderr,
+ * exit 1. `--token-rate R` (older flag) is a fixed step of 1000 / R ms.
  *
  * The port is --port, else $HYPERLOOM_PORT, else 8000. Logs go to stdout like the engines' own.
  * Failure modes print what the real engines print (messages from their public sources; see
@@ -25,6 +35,7 @@
  * SIGTERM: logs "Shutting down" and exits 0.
  */
 import * as http from "node:http"
+import { kvFailure, modelFlags, stepMs } from "./engine-model.mjs"
 
 const args = process.argv.slice(2)
 const opt = (name, fallback) => {
@@ -37,7 +48,14 @@ const opt = (name, fallback) => {
 const port = Number(opt("port", process.env.HYPERLOOM_PORT ?? "8000"))
 const model = opt("model", "fake/stand-in-7b")
 const loadSec = Number(opt("load-sec", "1"))
-const tokenRate = Number(opt("token-rate", "200"))
+let settings
+try {
+  settings = modelFlags(args)
+} catch (e) {
+  console.error("usage: vllm serve [model_tag] [options]")
+  console.error(`vllm serve: error: ${e.message}`)
+  process.exit(2)
+}
 const fail = opt("fail", "")
 const neverReady = args.includes("--never-ready")
 
@@ -49,7 +67,10 @@ const ts = () => {
 const info = (where, msg) => console.log(`INFO ${ts()} [${where}] ${msg}`)
 
 info("api_server.py", `vLLM-compatible stand-in API server; model=${model} port=${port}`)
-info("core.py", `Initializing engine with config: model='${model}', max_seq_len=4096, dtype=float16`)
+info(
+  "core.py",
+  `Initializing engine with config: model='${model}', max_seq_len=${settings.maxModelLen}, max_num_seqs=${settings.maxNumSeqs}, gpu_memory_utilization=${settings.gpuMemoryUtilization}, dtype=float16`
+)
 
 const vllmKvOom = () => {
   const pid = process.pid + 1
@@ -104,7 +125,17 @@ const sglangKvOom = () => {
   console.log(`[${new Date().toISOString()}] Received sigquit from a child process. It usually means the child failed.`)
 }
 
-if (fail === "kv-oom-vllm" || fail === "kv-oom-sglang" || fail === "arg-error") {
+const kvLines = fail === "" ? kvFailure(settings) : undefined
+
+if (kvLines !== undefined) {
+  setTimeout(
+    () => {
+      for (const l of kvLines) console.error(l)
+      process.exit(1)
+    },
+    Math.min(loadSec, 1) * 1000
+  )
+} else if (fail === "kv-oom-vllm" || fail === "kv-oom-sglang" || fail === "arg-error") {
   setTimeout(
     () => {
       if (fail === "kv-oom-vllm") vllmKvOom()
@@ -120,6 +151,50 @@ if (fail === "kv-oom-vllm" || fail === "kv-oom-sglang" || fail === "arg-error") 
 } else {
   let ready = false
   let served = 0
+  // The scheduler (engine-model.mjs): at most maxNumSeqs running, the rest in one FIFO queue.
+  let running = 0
+  const waiting = []
+  const admit = () => {
+    while (running < settings.maxNumSeqs && waiting.length > 0) {
+      const job = waiting.shift()
+      if (!job.closed) start(job)
+    }
+  }
+  // One request's tokens: one per step of stepMs(running), on a drift-free schedule (each due time
+  // from the last due time, not from when the timer fired), so timer lateness does not add up.
+  const start = (job) => {
+    running++
+    let due = performance.now()
+    let i = 0
+    const finish = () => {
+      if (job.done) return
+      job.done = true
+      running--
+      admit()
+    }
+    job.release = finish
+    const tick = () => {
+      if (job.closed) return finish()
+      i++
+      job.token(i)
+      if (i >= job.n) {
+        finish()
+        return
+      }
+      due += stepMs(settings, running)
+      job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
+    }
+    due += stepMs(settings, running)
+    job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
+  }
+  const enqueue = (job) => {
+    waiting.push(job)
+    admit()
+  }
+  const promptTokens = (prompt) =>
+    Array.isArray(prompt)
+      ? Math.max(1, prompt.length)
+      : Math.max(1, String(prompt ?? "").split(/\s+/).filter((w) => w !== "").length)
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://x")
     if (req.method === "GET" && url.pathname === "/health") {
@@ -145,6 +220,7 @@ if (fail === "kv-oom-vllm" || fail === "kv-oom-sglang" || fail === "arg-error") 
           return
         }
         const n = Math.max(1, Math.min(4096, Number(spec.max_tokens ?? 16)))
+        const p = promptTokens(spec.prompt)
         served++
         info("logger.py", `Received request cmpl-${served}: max_tokens=${n}`)
         if (fail === "crash-after-ready" && served > 1) {
@@ -152,41 +228,40 @@ if (fail === "kv-oom-vllm" || fail === "kv-oom-sglang" || fail === "arg-error") 
           process.exit(1)
         }
         const id = `cmpl-${served}`
+        const usage = { prompt_tokens: p, completion_tokens: n, total_tokens: p + n }
+        const job = { n, closed: false, done: false, timer: undefined, release: undefined, token: () => {} }
+        res.on("close", () => {
+          job.closed = true
+          clearTimeout(job.timer)
+          job.release?.()
+        })
         if (spec.stream === false) {
-          setTimeout(
-            () => {
-              res.writeHead(200, { "content-type": "application/json" })
-              res.end(
-                JSON.stringify({
-                  id,
-                  object: "text_completion",
-                  model,
-                  choices: [{ index: 0, text: " tok".repeat(n), finish_reason: "length" }],
-                  usage: { prompt_tokens: 8, completion_tokens: n, total_tokens: 8 + n }
-                })
-              )
-            },
-            (n / tokenRate) * 1000
-          )
+          job.token = (i) => {
+            if (i < n) return
+            res.writeHead(200, { "content-type": "application/json" })
+            res.end(
+              JSON.stringify({
+                id,
+                object: "text_completion",
+                model,
+                choices: [{ index: 0, text: " tok".repeat(n), finish_reason: "length" }],
+                usage
+              })
+            )
+          }
+          enqueue(job)
           return
         }
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
-        let i = 0
-        const timer = setInterval(() => {
-          if (i >= n) {
-            clearInterval(timer)
-            res.write(
-              `data: ${JSON.stringify({ id, object: "text_completion", model, choices: [], usage: { prompt_tokens: 8, completion_tokens: n, total_tokens: 8 + n } })}\n\n`
-            )
-            res.end("data: [DONE]\n\n")
-            return
-          }
-          i++
+        job.token = (i) => {
           res.write(
             `data: ${JSON.stringify({ id, object: "text_completion", model, choices: [{ index: 0, text: " tok", finish_reason: i === n ? "length" : null }] })}\n\n`
           )
-        }, 1000 / tokenRate)
-        res.on("close", () => clearInterval(timer))
+          if (i < n) return
+          res.write(`data: ${JSON.stringify({ id, object: "text_completion", model, choices: [], usage })}\n\n`)
+          res.end("data: [DONE]\n\n")
+        }
+        enqueue(job)
       })
       return
     }

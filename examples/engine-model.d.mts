@@ -1,0 +1,41 @@
+/** Types of examples/engine-model.mjs (the stand-in engine's performance model); read its header. */
+export interface ModelSettings {
+  readonly maxNumSeqs: number
+  readonly maxModelLen: number
+  readonly gpuMemoryUtilization: number
+  readonly decodeMs: number
+  readonly decodeMsPerSeq: number
+  readonly kvTokens: number
+}
+export interface Load {
+  readonly concurrency: number
+  readonly numPrompts: number
+  readonly inputLen?: number
+  readonly outputLen: number
+}
+export interface Prediction {
+  readonly outputThroughput: number
+  readonly requestThroughput: number
+  readonly medianTtftMs: number
+  readonly p99TtftMs: number
+  readonly medianTpotMs: number
+  readonly p99TpotMs: number
+  readonly durationMs: number
+  readonly batch: number
+}
+export declare const DEFAULTS: ModelSettings
+export declare const KV_BYTES_PER_TOKEN: number
+export declare const modelFlags: (argv: ReadonlyArray<string>) => ModelSettings
+export declare const stepMs: (settings: ModelSettings, b: number) => number
+export declare const kvTokensAvailable: (settings: ModelSettings) => number
+export declare const kvTokensNeeded: (settings: ModelSettings) => number
+export declare const kvFailure: (settings: ModelSettings) => ReadonlyArray<string> | undefined
+export declare const percentile: (xs: ReadonlyArray<number>, p: number) => number
+export declare const waves: (
+  settings: ModelSettings,
+  load: Load
+) => {
+  readonly durationMs: number
+  readonly requests: ReadonlyArray<{ readonly ttftMs: number; readonly tpotMs: number; readonly e2elMs: number }>
+}
+export declare const predict: (settings: ModelSettings, load: Load) => Prediction

@@ -1,0 +1,229 @@
+/**
+ * The stand-in engine's performance model (examples/fake-engine.mjs applies it to real requests).
+ * Pure: no I/O, no clock; importable by tests. This header is the reference the sweep tests rely on
+ * (its known answers below are what they assert).
+ *
+ * ## Settings (`modelFlags(argv)`: the engine's own argv; `--flag N` and `--flag=N`, `_` or `-`)
+ *
+ *   --max-num-seqs N            (SGLang: --max-running-requests)   batch limit B, default 256
+ *   --max-model-len N           (SGLang: --context-length)         L, default 2048
+ *   --gpu-memory-utilization F  (SGLang: --mem-fraction-static)    U, default 0.9
+ *   --decode-ms MS              the model's own: per-token step time at an empty batch, default 20
+ *   --decode-ms-per-seq MS      the model's own: what each running request adds, default 5
+ *   --kv-tokens N               the model's own: KV-cache tokens at U = 1, default 600000
+ *   --token-rate R              older stand-in flag: a fixed step of 1000/R ms (per-seq cost 0)
+ *
+ * ## The engine (what fake-engine.mjs does)
+ *
+ * - At start, the KV-cache budget: it needs B × L tokens and has floor(U × KV_TOKENS) tokens. When
+ *   it does not fit, the engine prints `kvFailure(settings)` (vLLM's own ValueError from
+ *   vllm/v1/core/kv_cache_utils.py `_check_enough_kv_cache_memory`, then the API server's
+ *   "Engine core initialization failed" line) on stderr and exits 1; hyperloom classifies it
+ *   `kv_cache_oom`. With the defaults 256 × 2048 = 524288 ≤ 540000 fits; B = 512, or B = 256 with
+ *   L = 4096, or U = 0.5 does not. With L = 32768: B ≤ 16 fits, B = 32 fails.
+ * - Up to B requests run at once; more wait in one FIFO queue (admitted as running ones end).
+ * - With b requests running, every running request gets one token per step of
+ *   t(b) = DECODE_MS + DECODE_MS_PER_SEQ × b milliseconds (so per-request speed 1000 / t(b) tok/s
+ *   falls as the batch grows, and the engine's output rate b × 1000 / t(b) rises towards
+ *   1000 / DECODE_MS_PER_SEQ). A request's first token comes one step after it is admitted.
+ *
+ * ## Closed form (`predict`): a closed-loop client (`--max-concurrency c`, `--request-rate inf`,
+ * N prompts of n output tokens) against that engine runs in lockstep waves. Each wave admits
+ * min(B, queued) requests together; a wave of b takes n × t(b); when it ends, its clients send
+ * their next requests. With b = min(c, B) and N a multiple of b:
+ *
+ *   output throughput  = b × 1000 / t(b) tok/s    request throughput = that / n
+ *   TPOT               = t(b) ms                   duration            = (N / b) × n × t(b) ms
+ *   TTFT (c ≤ B)       = t(b) ms: no queue
+ *   TTFT (c > B)       = the first wave t(B); every later wave holds c − B requests that waited a
+ *                        whole wave, n × t(B) ms: the p99 jumps by ~ n × t(B) (hundreds of ms).
+ *                        At c = 2B every request after the first wave waits one wave.
+ *
+ * `predict` computes those waves exactly (also for N not a multiple of b: the last, smaller wave
+ * is faster) and takes percentiles as numpy's `percentile` does (linear), as vLLM's client does.
+ *
+ * ## Known answers for a sweep (the defaults: t(b) = 20 + 5 × b ms)
+ *
+ *   t(1) = 25 ms, t(2) = 30, t(4) = 40, t(8) = 60, t(16) = 100 ms
+ *   output throughput at batch b = 200 × b / (4 + b): b = 1: 40, 2: 66.7, 4: 100, 8: 133.3,
+ *   16: 160 tok/s (neighbours of a doubling grid up to 16 differ by ≥ 20 %)
+ *   one wave n × t(B), n = 32: B = 2: 960 ms, B = 4: 1280 ms, B = 8: 1920 ms (n = 16: half)
+ *
+ * - Largest load under `p99_ttft_ms<=X`: for concurrency c ≤ B the p99 TTFT is t(c) (plus the
+ *   machine's round trip: tens of ms; up to ~250 ms measured on a 2-core machine at load average
+ *   17); for c > B at
+ *   least one request per later wave waits a whole wave, and with N ≤ 100 prompts the p99 (linear,
+ *   rank 0.99 × (N − 1)) is then ≥ (1 − 0.01 × (N − 1)) × n × t(B). With n = 32 and N = 2 × c (or
+ *   any N ≥ c + 1, so the queue is used), X = 400 ms makes the largest passing concurrency exactly
+ *   B for every B ≥ 1, in grid and in search mode (the smallest jump: B = 1, c = 2, N = 4:
+ *   p99 ≥ 0.97 × 32 × 25 = 776 ms). `predict` gives the exact p99 for a chosen N.
+ * - Best combination of a grid: the feasible (kvFailure undefined) combination with the largest B,
+ *   at concurrency B: throughput 200 × B / (4 + B). Combinations over the KV budget are infeasible.
+ * - A load point takes (N / min(c, B)) waves; keep N ≈ 2 × c and n = 16…32 for 1-3 s points.
+ */
+
+export const DEFAULTS = Object.freeze({
+  maxNumSeqs: 256,
+  maxModelLen: 2048,
+  gpuMemoryUtilization: 0.9,
+  decodeMs: 20,
+  decodeMsPerSeq: 5,
+  kvTokens: 600_000
+})
+
+/** Bytes of KV cache per token (a Llama-3-8B shape: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes). */
+export const KV_BYTES_PER_TOKEN = 131_072
+
+const FLAGS = {
+  "max-num-seqs": "maxNumSeqs",
+  "max-running-requests": "maxNumSeqs",
+  "max-model-len": "maxModelLen",
+  "context-length": "maxModelLen",
+  "gpu-memory-utilization": "gpuMemoryUtilization",
+  "mem-fraction-static": "gpuMemoryUtilization",
+  "decode-ms": "decodeMs",
+  "decode-ms-per-seq": "decodeMsPerSeq",
+  "kv-tokens": "kvTokens"
+}
+
+const positive = (name, text) => {
+  const v = Number(text)
+  if (text === undefined || text === "" || !Number.isFinite(v) || v < 0) {
+    throw new Error(`argument --${name}: invalid value: '${text ?? ""}'`)
+  }
+  return v
+}
+
+/**
+ * The model's settings from an engine argv (vLLM's names, SGLang's aliases, the model's own
+ * constants). Unknown arguments are ignored (the engine has others). Throws on a bad value.
+ */
+export const modelFlags = (argv) => {
+  const s = { ...DEFAULTS }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (!arg.startsWith("--")) continue
+    const eq = arg.indexOf("=")
+    const name = (eq < 0 ? arg.slice(2) : arg.slice(2, eq)).replaceAll("_", "-")
+    const key = FLAGS[name]
+    if (key === undefined && name !== "token-rate") continue
+    const value = eq < 0 ? argv[++i] : arg.slice(eq + 1)
+    const v = positive(name, value)
+    if (name === "token-rate") {
+      if (v <= 0) throw new Error(`argument --token-rate: invalid value: '${value}'`)
+      s.decodeMs = 1000 / v
+      s.decodeMsPerSeq = 0
+    } else {
+      s[key] = key === "maxNumSeqs" || key === "maxModelLen" || key === "kvTokens" ? Math.floor(v) : v
+    }
+  }
+  if (s.maxNumSeqs < 1) throw new Error("argument --max-num-seqs: must be at least 1")
+  return s
+}
+
+/** Milliseconds per step (one token for every running request) with `b` requests running. */
+export const stepMs = (settings, b) => settings.decodeMs + settings.decodeMsPerSeq * b
+
+/** The KV-cache tokens the engine has: floor(gpu_memory_utilization × KV tokens at full). */
+export const kvTokensAvailable = (settings) => Math.floor(settings.gpuMemoryUtilization * settings.kvTokens)
+
+/** The KV-cache tokens the engine needs: max_num_seqs × max_model_len. */
+export const kvTokensNeeded = (settings) => settings.maxNumSeqs * settings.maxModelLen
+
+const gib = (tokens) => ((tokens * KV_BYTES_PER_TOKEN) / 2 ** 30).toFixed(2)
+
+/**
+ * `undefined` when the KV-cache budget fits; else the lines vLLM prints when it does not: the
+ * engine core's ValueError (the text of vllm/v1/core/kv_cache_utils.py
+ * `_check_enough_kv_cache_memory` @ 001cabc1be16a59a70d720ed61a13b678c060a18: "No available memory
+ * for the cache blocks…" when nothing is left, else "To serve at least one request with the
+ * models's max seq len (…), (… GiB KV cache is needed, which is larger than the available KV cache
+ * memory (… GiB)…"), then the API server's "Engine core initialization failed" line.
+ */
+export const kvFailure = (settings) => {
+  const has = kvTokensAvailable(settings)
+  const needs = kvTokensNeeded(settings)
+  if (needs <= has) return undefined
+  const ec = (line) => `(EngineCore_DP0 pid=1) ${line}`
+  const estimated = Math.floor(has / settings.maxNumSeqs)
+  const message =
+    has <= 0
+      ? "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+      : `ValueError: To serve at least one request with the models's max seq len (${settings.maxModelLen}), (${gib(needs)} GiB KV cache is needed, which is larger than the available KV cache memory (${gib(has)} GiB). ${
+          estimated > 0 ? `Based on the available memory, the estimated maximum model length is ${estimated}. ` : ""
+        }Try increasing \`gpu_memory_utilization\` or decreasing \`max_model_len\` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.`
+  return [
+    ec(`INFO [gpu_worker.py:276] Available KV cache memory: ${gib(has)} GiB`),
+    ec("ERROR [core.py:708] EngineCore failed to start."),
+    ec("ERROR [core.py:708] Traceback (most recent call last):"),
+    ec(
+      'ERROR [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py", line 686, in _check_enough_kv_cache_memory'
+    ),
+    ec("ERROR [core.py:708]     raise ValueError("),
+    ec(`ERROR [core.py:708] ${message}`),
+    "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}"
+  ]
+}
+
+/** numpy's `percentile` (linear interpolation), which vLLM's client uses; 0 for no values. */
+export const percentile = (xs, p) => {
+  if (xs.length === 0) return 0
+  const s = [...xs].sort((a, b) => a - b)
+  const rank = (p / 100) * (s.length - 1)
+  const lo = Math.floor(rank)
+  const hi = Math.ceil(rank)
+  return s[lo] + (s[hi] - s[lo]) * (rank - lo)
+}
+
+/**
+ * The per-request figures of a closed-loop run (request rate inf): the waves, exactly.
+ * Returns { durationMs, requests: [{ ttftMs, tpotMs, e2elMs }] }.
+ */
+export const waves = (settings, { concurrency, numPrompts, outputLen }) => {
+  const B = settings.maxNumSeqs
+  const n = Math.max(1, outputLen)
+  const N = Math.max(0, Math.floor(numPrompts))
+  const queue = []
+  const requests = []
+  let sent = Math.min(Math.max(1, Math.floor(concurrency)), N)
+  for (let i = 0; i < sent; i++) queue.push(0)
+  let t = 0
+  while (queue.length > 0) {
+    const wave = queue.splice(0, B)
+    const step = stepMs(settings, wave.length)
+    for (const arrived of wave) {
+      requests.push({ ttftMs: t - arrived + step, tpotMs: step, e2elMs: t - arrived + n * step })
+    }
+    t += n * step
+    const next = Math.min(wave.length, N - sent)
+    for (let i = 0; i < next; i++) queue.push(t)
+    sent += next
+  }
+  return { durationMs: t, requests }
+}
+
+/**
+ * The expected result of `fake-bench-client.mjs --max-concurrency C --num-prompts N
+ * --output-len n` against the engine (check `kvFailure` first: a failing engine never serves).
+ * Returns { outputThroughput, requestThroughput, medianTtftMs, p99TtftMs, medianTpotMs,
+ * p99TpotMs, durationMs, batch } (throughputs per second, as vLLM's result file).
+ */
+export const predict = (settings, { concurrency, numPrompts, inputLen = 0, outputLen }) => {
+  void inputLen
+  const run = waves(settings, { concurrency, numPrompts, outputLen })
+  const sec = run.durationMs / 1000
+  const N = run.requests.length
+  const n = Math.max(1, outputLen)
+  const ttfts = run.requests.map((r) => r.ttftMs)
+  const tpots = n > 1 ? run.requests.map((r) => r.tpotMs) : []
+  return {
+    outputThroughput: sec > 0 ? (N * n) / sec : 0,
+    requestThroughput: sec > 0 ? N / sec : 0,
+    medianTtftMs: percentile(ttfts, 50),
+    p99TtftMs: percentile(ttfts, 99),
+    medianTpotMs: percentile(tpots, 50),
+    p99TpotMs: percentile(tpots, 99),
+    durationMs: run.durationMs,
+    batch: Math.min(settings.maxNumSeqs, Math.max(1, Math.floor(concurrency)), Math.max(1, N))
+  }
+}
