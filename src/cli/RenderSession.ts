@@ -1,6 +1,6 @@
+import { errorHead } from "../domain/Attempt.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
 import { FAILURE_LIMIT, STALL_LIMIT } from "../domain/StopRules.js"
-import { errorHead } from "../programs/Baseline.js"
 
 const MARKER = "ray_cluster_infeasible"
 

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { renderSession, whyStopped } from "../../src/cli/RenderSession.js"
+import { errorHead } from "../../src/domain/Attempt.js"
 import { type AttemptRecord, initialState, type SessionState } from "../../src/domain/State.js"
-import { errorHead } from "../../src/programs/Baseline.js"
 
 const attempt = (n: number, fields: Partial<AttemptRecord> = {}): AttemptRecord => ({
   number: n,

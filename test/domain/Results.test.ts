@@ -1,9 +1,9 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import { errorHead } from "../../src/domain/Attempt.js"
 import { AttemptOutcome, classifyAttempt, isTellingLine, MAX_ERROR_CHARS } from "../../src/domain/Failure.js"
 import { parseResult } from "../../src/domain/Results.js"
-import { errorHead } from "../../src/programs/Baseline.js"
 
 const fixture = (name: string) =>
   fs.readFileSync(path.join(import.meta.dirname, "..", "fixtures", "serving", name), "utf8")

@@ -1,0 +1,141 @@
+/**
+ * A serving attempt's side of the baseline: the serving runner's command, its outcome read from
+ * `serve.json` and the whole logs, and the session's environment record.
+ */
+import { Effect } from "effect"
+import type { AttemptPaths } from "../../domain/Attempt.js"
+import { keepEvidence } from "../../domain/Attempt.js"
+import { AttemptOutcome, classifyAttempt, MAX_ERROR_CHARS } from "../../domain/Failure.js"
+import { ENVIRONMENT_FILE, environmentRecord, type ServeStatus } from "../../domain/Serving.js"
+import { OutputDigest } from "../../domain/Signature.js"
+import type { AttemptFilesShape } from "../../services/AttemptFiles.js"
+import type { LeaseRunResult } from "../Lease.js"
+
+export interface ServingOptions {
+  /** The server command line (one string, run with `sh -c`). */
+  readonly server: string
+  readonly readyPath: string
+  readonly readyTimeoutSec: number
+  /** How the runner is started: the lease's Python and `python/hyperloom_serve.py`. */
+  readonly runner: ReadonlyArray<string>
+  /** Grace between TERM and KILL when the server is stopped (default: the runner's, 1.5 s). */
+  readonly stopGraceSec?: number | undefined
+  /** Seconds between progress lines while the server loads (default 5). */
+  readonly progressEverySec?: number | undefined
+}
+
+/** The leased command of a serving attempt: the runner with the server, the client after `--`. */
+export const servingArgv = (
+  serving: ServingOptions,
+  attemptDir: string,
+  cwd: string,
+  client: ReadonlyArray<string>
+) => [
+  ...serving.runner,
+  "--server",
+  serving.server,
+  "--ready-path",
+  serving.readyPath,
+  "--ready-timeout",
+  String(serving.readyTimeoutSec),
+  ...(serving.stopGraceSec !== undefined ? ["--stop-grace", String(serving.stopGraceSec)] : []),
+  ...(serving.progressEverySec !== undefined ? ["--progress-every", String(serving.progressEverySec)] : []),
+  "--dir",
+  attemptDir,
+  "--cwd",
+  cwd,
+  "--",
+  ...client
+]
+
+/**
+ * A serving attempt's outcome from the runner's `serve.json` and the whole logs: a server that
+ * never got ready is judged on server.log; a client that ran on client.log (plus server.log's
+ * telling lines: a server dying under load explains a failing client). The signature digests both
+ * logs whole. undefined when the runner did not get as far as an outcome.
+ */
+export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
+  files: AttemptFilesShape,
+  status: ServeStatus,
+  r: LeaseRunResult,
+  paths: AttemptPaths,
+  readyTimeoutSec: number
+) {
+  if (status.outcome === null || status.outcome === "stopped") return undefined
+  const digest = new OutputDigest()
+  const evidence: Array<string> = []
+  const scan = (file: string, channel: string) =>
+    files.scanLog(
+      file,
+      (line) => {
+        digest.add(channel, line)
+        keepEvidence(evidence, line)
+      },
+      MAX_ERROR_CHARS * 4
+    )
+  const serverTail = (yield* scan(paths.serverLog, "server")) ?? ""
+  const clientTail = (yield* scan(paths.clientLog, "client")) ?? ""
+  if (status.outcome !== "client_exited") {
+    const timedOut = status.outcome === "ready_timeout"
+    return classifyAttempt(
+      AttemptOutcome.ServerNotReady({
+        exitCode: timedOut ? null : (status.server.exit_code ?? r.exitCode),
+        runtimeSec: status.server.runtime_sec ?? r.commandSec,
+        outputTail: serverTail,
+        readyTimeoutSec: timedOut ? readyTimeoutSec : undefined,
+        outputSignature: digest.signature(),
+        evidence
+      })
+    )
+  }
+  const exitCode = status.client?.exit_code ?? r.exitCode ?? 1
+  const serverDied =
+    status.server.stopped_with === null && status.server.exit_code !== null
+      ? `\nthe server exited with code ${status.server.exit_code} while the client ran; server.log ends:\n${serverTail.slice(-MAX_ERROR_CHARS / 2)}`
+      : ""
+  const parsed = yield* files.readResult(paths.resultFile)
+  return classifyAttempt(
+    AttemptOutcome.Exited({
+      exitCode,
+      // a failed client is judged on its own runtime (an argument error is fast), not the server's load
+      runtimeSec: exitCode !== 0 ? (status.client?.runtime_sec ?? r.commandSec) : r.commandSec,
+      outputTail: `${clientTail}${serverDied}`,
+      outputSignature: digest.signature(),
+      evidence,
+      throughput: parsed?.throughput,
+      resultFormat: parsed?.format,
+      metrics: parsed?.metrics
+    })
+  )
+})
+
+/** The session's environment record, rewritten by every serving attempt that reached the node. */
+export const recordEnvironment = Effect.fn("Baseline.recordEnvironment")(function* (
+  files: AttemptFilesShape,
+  input: {
+    readonly sessionDir: string
+    readonly now: string
+    readonly attempt: number
+    readonly version: string | undefined
+    readonly requestedGpus: number
+    readonly server: string
+    readonly clientArgv: ReadonlyArray<string>
+    readonly status: ServeStatus | undefined
+    readonly result: LeaseRunResult
+  }
+) {
+  if (input.status === undefined && input.result.started === null) return
+  const record = environmentRecord({
+    now: input.now,
+    attempt: input.attempt,
+    hyperloomVersion: input.version ?? "unknown",
+    requestedGpus: input.requestedGpus,
+    nodeId: input.result.started?.nodeId,
+    status: input.status,
+    serverArgv: ["sh", "-c", input.server],
+    clientArgv: input.clientArgv
+  })
+  yield* files
+    .writeJson(`${input.sessionDir.replace(/\/+$/, "")}/${ENVIRONMENT_FILE}`, record)
+    .pipe(Effect.catchAll((e) => Effect.logWarning(`cannot write the environment record: ${e.message}`)))
+})
