@@ -190,6 +190,7 @@ if (only === "ray") {
   const checkLane = (async () => {
     let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)
     fine = (await step("lint", "npx", ["biome", "check", "."], true)) && fine
+    fine = (await step("python lint", "bash", ["scripts/lint-python.sh"], true)) && fine
     if (!fine) {
       counts.failed += 1
       failures.push("check lane: the typecheck or the lint failed (see above)")

@@ -1,7 +1,7 @@
 import { Either, Schema } from "effect"
 
 /**
- * Serving benchmarks (SPEC §10): what the serving runner (`python/hyperloom_serve.py`, the leased
+ * Serving benchmarks (SPEC §10): what the serving runner (`python/hyperloom/serve.py`, the leased
  * command of a `baseline run --server` attempt) records in `<attempt>/serve.json`, and the session's
  * environment record (`<session>/environment.json`).
  */

@@ -1,7 +1,7 @@
 /**
  * BridgeProcess: what the two bridge services (LeaseBridge, GroupBridge) share — not a service
  * of its own. Both start a Python bridge with the Ray installation's Python and speak JSON lines
- * with it over stdio (`python/hyperloom_bridge.py` and `python/hyperloom_group.py` document the
+ * with it over stdio (`python/hyperloom/bridge.py` and `python/hyperloom/group.py` document the
  * protocols): one request in, events out, `{"op": "release"}` when the holder's scope closes.
  * Here: the bridges' errors, starting the process, wiring its streams (events, stderr tail,
  * requests), the bounded release (release → wait → TERM → KILL), what it means when the event
@@ -28,7 +28,7 @@ import {
 } from "effect"
 import { definedEntries } from "../domain/Env.js"
 import { oneLine, Tail } from "../domain/Text.js"
-import { packageFile } from "./PackagePaths.js"
+import { type PythonCommand, pythonEntry } from "./PackagePaths.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors (both bridges fail with these; the CLI maps their tags to exit codes)
@@ -135,21 +135,21 @@ type Shared = typeof ConnectedEvent.Type | typeof ErrorEvent.Type | typeof Relea
 // ---------------------------------------------------------------------------------------------
 // The process
 
-/** Starts `python python/<script>` with piped stdio and only `env`, owned by `scope`. */
+/** Starts `python <package>/python <command>` with piped stdio and only `env`, owned by `scope`. */
 export const spawn = (
   executor: CommandExecutor.CommandExecutor,
   scope: Scope.Scope,
   options: {
     readonly python: string
-    readonly script: string
+    readonly command: PythonCommand
     readonly env: Readonly<Record<string, string | undefined>>
   }
 ): Effect.Effect<CommandExecutor.Process, LeaseBridgeStartFailed> =>
   Effect.suspend(() => {
-    const script = packageFile("python", options.script)
+    const entry = pythonEntry(options.command)
     return executor
       .start(
-        Command.make(options.python, script).pipe(
+        Command.make(options.python, ...entry).pipe(
           Command.env(definedEntries(options.env), { extendEnv: false }),
           Command.stdin("pipe"),
           Command.stdout("pipe"),
@@ -159,7 +159,8 @@ export const spawn = (
       .pipe(
         Scope.extend(scope),
         Effect.mapError(
-          (e) => new LeaseBridgeStartFailed({ python: options.python, detail: `${script}: ${e.message}` })
+          (e) =>
+            new LeaseBridgeStartFailed({ python: options.python, detail: `${entry.join(" ")}: ${e.message}` })
         )
       )
   })

@@ -1,9 +1,9 @@
 /**
  * GroupBridge: holds serving groups (SPEC §11) through the Python group bridge shipped in the
- * package (`python/hyperloom_group.py`, its header documents the JSON-lines protocol). One bridge
+ * package (`python/hyperloom/group.py`, its header documents the JSON-lines protocol). One bridge
  * process per group, started with the Ray installation's Python: it asks Ray for one placement
  * group of N bundles `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD), and once every bundle is
- * placed starts one rank actor per bundle, each the lease actor of `hyperloom_bridge.py` (so
+ * placed starts one rank actor per bundle, each the lease actor of `python/hyperloom/actor.py` (so
  * every rank's command is supervised exactly as a single lease's). The group lives as long as the
  * scope `open` runs in: closing it stops every rank, kills the actors and removes the placement
  * group; if hyperloom dies, the bridge sees EOF on its stdin and does the same; if the bridge dies,
@@ -114,7 +114,7 @@ const RELEASE_MARGIN_SEC = 15
 export const rankPrefix = (rank: number) => `[rank ${rank}] `
 
 // ---------------------------------------------------------------------------------------------
-// Protocol (python/hyperloom_group.py)
+// Protocol (python/hyperloom/group.py)
 
 const GroupEvent = Schema.Union(
   BridgeProcess.ConnectedEvent,
@@ -187,7 +187,7 @@ const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const proc = yield* BridgeProcess.spawn(executor, scope, {
         python,
-        script: "hyperloom_group.py",
+        command: "group",
         env: settings.env
       })
       const submitted = yield* Deferred.make<{ jobId: string; pgId: string }, LeaseBridgeError>()

@@ -1,6 +1,6 @@
 /**
  * LeaseBridge: holds serving leases (SPEC §5) through the Python bridge shipped in the package
- * (`python/hyperloom_bridge.py`, its header documents the JSON-lines protocol). One bridge process
+ * (`python/hyperloom/bridge.py`, its header documents the JSON-lines protocol). One bridge process
  * per lease, started with the Ray installation's Python; the lease lives as long as the scope
  * `open` runs in: closing it (normal end, error, interruption) releases the lease — the command's
  * process tree is stopped, the actor killed — and the bridge is killed if it does not finish in
@@ -122,7 +122,7 @@ export class LeaseBridge extends Context.Tag("hyperloom/services/LeaseBridge")<
 const RELEASE_MARGIN_SEC = 10
 
 // ---------------------------------------------------------------------------------------------
-// Protocol (python/hyperloom_bridge.py)
+// Protocol (python/hyperloom/bridge.py)
 
 const BridgeEvent = Schema.Union(
   BridgeProcess.ConnectedEvent,
@@ -177,7 +177,7 @@ const make = Effect.gen(function* () {
   const layerScope = yield* Effect.scope
 
   const spawn = (scope: Scope.Scope, python: string) =>
-    BridgeProcess.spawn(executor, scope, { python, script: "hyperloom_bridge.py", env: settings.env })
+    BridgeProcess.spawn(executor, scope, { python, command: "bridge", env: settings.env })
 
   /** A bridge process started ahead of its lease (see `prestart`), in a scope of its own. */
   const spare = yield* Ref.make(

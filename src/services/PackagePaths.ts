@@ -31,3 +31,12 @@ export const packageRoot = (): string => {
 /** A file shipped inside the package (proto/, python/, examples/). */
 export const packageFile = (...segments: ReadonlyArray<string>): string =>
   path.join(packageRoot(), ...segments)
+
+/** The Python side's commands (`python/__main__.py`): the bridges, the serving runner. */
+export type PythonCommand = "bridge" | "group" | "serve"
+
+/**
+ * How a Python runs one of them, after the interpreter: `python <package>/python <command>`
+ * (running the folder puts the `hyperloom` Python package on its path, nothing installed).
+ */
+export const pythonEntry = (command: PythonCommand): ReadonlyArray<string> => [packageFile("python"), command]

@@ -1,5 +1,5 @@
 /**
- * The bridge's command supervisor (`hyperloom_bridge.py --supervise`), without Ray: it leads
+ * The bridge's command supervisor (`python -I PYDIR supervise`, python/hyperloom/supervisor.py), without Ray: it leads
  * CMD's process group, reports on its status fd, passes CMD's exit code through, and kills the
  * whole group when CMD ends, when it is told to stop, and when its parent dies (even by SIGKILL)
  * — but not when only the parent *thread* that spawned it ends (the PR_SET_PDEATHSIG trap).
@@ -11,11 +11,12 @@ import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import {
   anyPython,
-  bridgeScript,
   isAlive,
   markerSleep,
   pidsInGroup,
   pidsWithArg,
+  pythonDir,
+  supervisorArgv,
   waitGone
 } from "../support/lease.js"
 import { sleep, waitFor } from "../support/ray.js"
@@ -38,7 +39,7 @@ const supervise = (
   env: NodeJS.ProcessEnv = process.env
 ): Promise<Run> => {
   const t0 = Date.now()
-  const child = spawn(anyPython, [bridgeScript, "--supervise", "--status-fd", "3", ...args], {
+  const child = spawn(anyPython, [...supervisorArgv, "--status-fd", "3", ...args], {
     stdio: ["ignore", "pipe", "pipe", "pipe"],
     env
   })
@@ -161,7 +162,7 @@ describe("supervisor", () => {
   it("kills CMD's whole group when its parent is SIGKILLed", async () => {
     const marker = markerSleep()
     // sh is the parent; the supervisor sits in the background under it.
-    const parent = spawn("sh", ["-c", `${anyPython} ${bridgeScript} --supervise -- sleep ${marker} & wait`], {
+    const parent = spawn("sh", ["-c", `${anyPython} ${supervisorArgv.join(" ")} -- sleep ${marker} & wait`], {
       stdio: "ignore"
     })
     children.push(parent)
@@ -183,7 +184,7 @@ describe("supervisor", () => {
     const code = [
       "import subprocess, sys, threading, time",
       "def go():",
-      `    subprocess.Popen([sys.executable, ${JSON.stringify(bridgeScript)}, "--supervise", "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
+      `    subprocess.Popen([sys.executable, "-I", ${JSON.stringify(pythonDir)}, "supervise", "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
       "t = threading.Thread(target=go); t.start(); t.join()",
       "print('spawned', flush=True)",
       "time.sleep(600)"
@@ -215,7 +216,7 @@ describe("supervisor", () => {
   /** The supervisor a `sh -c '… & wait'` parent started (its child running the bridge script). */
   const supervisorUnder = (parent: number) =>
     waitFor("the supervisor", () =>
-      pidsWithArg(bridgeScript).find((p) => {
+      pidsWithArg(pythonDir).find((p) => {
         try {
           const stat = fs.readFileSync(`/proc/${p}/stat`, "utf8")
           return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === parent
@@ -244,7 +245,7 @@ describe("supervisor", () => {
       "sh",
       [
         "-c",
-        `${anyPython} ${bridgeScript} --supervise --grace 10 -- ${g.argv[0]} ${g.argv[1]} "$0" & wait`,
+        `${anyPython} ${supervisorArgv.join(" ")} --grace 10 -- ${g.argv[0]} ${g.argv[1]} "$0" & wait`,
         g.argv[2]!
       ],
       { stdio: "ignore" }
@@ -264,7 +265,7 @@ describe("supervisor", () => {
       "sh",
       [
         "-c",
-        `${anyPython} ${bridgeScript} --supervise --grace 10 -- ${g.argv[0]} ${g.argv[1]} "$0" & wait`,
+        `${anyPython} ${supervisorArgv.join(" ")} --grace 10 -- ${g.argv[0]} ${g.argv[1]} "$0" & wait`,
         g.argv[2]!
       ],
       { stdio: "ignore" }

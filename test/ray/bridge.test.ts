@@ -1,6 +1,6 @@
 /**
  * The Python lease bridge spoken to directly over stdio (the protocol documented at the top of
- * python/hyperloom_bridge.py), against real heads where a cluster is needed. The service on top
+ * python/hyperloom/bridge.py), against real heads where a cluster is needed. The service on top
  * of it is tested in lease-bridge.test.ts.
  */
 import { afterEach, assert, describe, it } from "@effect/vitest"

@@ -8,7 +8,7 @@
  * the fault never runs beside it. The kinds are pinned (one each, in the phase where the issue
  * saw them or where they are hardest) so that every kind is exercised on every run; the moment
  * within the phase is seeded (HL_FAULT_SEED, default 7). Before the keeper (see the protocol at
- * the top of python/hyperloom_bridge.py) this failed: orphans after the bridge, supervisor,
+ * python/hyperloom/__init__.py) this failed: orphans after the bridge, supervisor,
  * worker and ray.kill faults, and the next lease's command running beside them.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"

@@ -1,5 +1,5 @@
 /**
- * The Python group bridge (python/hyperloom_group.py) spoken to directly over stdio, for what
+ * The Python group bridge (python/hyperloom/group.py) spoken to directly over stdio, for what
  * needs no cluster: bad requests are protocol errors, a release before any group ends cleanly, a
  * dead address fails fast. (Groups on a real two-node cluster: group.test.ts.)
  */
@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import { projectRoot, rayPython } from "../support/ray.js"
 
-const script = path.join(projectRoot, "python", "hyperloom_group.py")
+const entry = [path.join(projectRoot, "python"), "group"]
 const DEAD_PORT = 6403
 
 interface Run {
@@ -27,7 +27,7 @@ afterEach(() => {
 const talk = (lines: ReadonlyArray<string>): Promise<Run> =>
   new Promise((resolve) => {
     const t0 = Date.now()
-    const child = spawn(rayPython, [script], { stdio: ["pipe", "pipe", "pipe"] })
+    const child = spawn(rayPython, entry, { stdio: ["pipe", "pipe", "pipe"] })
     children.push(child)
     let out = ""
     child.stdout!.on("data", (d) => (out += d))

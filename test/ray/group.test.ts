@@ -16,6 +16,7 @@ import {
   gcsActors,
   killBridges,
   markerSleep,
+  pidsRunning,
   pidsWithArg,
   spawnBridge,
   waitGone
@@ -405,7 +406,7 @@ describe("serving groups across two Ray nodes on one host", () => {
 
   it("the group bridge: rank 0 runs leader_argv with its own port, and with end_with_leader its end stops the others (no failure)", async () => {
     const marker = markerSleep()
-    const g = spawnBridge(process.env, path.join(projectRoot, "python", "hyperloom_group.py"))
+    const g = spawnBridge(process.env, "group")
     g.send({
       op: "group",
       address: head.gcsAddress,
@@ -452,7 +453,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     const marker = markerSleep()
     const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
     await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
-    const bridges = pidsWithArg(path.join(projectRoot, "python", "hyperloom_group.py"))
+    const bridges = pidsRunning("group")
     assert.strictEqual(bridges.length, 1, "one group bridge")
     process.kill(bridges[0]!, "SIGKILL")
     await waitGone("every rank's command", () => sleeps(marker), 20_000)

@@ -10,7 +10,7 @@ import * as GroupBridge from "../../src/services/GroupBridge.js"
 import { isAlive } from "../support/lease.js"
 import { assertStubbornBridgeKilled, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
 
-/** Stands in for `python hyperloom_group.py`: behaviour chosen by FAKE_BRIDGE_MODE. */
+/** Stands in for `python PYDIR group`: behaviour chosen by FAKE_BRIDGE_MODE. */
 const { dir, layerFor } = scriptedBridge(GroupBridge.layer, {
   prelude: `const rank = (r) => ({ event: "started", rank: r, pid: 5000 + r, pgid: 5000 + r, actor_pid: 4000 + r, actor_id: String(r).repeat(32), node_id: String(r + 1).repeat(56), cuda_visible_devices: "0" })
 const placed = () => { out({ event: "connected", job_id: "02000000" }); out({ event: "submitted", placement_group_id: "e".repeat(36) }); out({ event: "placed", node_ids: ["1".repeat(56), "2".repeat(56)] }); out({ event: "leader", host: "10.0.0.5", port: 29500 }); out(rank(1)); out(rank(0)) }`,

@@ -13,7 +13,7 @@ import * as Settings from "../../src/services/Settings.js"
 import { isAlive } from "../support/lease.js"
 import { assertStubbornBridgeKilled, requestsIn, scriptedBridge } from "../support/scriptedBridge.js"
 
-/** Stands in for `python hyperloom_bridge.py`: behaviour chosen by FAKE_BRIDGE_MODE. */
+/** Stands in for `python PYDIR bridge`: behaviour chosen by FAKE_BRIDGE_MODE. */
 const { dir, layerFor } = scriptedBridge(LeaseBridge.layer, {
   prelude: `const started = () => { out({ event: "connected", job_id: "01000000" }); out({ event: "submitted", actor_id: "ab".repeat(16) }); out({ event: "started", pid: 4242, pgid: 4241, actor_pid: 4000, node_id: "cd".repeat(28), cuda_visible_devices: "0" }) }`,
   cases: `      case "normal":

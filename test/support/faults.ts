@@ -26,7 +26,7 @@ import * as path from "node:path"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { cleanEnv, cliPath } from "./cli.js"
-import { anyPython, bridgeScript, gcsActors, leaseOp, type RawBridge, spawnBridge } from "./lease.js"
+import { anyPython, gcsActors, leaseOp, type RawBridge, runsPython, spawnBridge } from "./lease.js"
 import { type Head, projectRoot, sleep } from "./ray.js"
 
 export const KINDS = ["cli", "bridge", "supervisor", "worker", "ray_kill"] as const
@@ -324,7 +324,7 @@ interface Targets {
 
 const targetsOf = async (head: Head, lease: CliLease, known: ReadonlySet<string>): Promise<Targets> => {
   const procs = processes()
-  const bridge = procs.find((p) => p.ppid === lease.child.pid && p.argv.includes(bridgeScript))?.pid
+  const bridge = procs.find((p) => p.ppid === lease.child.pid && runsPython(p.argv, "bridge"))?.pid
   const cmd = procs.find((p) => p.mark === lease.mark)
   const supervisor = cmd !== undefined ? cmd.pgid : undefined
   const worker = supervisor !== undefined ? procs.find((p) => p.pid === supervisor)?.ppid : undefined

@@ -9,7 +9,25 @@ import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { type Head, projectRoot, rayPython, sleep, waitFor } from "./ray.js"
 
-export const bridgeScript = path.join(projectRoot, "python", "hyperloom_bridge.py")
+/** PYDIR: the folder a Python runs as `python PYDIR COMMAND` (python/__main__.py). */
+export const pythonDir = path.join(projectRoot, "python")
+
+/** The supervisor's argv after the interpreter, as the lease actor starts it. */
+export const supervisorArgv = ["-I", pythonDir, "supervise"] as const
+
+/** True when `argv` (a process's) runs the Python side's `command` ("bridge", "group", "supervise"…). */
+export const runsPython = (argv: ReadonlyArray<string>, command: string): boolean =>
+  argv.some((a, i) => a === pythonDir && argv[i + 1] === command)
+
+/** Live pids running the Python side's `command` (see `runsPython`). */
+export const pidsRunning = (command: string): number[] =>
+  pidsWithArg(pythonDir).filter((pid) => {
+    try {
+      return runsPython(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0"), command)
+    } catch {
+      return false
+    }
+  })
 
 /** A Python for stdlib-only work (the supervisor): Ray's when installed, else python3. */
 export const anyPython = fs.existsSync(rayPython) ? rayPython : "python3"
@@ -86,9 +104,12 @@ export interface RawBridge {
 
 const spawned: ChildProcess[] = []
 
-export const spawnBridge = (env: NodeJS.ProcessEnv = process.env, script = bridgeScript): RawBridge => {
+export const spawnBridge = (
+  env: NodeJS.ProcessEnv = process.env,
+  command: "bridge" | "group" = "bridge"
+): RawBridge => {
   const t0 = Date.now()
-  const child = spawn(rayPython, [script], { stdio: ["pipe", "pipe", "pipe"], env })
+  const child = spawn(rayPython, [pythonDir, command], { stdio: ["pipe", "pipe", "pipe"], env })
   spawned.push(child)
   const events: BridgeEvent[] = []
   const junk: string[] = []

@@ -4,7 +4,7 @@ import { Console, Effect, Option } from "effect"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
-import { packageFile } from "../../services/PackagePaths.js"
+import { pythonEntry } from "../../services/PackagePaths.js"
 import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
 import { StateStore } from "../../services/StateStore.js"
@@ -117,7 +117,7 @@ export const baselineRun = Command.make(
                   Option.getOrElse(o.readyPath, () => DEFAULT_READY_PATH)
                 ),
                 readyTimeoutSec: Option.getOrElse(o.readyTimeout, () => DEFAULT_READY_TIMEOUT_SEC),
-                runner: [yield* rayPython(settings), packageFile("python", "hyperloom_serve.py")]
+                runner: [yield* rayPython(settings), ...pythonEntry("serve")]
               }
         return yield* runBaseline({
           sessionDir: o.session,

@@ -16,7 +16,7 @@ export interface ServingOptions {
   readonly server: string
   readonly readyPath: string
   readonly readyTimeoutSec: number
-  /** How the runner is started: the lease's Python and `python/hyperloom_serve.py`. */
+  /** How the runner is started: the lease's Python and `python/ serve` (`pythonEntry`). */
   readonly runner: ReadonlyArray<string>
   /** Grace between TERM and KILL when the server is stopped (default: the runner's, 1.5 s). */
   readonly stopGraceSec?: number | undefined

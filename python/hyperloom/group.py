@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""hyperloom group bridge: holds one serving group (SPEC §11) for hyperloom.
+"""The group bridge: holds one serving group (SPEC §11) for hyperloom (`python PYDIR group`).
 
 A group is one Ray placement group of N bundles {"GPU": G, "serving_slot": 1} with strategy
 STRICT_SPREAD (one bundle per node) and one rank actor per bundle. Each rank is the lease actor of
-hyperloom_bridge.py (same class, same command supervisor: everything SPEC §9 says of a lease holds
+hyperloom.actor (same class, same command supervisor: everything SPEC §9 says of a lease holds
 per rank), with one extra method that tells rank 0's node address and a free port on it.
-Standard library and `ray` only; this file sits beside hyperloom_bridge.py and imports it.
+Standard library and `ray` only.
 
-Protocol (version 1), JSON lines as in hyperloom_bridge.py (stdout carries protocol lines only):
+Protocol (version 1), JSON lines as in hyperloom.bridge (stdout carries protocol lines only):
 
 hyperloom -> bridge (stdin):
 
@@ -46,7 +46,7 @@ bridge -> hyperloom (stdout):
                                                             (the slots are free); N is the first
                                                             failing rank's code, else 0 (exits
                                                             caused by the group's stop not counted)
-    {"event": "error", "kind": K, "message": "..."}          as in hyperloom_bridge.py, plus
+    {"event": "error", "kind": K, "message": "..."}          as in hyperloom.bridge, plus
                                                             K "placement" (the group could not be
                                                             asked for) and "rank_died" (a rank's
                                                             actor died)
@@ -55,15 +55,18 @@ bridge -> hyperloom (stdout):
 Exit status: 0 after a release with no error, 1 after an error event.
 """
 
+import argparse
 import sys
 import threading
 
-import hyperloom_bridge as hb
+from hyperloom import actor as lease_actor
+from hyperloom import endpoint
+from hyperloom.bridge import parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
 
 
-class GroupBridge(hb.JsonLinesEndpoint):
+class GroupBridge(endpoint.JsonLinesEndpoint):
     OP = "group"
 
     def __init__(self, out):
@@ -96,7 +99,7 @@ class GroupBridge(hb.JsonLinesEndpoint):
                 options["name"] = spec["name"]
             self.pg = placement_group([dict(spec["bundle"]) for _ in range(spec["nodes"])], **options)
         except Exception as e:
-            self.emit_error("placement", hb.describe(e))
+            self.emit_error("placement", endpoint.describe(e))
             return 1
         self.emit("submitted", placement_group_id=self.pg.id.hex())
         threading.Thread(target=self.wait_placed, daemon=True).start()
@@ -126,7 +129,7 @@ class GroupBridge(hb.JsonLinesEndpoint):
         self.emit("placed", node_ids=[node_of[i] for i in order])
         cls = ray.remote(make_rank_class(ray))
         for i in order:
-            options = hb.actor_options(
+            options = lease_actor.actor_options(
                 spec,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     placement_group=self.pg, placement_group_bundle_index=i
@@ -158,7 +161,7 @@ class GroupBridge(hb.JsonLinesEndpoint):
                 env.update(HYPERLOOM_PORT=str(own), HYPERLOOM_BASE_URL="http://127.0.0.1:%d" % own)
             argv = spec["leader_argv"] if rank == 0 and spec["leader_argv"] else spec["argv"]
             # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
-            gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace, hb.owner_info())
+            gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace, lease_actor.owner_info())
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
 
     def pump(self, rank, gen):
@@ -179,14 +182,14 @@ class GroupBridge(hb.JsonLinesEndpoint):
                     self.start_ranks()
                 except BaseException as e:
                     if isinstance(e, ray.exceptions.RayActorError):
-                        self.emit_error("rank_died", hb.describe(e))
+                        self.emit_error("rank_died", endpoint.describe(e))
                     else:
-                        self.emit_error("actor_creation", hb.describe(e))
+                        self.emit_error("actor_creation", endpoint.describe(e))
                     return self.release(1)
             elif kind == "placement_error":
                 if self.releasing:
                     continue
-                self.emit_error("placement", hb.describe(payload))
+                self.emit_error("placement", endpoint.describe(payload))
                 return self.release(1)
             elif kind == "batch":
                 rank, batch = payload
@@ -201,9 +204,9 @@ class GroupBridge(hb.JsonLinesEndpoint):
                 if self.ranks[rank]["exited"] or self.releasing or self.ended:
                     continue
                 if isinstance(e, ray.exceptions.RayActorError):
-                    self.emit_error("rank_died", "rank %d: %s" % (rank, hb.describe(e)))
+                    self.emit_error("rank_died", "rank %d: %s" % (rank, endpoint.describe(e)))
                 else:
-                    self.emit_error("actor_failed", "rank %d: %s" % (rank, hb.describe(e)))
+                    self.emit_error("actor_failed", "rank %d: %s" % (rank, endpoint.describe(e)))
                 return self.release(1)
             elif kind == "stopped":
                 pass
@@ -255,7 +258,7 @@ class GroupBridge(hb.JsonLinesEndpoint):
             self.ray.get(actor.stop.remote(self.grace), timeout=wait if wait is not None else self.grace + 5.0)
         except Exception as e:
             if r["started"] and not r["exited"]:
-                sys.stderr.write("hyperloom group: stopping a rank failed: %s\n" % hb.describe(e))
+                sys.stderr.write("hyperloom group: stopping a rank failed: %s\n" % endpoint.describe(e))
         self.inbox.put(("stopped", None))
 
     def kill_actor(self, r):
@@ -265,7 +268,7 @@ class GroupBridge(hb.JsonLinesEndpoint):
         try:
             self.ray.kill(actor, no_restart=True)
         except Exception as e:
-            sys.stderr.write("hyperloom group: ray.kill failed: %s\n" % hb.describe(e))
+            sys.stderr.write("hyperloom group: ray.kill failed: %s\n" % endpoint.describe(e))
 
     def remove_group(self):
         if self.pg is None or self.pg_removed:
@@ -276,7 +279,7 @@ class GroupBridge(hb.JsonLinesEndpoint):
 
             remove_placement_group(self.pg)
         except Exception as e:
-            sys.stderr.write("hyperloom group: removing the placement group failed: %s\n" % hb.describe(e))
+            sys.stderr.write("hyperloom group: removing the placement group failed: %s\n" % endpoint.describe(e))
 
     def drain(self, timeout):
         """After stopping the ranks: relays their last output and exit codes if they come in time."""
@@ -305,8 +308,8 @@ class GroupBridge(hb.JsonLinesEndpoint):
 
 
 def make_rank_class(ray):
-    """The lease actor of hyperloom_bridge.py, plus `endpoint` (rank 0's address and a free port)."""
-    base = hb.make_actor_class(ray)
+    """The lease actor of hyperloom.actor, plus `endpoint` (rank 0's address and a free port)."""
+    base = lease_actor.make_actor_class(ray)
 
     class HyperloomGroupRank(base):
         def endpoint(self):
@@ -328,11 +331,11 @@ def make_rank_class(ray):
 def parse_group(msg):
     def need(cond, what):
         if not cond:
-            raise hb.ProtocolError("group: %s" % what)
+            raise endpoint.ProtocolError("group: %s" % what)
 
     nodes = msg.get("nodes")
     need(isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1, "nodes must be a whole number >= 1")
-    lease = hb.parse_lease(dict(msg, op="lease"))
+    lease = parse_lease(dict(msg, op="lease"))
     bundle = {}
     if lease["gpus"] > 0:
         bundle["GPU"] = lease["gpus"]
@@ -355,11 +358,9 @@ def parse_group(msg):
 
 
 def main(argv):
-    if argv:
-        sys.stderr.write("usage: hyperloom_group.py (JSON lines on stdin/stdout)\n")
-        return 2
-    hb.serve_stdio(GroupBridge)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="python PYDIR group", description="One serving group: JSON lines on stdin and stdout (see the module's text)."
+    )
+    parser.parse_args(argv)
+    endpoint.serve_stdio(GroupBridge)
+    return 0  # not reached: serve_stdio ends the process

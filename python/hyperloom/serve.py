@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""hyperloom serving runner: one serving benchmark attempt (SPEC section 10), run as the leased command.
+"""The serving runner: one serving benchmark attempt (SPEC section 10), run as the leased command.
 
-hyperloom runs this file (with the Python of the Ray installation) as the command of a serving
+hyperloom runs this module (`python PYDIR serve`, with the Python of the Ray installation) as the command of a serving
 lease, so it runs on the leased node, inside the lease's process group, holding the lease's GPUs:
 
-    python hyperloom_serve.py --server 'SERVER CMD' --dir ATTEMPT_DIR [--ready-path /health]
+    python PYDIR serve --server 'SERVER CMD' --dir ATTEMPT_DIR [--ready-path /health]
         [--ready-timeout 1800] [--stop-grace 1.5] [--progress-every 5] -- CLIENT ARGV...
 
 1. Picks a free TCP port on 127.0.0.1; the server and the client get HYPERLOOM_PORT and
@@ -26,9 +26,9 @@ Stopped (SIGTERM/SIGINT/SIGHUP: the lease is being released, the attempt timed o
 deadline passed, Ctrl-C): it stops the client and the server the same way and exits 143.
 
 If this runner is killed outright (SIGKILL), the server group's keeper stops it: the group's leader
-is a tiny keeper process (this file, --keeper) that ignores TERM/INT/HUP and holds the read end of a
-pipe whose only writer is the runner; on EOF (the runner gone, however) it SIGKILLs the whole group,
-itself included.
+is a keeper (hyperloom.keeper, forked by the runner) that ignores TERM/INT/HUP and holds the read end
+of a pipe whose only writer is the runner; on EOF (the runner gone, however) it SIGKILLs the whole
+group, itself included.
 
 ATTEMPT_DIR/serve.json records what happened (written atomically, also on a stop):
     {"version": 1, "port": P, "base_url": ..., "outcome": "client_exited" | "server_exited" |
@@ -41,6 +41,7 @@ ATTEMPT_DIR/serve.json records what happened (written atomically, also on a stop
 Standard library only; Python >= 3.8; Linux (process groups, /proc).
 """
 
+import argparse
 import json
 import os
 import re
@@ -53,6 +54,9 @@ import time
 import urllib.error
 import urllib.request
 
+from hyperloom import keeper, procgroup
+from hyperloom.procgroup import group_members
+
 STATUS_FILE = "serve.json"
 SERVER_LOG = "server.log"
 CLIENT_LOG = "client.log"
@@ -63,27 +67,6 @@ STOPPED_EXIT = 143
 def log(msg):
     sys.stderr.write("hyperloom-serve: %s\n" % msg)
     sys.stderr.flush()
-
-
-# ---------------------------------------------------------------------------------------------
-# The keeper: leader of the server's process group
-
-
-def keeper(fd):
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(s, signal.SIG_IGN)
-    while True:
-        try:
-            if not os.read(fd, 64):
-                break
-        except InterruptedError:
-            continue
-        except OSError:
-            break
-    try:
-        os.killpg(os.getpgrp(), signal.SIGKILL)  # the group, this keeper included
-    finally:
-        os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,27 +148,6 @@ def free_port(host):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def group_members(pgid):
-    """Live (non-zombie) pids in process group `pgid`; None when /proc cannot tell."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    found = []
-    for e in entries:
-        if not e.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % e, "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            found.append(int(e))
-    return found
 
 
 def last_line(path, limit=4096):
@@ -273,16 +235,10 @@ class Runner:
 
     def start_server(self, env):
         a = self.args
-        r, w = os.pipe()
-        os.set_inheritable(r, True)
-        self.keeper = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--keeper", str(r)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(r,), close_fds=True, preexec_fn=lambda: os.setpgid(0, 0),
-        )
-        os.close(r)
-        self.keeper_w = w  # only we hold it: our end closes when we end, however
-        pgid = self.keeper.pid
+        # The keeper leads the server's group; only we hold its pipe's write end, which closes
+        # when we end, however.
+        self.keeper, self.keeper_w = keeper.start()
+        pgid = self.keeper
         self.server_pgid = pgid
         logf = open(os.path.join(a["dir"], SERVER_LOG), "ab", buffering=0)
 
@@ -305,7 +261,7 @@ class Runner:
             return True
         if self.server_exit is None:
             rc = self.server.returncode
-            self.server_exit = rc if rc >= 0 else 128 - rc
+            self.server_exit = procgroup.exit_code(rc)
             self.server_runtime = round(time.monotonic() - self.server_started, 3)
         return False
 
@@ -314,19 +270,12 @@ class Runner:
         pgid = self.server_pgid
         if pgid is None:
             return True
-        members = lambda: [p for p in (group_members(pgid) or []) if p != self.keeper.pid]
+        members = lambda: group_members(pgid, exclude=(self.keeper,)) or []
         if members():
-            self.stopped_with = "TERM"
-            try:
-                os.killpg(pgid, signal.SIGTERM)  # the keeper ignores it
-            except OSError:
-                pass
-            deadline = time.monotonic() + self.args["stop_grace"]
-            while time.monotonic() < deadline and members():
-                self.server_alive()
-                time.sleep(0.05)
-        if members():
-            self.stopped_with = "KILL"
+            # TERM (the keeper ignores it), the grace, KILL: "TERM" or "KILL", whichever ended it.
+            self.stopped_with = procgroup.stop_group(
+                pgid, self.args["stop_grace"], lambda: not members(), poll=self.server_alive
+            )
         # Closing our end of the pipe makes the keeper SIGKILL the whole group, itself included.
         if self.keeper_w is not None:
             os.close(self.keeper_w)
@@ -345,10 +294,7 @@ class Runner:
             time.sleep(0.02)
         self.server_alive()
         if self.keeper is not None:
-            try:
-                self.keeper.wait(1.0)
-            except subprocess.TimeoutExpired:
-                pass
+            procgroup.reap(self.keeper, 1.0)
         left = group_members(pgid)
         return left is not None and not left
 
@@ -411,7 +357,7 @@ class Runner:
             t.join(2.0)
         logf.close()
         rc = self.client.returncode
-        self.client_exit = rc if rc >= 0 else 128 - rc
+        self.client_exit = procgroup.exit_code(rc)
         self.client_runtime = round(time.monotonic() - started, 3)
 
     # -- the whole attempt
@@ -481,40 +427,33 @@ def fmt(s):
     return str(int(s)) if float(s).is_integer() else "%.1f" % s
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(message)
+
+
 def parse(argv):
-    a = {"server": None, "dir": None, "ready_path": "/health", "ready_timeout": 1800.0, "stop_grace": 1.5,
-         "progress_every": 5.0, "cwd": None, "client": []}
-    i = 0
-    while i < len(argv):
-        k = argv[i]
-        if k == "--":
-            a["client"] = argv[i + 1:]
-            break
-        if i + 1 >= len(argv):
-            raise ValueError("%s needs a value" % k)
-        v = argv[i + 1]
-        if k == "--server":
-            a["server"] = v
-        elif k == "--dir":
-            a["dir"] = v
-        elif k == "--cwd":
-            a["cwd"] = v
-        elif k == "--ready-path":
-            a["ready_path"] = v if v.startswith("/") else "/" + v
-        elif k in ("--ready-timeout", "--stop-grace", "--progress-every"):
-            a[k[2:].replace("-", "_")] = float(v)
-        else:
-            raise ValueError("unknown option %s" % k)
-        i += 2
-    if not a["server"] or not a["dir"] or not a["client"]:
+    p = _Parser(prog="python PYDIR serve", add_help=False, allow_abbrev=False)
+    p.add_argument("--server")
+    p.add_argument("--dir")
+    p.add_argument("--cwd")
+    p.add_argument("--ready-path", default="/health")
+    p.add_argument("--ready-timeout", type=float, default=1800.0)
+    p.add_argument("--stop-grace", type=float, default=1.5)
+    p.add_argument("--progress-every", type=float, default=5.0)
+    p.add_argument("client", nargs=argparse.REMAINDER)
+    ns = p.parse_args(argv)
+    client = ns.client[1:] if ns.client[:1] == ["--"] else None
+    if not ns.server or not ns.dir or not client:
         raise ValueError("--server, --dir and a client command after -- are required")
+    a = vars(ns)
+    a["client"] = client
+    if not a["ready_path"].startswith("/"):
+        a["ready_path"] = "/" + a["ready_path"]
     return a
 
 
 def main(argv):
-    if argv[:1] == ["--keeper"]:
-        keeper(int(argv[1]))
-        return 0
     try:
         args = parse(argv)
     except ValueError as e:
@@ -539,6 +478,3 @@ def main(argv):
     sys.stderr.flush()
     return code
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""hyperloom's Python side: what a Ray driver must do for hyperloom (TypeScript), which starts
+it with the Python of the Ray installation as `python PYDIR COMMAND` (PYDIR: the folder holding
+this package and its __main__.py). One job per module:
+
+    procgroup    process groups from /proc: members, start times, TERM-grace-KILL
+    keeper       the forked child that KILLs a group the moment its parent (or an owner) ends
+    supervisor   runs one lease's command in a group it leads; `python -I PYDIR supervise`
+    actor        the lease actor (Ray): holds the resources, runs the supervisor, streams events
+    endpoint     the JSON-lines plumbing both bridges share
+    bridge       one lease (`python PYDIR bridge`)
+    group        one serving group, a rank actor per node (`python PYDIR group`)
+    serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
+
+procgroup, keeper and supervisor are standard library only; the bridges import Ray. The package
+is pickled by value with the actor class (actor.register_by_value), so a Ray node that runs a
+lease's actor needs only Ray, never these files.
+
+The actor, the supervisor and the keeper
+----------------------------------------
+The actor (class HyperloomLease, num_cpus=0, num_gpus=N, resources={"serving_slot": 1} unless
+disabled, threaded so `stop` runs beside `run`) starts CMD through a tiny supervisor: a Python
+process (`python -I PYDIR supervise ...`, hyperloom.supervisor) that leads its
+own session/process group; CMD and everything it starts live in that group. CMD's environment is
+the caller's `env` with the actor's own device variables (CUDA_VISIBLE_DEVICES,
+HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, set by Ray for the actor's GPUs) laid over it: they win.
+The supervisor reports to the actor on a private pipe: "pid N" (or "failed") then "exit N"; it
+reports the exit only once CMD's whole group is gone (leftovers: TERM, grace, KILL), because the
+exit ends the lease. `run` is a streaming generator yielding lists of protocol events (batched
+when lines come faster than they are consumed); `stop` sends TERM to the supervisor, which
+forwards it to the group and escalates to KILL after the grace.
+
+Invariant (SPEC section 9): once the lease's resources are released in Ray, nothing of CMD's
+process group runs. Every way the lease can end takes the group with it:
+
+    hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,
+                                    grace, KILL through the actor; the actor is killed after)
+    the bridge (the driver) dies    the keeper, which watches the bridge's pid (a pidfd, when the
+                                    actor runs on the bridge's host and pid namespace), SIGKILLs
+                                    the group at once; Ray then kills the actor it owned (as
+                                    below), but may free the slot ~0.1 s before the worker dies
+    the actor's worker dies         the raylet SIGKILLs the worker's direct children, i.e. the
+    (SIGKILL, ray.kill, ray stop)   supervisor; the supervisor also gets PR_SET_PDEATHSIG
+                                    (SIGUSR1, checked against its parent pid) and SIGKILLs the
+                                    group at once: the slot is already free, no grace
+    the supervisor dies (SIGKILL)   the keeper SIGKILLs the group at once
+    CMD's parent dies               CMD itself has PR_SET_PDEATHSIG=SIGKILL toward the supervisor
+
+The keeper is a child the supervisor forks before starting CMD. It stays in CMD's process group
+(so the group id cannot be reused while it waits), ignores TERM/INT/HUP, holds none of the
+supervisor's descriptors except the read end of a private pipe whose only writer is the
+supervisor, and SIGKILLs the whole group (itself included) on EOF, i.e. the moment the
+supervisor ends however it ends, or the moment the lease's owner (the bridge, `--owner-pid`
+with its start time against pid reuse) ends. Ray does not kill it with the worker, since it is
+not the worker's direct child. What no mechanism here covers: a process that leaves the group itself
+(setsid/setpgid) and a SIGKILL of the keeper together with the supervisor; the keeper's
+wake-up (milliseconds) bounds how long the group can outlive a supervisor killed with the
+worker, which is shorter than any new lease takes to start a command.
+"""

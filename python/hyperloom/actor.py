@@ -1,0 +1,332 @@
+"""The lease actor: it holds a lease's resources in Ray (its GPUs, the serving slot) while it
+runs the lease's command through the supervisor (hyperloom.supervisor) and streams the command's
+output and exit back to the bridge that owns it.
+
+This module is pickled by value with the actor class (see `register_by_value`): a node that has
+only Ray runs it. The supervisor is started as `python -I PYDIR supervise ...`, PYDIR being this
+package's folder when the node has it unchanged, else a copy of the supervisor's files (which
+travel with the class) in a folder of this user's under the node's temporary directory."""
+
+import hashlib
+import os
+import queue
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from hyperloom import procgroup
+
+DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+MAX_LINE_BYTES = 64 * 1024
+# What `python -I PYDIR supervise` imports, relative to PYDIR (stdlib besides these).
+SUPERVISOR_FILES = (
+    "__main__.py",
+    "hyperloom/__init__.py",
+    "hyperloom/procgroup.py",
+    "hyperloom/keeper.py",
+    "hyperloom/supervisor.py",
+)
+
+
+def register_by_value(ray):
+    """Pickle this package by value (its functions' and classes' code, not an import of them):
+    the actor's node then needs only Ray, never these files. Call before `ray.remote`."""
+    import hyperloom
+
+    ray.cloudpickle.register_pickle_by_value(hyperloom)
+
+
+def package_dir():
+    """PYDIR: the folder holding __main__.py and hyperloom/, on this host."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def supervisor_files():
+    """The supervisor's files as this host has them: (PYDIR, {relative path: bytes})."""
+    root = package_dir()
+    contents = {}
+    for rel in SUPERVISOR_FILES:
+        with open(os.path.join(root, rel), "rb") as f:
+            contents[rel] = f.read()
+    return root, contents
+
+
+def _holds(root, contents):
+    """True when folder `root` holds exactly these files' bytes."""
+    for rel, data in contents.items():
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                if f.read() != data:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def runnable_dir(files):
+    """A PYDIR on this node that runs the supervisor: the bridge's own when this node has it
+    unchanged (the same host, or a shared file system), else a private copy, written once per
+    content (the folder's name is its digest) under this user's folder in the temporary directory."""
+    root, contents = files
+    if _holds(root, contents):
+        return root
+    digest = hashlib.sha256()
+    for rel in sorted(contents):
+        digest.update(rel.encode() + b"\0" + contents[rel] + b"\0")
+    base = os.path.join(tempfile.gettempdir(), "hyperloom-py-%d" % os.getuid())
+    target = os.path.join(base, digest.hexdigest()[:20])
+    if _holds(target, contents):
+        return target
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(base)
+    if not os.path.isdir(base) or os.path.islink(base) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RuntimeError("%s is not a private folder of this user's: cannot place the supervisor" % base)
+    tmp = tempfile.mkdtemp(dir=base)
+    for rel, data in contents.items():
+        path = os.path.join(tmp, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    try:
+        os.rename(tmp, target)
+    except OSError:  # another lease placed it first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    if not _holds(target, contents):
+        raise RuntimeError("cannot place the supervisor's files in %s" % target)
+    return target
+
+
+def supervisor_command(pydir, status_fd, grace, cwd, owner, argv):
+    """The supervisor's argv: its status pipe, its parent (this worker), the grace, CMD's cwd, the
+    lease's owner when it runs on this host (its keeper watches it), then CMD."""
+    cmd = [
+        sys.executable, "-I", pydir, "supervise",
+        "--status-fd", str(status_fd), "--parent", str(os.getpid()), "--grace", str(grace),
+    ]
+    if cwd:
+        cmd.append("--cwd=" + cwd)  # one word: a folder may start with "-"
+    if owner and owner.get("pid") and owner.get("host") == host_identity():
+        cmd += ["--owner-pid", str(owner["pid"])]
+        if owner.get("start") is not None:
+            cmd += ["--owner-start", str(owner["start"])]
+    return cmd + ["--"] + [str(a) for a in argv]
+
+
+def make_actor_class(ray):
+    """The lease actor's class (each group rank's too), for `ray.remote`. Built here, on the
+    bridge's host, with the supervisor's files read from this package: they travel with the
+    class (this package is pickled by value), so the actor's node needs only Ray."""
+    import subprocess
+
+    files = supervisor_files()
+
+    class HyperloomLease:
+        def __init__(self):
+            self._proc = None
+            self._stopped = False
+            self._lock = threading.Lock()
+
+        @ray.method(num_returns="streaming")
+        def run(self, argv, env, cwd, grace, owner=None):
+            pydir = runnable_dir(files)
+            merged = dict(env or {})
+            for k in DEVICE_VARS:
+                v = os.environ.get(k)
+                if v is not None:
+                    merged[k] = v
+            r, w = os.pipe()
+            try:
+                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv)
+            except BaseException:
+                os.close(r)
+                os.close(w)
+                raise
+            with self._lock:
+                if self._stopped:  # released before CMD started: never start it
+                    os.close(r)
+                    os.close(w)
+                    return
+                try:
+                    proc = subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env=merged,
+                        start_new_session=True,
+                        pass_fds=(w,),
+                        close_fds=True,
+                    )
+                except BaseException:
+                    os.close(r)
+                    raise
+                finally:
+                    os.close(w)
+                self._proc = proc
+            events = queue.Queue()
+
+            def read_stream(name, pipe):
+                try:
+                    while True:
+                        raw = pipe.readline(MAX_LINE_BYTES)
+                        if not raw:
+                            break
+                        if raw.endswith(b"\n"):
+                            raw = raw[:-1]
+                            if raw.endswith(b"\r"):
+                                raw = raw[:-1]
+                        events.put(("line", name, raw.decode("utf-8", "replace")))
+                finally:
+                    events.put(("eof", name, None))
+
+            def read_status():
+                try:
+                    with os.fdopen(r, "rb") as f:
+                        for raw in f:
+                            parts = raw.decode("ascii", "replace").split()
+                            if len(parts) == 2 and parts[0] in ("pid", "exit"):
+                                events.put((parts[0], int(parts[1]), None))
+                            elif parts == ["failed"]:
+                                events.put(("pid", None, None))
+                finally:
+                    events.put(("eof", "status", None))
+
+            def wait_proc():
+                events.put(("proc_exit", proc.wait(), None))
+
+            for target, args in (
+                (read_stream, ("stdout", proc.stdout)),
+                (read_stream, ("stderr", proc.stderr)),
+                (read_status, ()),
+                (wait_proc, ()),
+            ):
+                threading.Thread(target=target, args=args, daemon=True).start()
+
+            started = False
+            pending = []  # output seen before the supervisor said whether CMD started
+            exit_code = None
+            proc_rc = None
+            open_streams = {"stdout", "stderr", "status"}
+            drain_deadline = None
+            while True:
+                timeout = None
+                if drain_deadline is not None:
+                    timeout = max(0.0, drain_deadline - time.monotonic())
+                try:
+                    kind, a, b = events.get(timeout=timeout)
+                except queue.Empty:
+                    break  # something outside the group still holds CMD's output open
+                batch = [(kind, a, b)]
+                while len(batch) < 1000:
+                    try:
+                        batch.append(events.get_nowait())
+                    except queue.Empty:
+                        break
+                out = []
+                for kind, a, b in batch:
+                    if kind == "line":
+                        ev = {"event": "output", "stream": a, "line": b}
+                        (out if started else pending).append(ev)
+                    elif kind == "eof":
+                        open_streams.discard(a)
+                    elif kind == "pid" and not started:
+                        started = True
+                        out.append(self._started_event(a, proc.pid))
+                        out.extend(pending)
+                        pending = []
+                    elif kind == "exit":
+                        exit_code = a
+                    elif kind == "proc_exit":
+                        proc_rc = a
+                        drain_deadline = time.monotonic() + 2.0
+                if proc_rc is not None and not started and "status" not in open_streams:
+                    # The supervisor ended without reporting a start (killed early).
+                    started = True
+                    out.insert(0, self._started_event(None, proc.pid))
+                    out.extend(pending)
+                    pending = []
+                if out:
+                    yield out
+                if proc_rc is not None and not open_streams:
+                    break
+            if not started:
+                yield [self._started_event(None, proc.pid)] + pending
+            if exit_code is None:
+                exit_code = procgroup.exit_code(proc_rc)
+            yield [{"event": "exit", "code": exit_code}]
+
+        def _started_event(self, pid, pgid):
+            return {
+                "event": "started",
+                "pid": pid,
+                "pgid": pgid,
+                "actor_pid": os.getpid(),
+                "node_id": ray.get_runtime_context().get_node_id(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            }
+
+        def stop(self, grace):
+            """TERM to the supervisor (it forwards to CMD's group, KILLs after `grace`)."""
+            with self._lock:
+                self._stopped = True
+                proc = self._proc
+            if proc is None:
+                return None
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGTERM)
+                except OSError:
+                    pass
+                try:
+                    proc.wait(grace + 2.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # leftovers, or a supervisor that hung
+            except OSError:
+                pass
+            try:
+                return proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                return None
+
+    return HyperloomLease
+
+
+# ---------------------------------------------------------------------------------------------
+# The bridge
+
+
+def actor_options(spec, **extra):
+    """The lease actor's options (each group rank's too): no CPU, the request's GPUs and serving
+    slot, no restarts or retries (a dead actor ends the lease), room for `stop` beside `run`."""
+    options = dict(num_cpus=0, num_gpus=spec["gpus"], max_concurrency=4, max_restarts=0, max_task_retries=0, **extra)
+    if spec["serving_slot"]:
+        options["resources"] = {"serving_slot": 1}
+    return options
+
+
+def host_identity():
+    """This host's boot id and pid namespace: equal on both sides means the same pids."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return "%s/%d" % (boot, os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return None
+
+
+def owner_info():
+    """Who owns the lease (this bridge), for the keeper to watch when it runs on the same host."""
+    host = host_identity()
+    if host is None:
+        return None
+    pid = os.getpid()
+    return {"pid": pid, "start": procgroup.start_time(pid), "host": host}

@@ -1,0 +1,229 @@
+"""The lease bridge: holds one serving lease (a Ray actor, hyperloom.actor) for hyperloom.
+
+    python PYDIR bridge        JSON lines on stdin/stdout
+
+Protocol (version 1)
+--------------------
+One JSON object per line, UTF-8, both directions. stdout carries ONLY protocol lines: the bridge
+moves file descriptor 1 onto stderr before importing Ray, so Ray's (and anyone's) prints land on
+stderr, which is free-form diagnostics.
+
+hyperloom -> bridge (stdin):
+
+    {"op": "lease", "address": "host:port", "gpus": N, "serving_slot": true,
+     "argv": ["cmd", "arg", ...], "env": {"K": "V", ...}, "cwd": "/dir",
+     "name": "optional actor name", "namespace": "optional, default hyperloom",
+     "stop_grace_sec": 3}
+        At most one per bridge. `gpus` >= 0 (fractions allowed), `serving_slot` defaults to true,
+        `env` is the command's whole environment (default: the bridge's), `cwd` defaults to the
+        bridge's working directory.
+    {"op": "release"}
+        Stop the command's process tree, kill the actor, disconnect, exit. Also triggered by EOF
+        on stdin (hyperloom went away), by SIGTERM/SIGINT/SIGHUP, and by stdout being closed.
+
+bridge -> hyperloom (stdout), in this order:
+
+    {"event": "connected", "job_id": "<hex>"}              ray.init succeeded (this driver's job)
+    {"event": "submitted", "actor_id": "<hex>"}            actor creation sent (may now wait for
+                                                           the slot/GPUs: contention)
+    {"event": "started", "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
+     "cuda_visible_devices": "0"|null}                     the actor runs, CMD was started (pid
+                                                           null when CMD could not start)
+    {"event": "output", "stream": "stdout"|"stderr", "line": "..."}   live, one per line (no
+                                                           newline; lines over 64 KiB are split)
+    {"event": "exit", "code": N}                           CMD ended: its exit code, 128+signal
+                                                           when killed, 127 when it could not
+                                                           start (with an explanatory stderr
+                                                           line starting "hyperloom: "); also
+                                                           sent on a release that stopped CMD
+                                                           (143 for TERM) if it comes within 2 s
+    {"event": "error", "kind": K, "message": "one line"}   fatal; the bridge then releases
+        K: "protocol"      bad input line / second lease / missing fields
+           "ray_import"    `import ray` failed in this Python
+           "ray_init"      ray.init(address=...) failed (message: Ray's reason); an address
+                           refusing TCP fails at once instead of Ray's minutes of retries
+           "actor_creation" the actor could not be created (e.g. name taken)
+           "actor_died"    the actor died while the lease was pending or running
+           "actor_failed"  the actor's method raised
+           "internal"      a bug in this file
+    {"event": "released"}                                  last line; the actor is killed, the
+                                                           driver disconnected
+
+Exit status of the bridge: 0 after a release with no error, 1 after an error event.
+The actor is killed as soon as CMD's exit was reported (the slot frees at once); the bridge
+itself stays until released so that hyperloom decides when it ends.
+"""
+
+import argparse
+import os
+import sys
+import threading
+
+from hyperloom import actor
+from hyperloom.endpoint import DEFAULT_STOP_GRACE_SEC, JsonLinesEndpoint, ProtocolError, describe, serve_stdio
+
+PROTOCOL_VERSION = 1
+DEFAULT_NAMESPACE = "hyperloom"
+
+
+class Bridge(JsonLinesEndpoint):
+    OP = "lease"
+
+    def __init__(self, out):
+        super().__init__(out)
+        self.actor = None
+        self.started = False
+        self.exited = False
+
+    # -- lifecycle
+
+    def parse(self, msg):
+        return parse_lease(msg)
+
+    def start(self, spec):
+        """Connects and sends the actor creation. None on success, else the exit status."""
+        ray = self.ray
+        self.grace = spec["stop_grace_sec"]
+        code = self.connect(spec)
+        if code is not None:
+            return code
+        try:
+            cls = ray.remote(actor.make_actor_class(ray))
+            options = actor.actor_options(spec)
+            if spec["name"]:
+                options["name"] = spec["name"]
+            self.actor = cls.options(**options).remote()
+        except Exception as e:
+            self.emit_error("actor_creation", describe(e))
+            return 1
+        self.emit("submitted", actor_id=self.actor._actor_id.hex())
+        try:
+            gen = self.actor.run.remote(spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info())
+        except Exception as e:
+            self.emit_error("actor_failed", describe(e))
+            return 1
+        threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
+        return None
+
+    def pump(self, gen):
+        """Moves the actor's streamed event batches into the inbox (blocks while pending)."""
+        ray = self.ray
+        try:
+            for ref in gen:
+                self.inbox.put(("batch", ray.get(ref)))
+            self.inbox.put(("pump_done", None))
+        except BaseException as e:
+            self.inbox.put(("pump_error", e))
+
+    def serve(self):
+        ray = self.ray
+        while True:
+            kind, payload = self.inbox.get()
+            if kind == "batch":
+                self.relay(payload)
+                if self.exited:
+                    self.kill_actor()  # frees the slot now; release still ends the bridge
+            elif kind == "pump_done":
+                if not self.exited:
+                    self.emit_error("actor_failed", "the actor's output stream ended without an exit code")
+                    return self.release(1)
+            elif kind == "pump_error":
+                if self.exited or self.releasing:
+                    continue
+                if isinstance(payload, ray.exceptions.RayActorError):
+                    self.emit_error("actor_died", describe(payload))
+                else:
+                    self.emit_error("actor_failed", describe(payload))
+                return self.release(1)
+            else:
+                return self.on_control(kind, payload)
+
+    def drain_until_exit(self, timeout):
+        """After a stop: relays the command's last output and exit code if they come in time."""
+        for kind, payload in self.inbox_until(timeout, lambda: self.exited):
+            if kind == "batch":
+                self.relay(payload)
+            elif kind in ("pump_done", "pump_error"):
+                return
+
+    def relay(self, batch):
+        for ev in batch:
+            name = ev.pop("event")
+            if name == "started":
+                self.started = True
+            elif name == "exit":
+                self.exited = True
+            self.emit(name, **ev)
+
+    def kill_actor(self):
+        held, self.actor = self.actor, None
+        if held is None:
+            return
+        try:
+            self.ray.kill(held, no_restart=True)
+        except Exception as e:
+            sys.stderr.write("hyperloom bridge: ray.kill failed: %s\n" % describe(e))
+
+    def free(self):
+        if self.actor is not None:
+            if not self.exited:
+                # Stop CMD through the actor before killing it: Ray SIGKILLs the worker's direct
+                # children (the supervisor) with it, which would orphan CMD. Also when `started`
+                # has not been relayed yet: the command may already run. An actor still waiting
+                # to be scheduled cannot answer: give it a short while, then just kill it.
+                wait = self.grace + 5.0 if self.started else 1.5
+                try:
+                    self.ray.get(self.actor.stop.remote(self.grace), timeout=wait)
+                    self.drain_until_exit(2.0)
+                except Exception as e:
+                    if self.started:
+                        sys.stderr.write("hyperloom bridge: stopping the command failed: %s\n" % describe(e))
+            self.kill_actor()
+
+
+def parse_lease(msg):
+    def need(cond, what):
+        if not cond:
+            raise ProtocolError("lease: %s" % what)
+
+    address = msg.get("address")
+    need(isinstance(address, str) and address.strip() != "", "address must be a non-empty string")
+    gpus = msg.get("gpus", 0)
+    need(isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus >= 0, "gpus must be a number >= 0")
+    slot = msg.get("serving_slot", True)
+    need(isinstance(slot, bool), "serving_slot must be a boolean")
+    argv = msg.get("argv")
+    need(isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv), "argv must be a non-empty list of strings")
+    env = msg.get("env")
+    if env is None:
+        env = dict(os.environ)
+    need(isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()),
+         "env must be an object of strings")
+    cwd = msg.get("cwd") or os.getcwd()
+    need(isinstance(cwd, str), "cwd must be a string")
+    name = msg.get("name") or None
+    need(name is None or isinstance(name, str), "name must be a string")
+    namespace = msg.get("namespace") or DEFAULT_NAMESPACE
+    need(isinstance(namespace, str), "namespace must be a string")
+    grace = msg.get("stop_grace_sec", DEFAULT_STOP_GRACE_SEC)
+    need(isinstance(grace, (int, float)) and not isinstance(grace, bool) and grace >= 0, "stop_grace_sec must be >= 0")
+    return {
+        "address": address.strip(),
+        "gpus": gpus,
+        "serving_slot": slot,
+        "argv": argv,
+        "env": env,
+        "cwd": cwd,
+        "name": name,
+        "namespace": namespace,
+        "stop_grace_sec": float(grace),
+    }
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(
+        prog="python PYDIR bridge", description="One serving lease: JSON lines on stdin and stdout (see the module's text)."
+    )
+    parser.parse_args(argv)
+    serve_stdio(Bridge)
+    return 0  # not reached: serve_stdio ends the process
