@@ -4,31 +4,52 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Effect } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
 import { UsageError } from "./Exit.js"
 import { CommandLine } from "./Run.js"
 
-const atLeast = (name: string, min: number) => (n: number) =>
-  n >= min
-    ? Effect.succeed(n)
-    : Effect.fail(
-        ValidationError.invalidValue(HelpDoc.p(`--${name} must be a whole number >= ${min}, got ${n}`))
-      )
+const invalid = (text: string) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(text)))
+
+/**
+ * A whole-number option, strict decimal (domain/Numbers.ts): @effect/cli's `Options.integer` reads
+ * with `Number()`, so `--gpus 0x10` was 16 GPUs and `1e1` was 10. Read as text, then parsed here.
+ */
+export const wholeNumber = (name: string, min: number) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("N"),
+    Options.mapEffect((text) => {
+      const n = parseWholeNumber(text)
+      return n !== undefined && n >= min
+        ? Effect.succeed(n)
+        : invalid(`--${name} must be a decimal whole number >= ${min}, got ${JSON.stringify(text)}`)
+    })
+  )
+
+/** A positive number of seconds, strict decimal (`30`, `1.5`; no `1e3`, `0x10` or `Infinity`). */
+export const decimalSeconds = (name: string) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("S"),
+    Options.mapEffect((text) => {
+      const n = parseDecimal(text)
+      return n !== undefined && n > 0
+        ? Effect.succeed(n)
+        : invalid(`--${name} must be a positive decimal number of seconds, got ${JSON.stringify(text)}`)
+    })
+  )
 
 export const json = Options.boolean("json").pipe(
   Options.withDescription("Print one JSON document on stdout (logs stay on stderr).")
 )
 
 /** `--gpus N` where it is required (lease and baseline commands: no silent default; 0 is explicit). */
-export const gpus = Options.integer("gpus").pipe(
-  Options.withDescription("GPUs the serving lease asks for (required; 0 is a valid explicit value)."),
-  Options.mapEffect(atLeast("gpus", 0))
+export const gpus = wholeNumber("gpus", 0).pipe(
+  Options.withDescription("GPUs the serving lease asks for (required; 0 is a valid explicit value).")
 )
 
 /** `--gpus N` for the read-and-repair commands (doctor, ensure, repair), where 0 is the default. */
-export const gpusOptional = Options.integer("gpus").pipe(
+export const gpusOptional = wholeNumber("gpus", 0).pipe(
   Options.withDescription("GPUs the serving lease would ask for (default 0)."),
-  Options.withDefault(0),
-  Options.mapEffect(atLeast("gpus", 0))
+  Options.withDefault(0)
 )
 
 export const noServingSlot = Options.boolean("no-serving-slot").pipe(
@@ -37,28 +58,15 @@ export const noServingSlot = Options.boolean("no-serving-slot").pipe(
   )
 )
 
-export const nodes = Options.integer("nodes").pipe(
+export const nodes = wholeNumber("nodes", 1).pipe(
   Options.withDescription(
     "Nodes in this run (default: HYPERLOOM_NODES, else 1). 2 or more is a multi-node run: no repair, no local head start; lease run and baseline run then hold a group (one placement group, one rank per node, docs/multi-node.md) and ray doctor checks that N nodes each declare serving_slot and --gpus GPUs."
   ),
-  Options.mapEffect(atLeast("nodes", 1)),
   Options.optional
 )
 
 export const positiveSeconds = (name: string, description: string) =>
-  Options.float(name).pipe(
-    Options.withDescription(description),
-    Options.mapEffect((n) =>
-      n > 0 && Number.isFinite(n)
-        ? Effect.succeed(n)
-        : Effect.fail(
-            ValidationError.invalidValue(
-              HelpDoc.p(`--${name} must be a positive number of seconds, got ${n}`)
-            )
-          )
-    ),
-    Options.optional
-  )
+  decimalSeconds(name).pipe(Options.withDescription(description), Options.optional)
 
 export const leaseRequestOf = (opts: {
   readonly gpus: number
