@@ -1,8 +1,9 @@
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Option, Stream } from "effect"
 import { type ParsedResult, parseResult } from "../domain/Results.js"
 import { parseServeStatus, type ServeStatus } from "../domain/Serving.js"
+import { checkRegularFile, RESULT_FILE_MAX_BYTES, readRegularFile } from "./BoundedRead.js"
 import { StateIoFailed } from "./StateStore.js"
 
 /**
@@ -78,15 +79,18 @@ const makeLive = Effect.gen(function* () {
     )
   })
 
-  const readThroughput = Effect.fn("AttemptFiles.readThroughput")(function* (resultFile: string) {
-    return yield* fs.readFileString(resultFile).pipe(
-      Effect.map(throughputOf),
-      Effect.catchAll((e) =>
-        isNotFound(e)
-          ? Effect.succeed(undefined)
-          : Effect.as(Effect.logWarning(`cannot read the result file ${resultFile}: ${e.message}`), undefined)
-      )
+  /**
+   * A file a command or the runner wrote, read safely (BoundedRead.ts: a FIFO or /dev/zero is
+   * refused at once); missing → `undefined`, refused or unreadable → a warning and `undefined`.
+   */
+  const readBounded = <A>(file: string, what: string, parse: (text: string) => A) =>
+    readRegularFile(file, RESULT_FILE_MAX_BYTES).pipe(
+      Effect.map((text) => (Option.isSome(text) ? parse(text.value) : undefined)),
+      Effect.catchAll((e) => Effect.as(Effect.logWarning(`cannot read ${what}${e.message}`), undefined))
     )
+
+  const readThroughput = Effect.fn("AttemptFiles.readThroughput")(function* (resultFile: string) {
+    return yield* readBounded(resultFile, "the result file ", throughputOf)
   })
 
   const writeLaunchLog = Effect.fn("AttemptFiles.writeLaunchLog")(function* (file: string, text: string) {
@@ -96,14 +100,7 @@ const makeLive = Effect.gen(function* () {
   })
 
   const readResult = Effect.fn("AttemptFiles.readResult")(function* (resultFile: string) {
-    return yield* fs.readFileString(resultFile).pipe(
-      Effect.map(parseResult),
-      Effect.catchAll((e) =>
-        isNotFound(e)
-          ? Effect.succeed(undefined)
-          : Effect.as(Effect.logWarning(`cannot read the result file ${resultFile}: ${e.message}`), undefined)
-      )
-    )
+    return yield* readBounded(resultFile, "the result file ", parseResult)
   })
 
   const scanLog = Effect.fn("AttemptFiles.scanLog")(function* (
@@ -112,7 +109,10 @@ const makeLive = Effect.gen(function* () {
     tailChars: number
   ) {
     let tail = ""
-    const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
+    // Streamed (memory flat), but never a FIFO (it would block) or a device (/dev/zero never ends).
+    const exists = yield* checkRegularFile(file).pipe(
+      Effect.catchAll((e) => Effect.as(Effect.logWarning(`cannot read ${e.message}`), false))
+    )
     if (!exists) return undefined
     return yield* fs.stream(file).pipe(
       Stream.decodeText(),
@@ -132,10 +132,7 @@ const makeLive = Effect.gen(function* () {
   })
 
   const readServeStatus = Effect.fn("AttemptFiles.readServeStatus")(function* (file: string) {
-    return yield* fs.readFileString(file).pipe(
-      Effect.map(parseServeStatus),
-      Effect.orElseSucceed(() => undefined)
-    )
+    return yield* readBounded(file, "", parseServeStatus)
   })
 
   const writeJson = Effect.fn("AttemptFiles.writeJson")(function* (file: string, value: unknown) {
@@ -147,16 +144,13 @@ const makeLive = Effect.gen(function* () {
   })
 
   const readJson = Effect.fn("AttemptFiles.readJson")(function* (file: string) {
-    return yield* fs.readFileString(file).pipe(
-      Effect.map((text): unknown => {
-        try {
-          return JSON.parse(text)
-        } catch {
-          return undefined
-        }
-      }),
-      Effect.orElseSucceed(() => undefined)
-    )
+    return yield* readBounded(file, "", (text): unknown => {
+      try {
+        return JSON.parse(text)
+      } catch {
+        return undefined
+      }
+    })
   })
 
   const writeText = Effect.fn("AttemptFiles.writeText")(function* (file: string, text: string) {

@@ -3,7 +3,8 @@ import type { PlatformError } from "@effect/platform/Error"
 import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
 import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
 import { oneLine } from "../domain/Text.js"
-import { holdLockFile, isNotFound, type LockUnavailable, pidAlive } from "./LockFile.js"
+import { readRegularFile, STATE_FILE_MAX_BYTES } from "./BoundedRead.js"
+import { holdLockFile, type LockUnavailable, pidAlive } from "./LockFile.js"
 
 export { pidAlive }
 
@@ -103,11 +104,14 @@ export const makeFileStateStore = Effect.gen(function* () {
   const io = (operation: string, target: string) => (e: PlatformError | LockUnavailable) =>
     new StateIoFailed({ path: target, operation, detail: e.message })
 
+  // Not through fs.readFileString: a FIFO would hang it and /dev/zero exhaust memory (BoundedRead.ts).
   const readIfExists = (file: string) =>
-    fs.readFileString(file).pipe(
-      Effect.map(Option.some),
-      Effect.catchIf(isNotFound, () => Effect.succeed(Option.none<string>())),
-      Effect.mapError(io("read", file))
+    readRegularFile(file, STATE_FILE_MAX_BYTES).pipe(
+      Effect.mapError((e) =>
+        e._tag === "FileRefused"
+          ? new StateCorrupt({ path: file, detail: e.detail })
+          : new StateIoFailed({ path: file, operation: "read", detail: e.detail })
+      )
     )
 
   const ensureDir = (dir: string) =>
