@@ -21,7 +21,7 @@ export const wholeNumber = (name: string, min: number) =>
       const n = parseWholeNumber(text)
       return n !== undefined && n >= min
         ? Effect.succeed(n)
-        : invalid(`--${name} must be a decimal whole number >= ${min}, got ${JSON.stringify(text)}`)
+        : invalid(`--${name} must be a whole number >= ${min} in decimal digits, got '${text}'`)
     })
   )
 
@@ -33,7 +33,7 @@ export const decimalSeconds = (name: string) =>
       const n = parseDecimal(text)
       return n !== undefined && n > 0
         ? Effect.succeed(n)
-        : invalid(`--${name} must be a positive decimal number of seconds, got ${JSON.stringify(text)}`)
+        : invalid(`--${name} must be a positive number of seconds in decimal digits, got '${text}'`)
     })
   )
 
