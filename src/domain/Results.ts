@@ -75,7 +75,25 @@ export const engineFormatOf = (record: Json): "vllm" | "sglang" | undefined => {
 const finite = (v: unknown): number | undefined =>
   typeof v === "number" && Number.isFinite(v) ? v : undefined
 
-/** The SPEC §10 metrics of one record (SGLang's `total_throughput` is the total token throughput). */
+/**
+ * The total token throughput SGLang's record implies when it has no `total_throughput`: (input +
+ * output tokens) / duration, from `total_input`/`total_output` (sglang/benchmark/metrics.py's
+ * BenchmarkMetrics) or `total_input_tokens`/`total_output_tokens` (the older
+ * python/sglang/bench_serving.py record, which writes no `total_throughput`); undefined unless
+ * both totals and a positive duration are there.
+ */
+const derivedTotalThroughput = (record: Json): number | undefined => {
+  const input = finite(record.total_input) ?? finite(record.total_input_tokens)
+  const output = finite(record.total_output) ?? finite(record.total_output_tokens)
+  const duration = finite(record.duration)
+  if (input === undefined || output === undefined || duration === undefined || duration <= 0) return undefined
+  return (input + output) / duration
+}
+
+/**
+ * The SPEC §10 metrics of one record (SGLang's `total_throughput` is the total token throughput;
+ * a record without it gets the one its totals and duration give).
+ */
 export const metricsOf = (record: Json): Metrics => {
   const out: { [K in MetricKey]?: number } = {}
   for (const key of METRIC_KEYS) {
@@ -83,7 +101,7 @@ export const metricsOf = (record: Json): Metrics => {
     if (v !== undefined) out[key] = v
   }
   if (out.total_token_throughput === undefined) {
-    const total = finite(record.total_throughput)
+    const total = finite(record.total_throughput) ?? derivedTotalThroughput(record)
     if (total !== undefined) out.total_token_throughput = total
   }
   return out

@@ -49,16 +49,40 @@ describe("parseResult: the result formats, recognised by their keys", () => {
     assert.strictEqual(r.metrics.p99_itl_ms, 38.5)
   })
 
-  it("the older SGLang record (median latencies only) is still SGLang", () => {
+  it("the older SGLang record (median latencies only, no total_throughput) is still SGLang; its total is derived", () => {
     const r = parseResult(fixture("sglang-bench-serving-old.jsonl"))!
     assert.strictEqual(r.format, "sglang")
     assert.strictEqual(r.throughput, 1597.4)
     assert.deepStrictEqual(r.metrics, {
       output_throughput: 1597.4,
+      // (total_input_tokens 226807 + total_output_tokens 193154) / duration 120.9 s
+      total_token_throughput: (226807 + 193154) / 120.9,
       completed: 1000,
       median_ttft_ms: 95.3,
       median_itl_ms: 21.4
     })
+  })
+
+  it("SGLang without total_throughput: derived from total_input + total_output over duration; never from a zero duration", () => {
+    const line = (extra: string) =>
+      `{"backend": "sglang", "dataset_name": "random", "duration": 10.0, "completed": 5, "output_throughput": 40.0${extra}}`
+    assert.strictEqual(
+      parseResult(line(', "total_input": 100, "total_output": 400'))?.metrics.total_token_throughput,
+      50
+    )
+    assert.isUndefined(
+      parseResult(line(', "total_input": 100'))?.metrics.total_token_throughput,
+      "no output total"
+    )
+    assert.strictEqual(
+      parseResult(line(', "total_input": 100, "total_output": 400, "total_throughput": 51.5'))?.metrics
+        .total_token_throughput,
+      51.5,
+      "the record's own figure wins"
+    )
+    const zero =
+      '{"backend": "sglang", "dataset_name": "random", "duration": 0, "completed": 0, "output_throughput": 0, "total_input": 0, "total_output": 0}'
+    assert.isUndefined(parseResult(zero)?.metrics.total_token_throughput)
   })
 
   it("{throughput} is the generic format; anything else is no report", () => {
