@@ -5,8 +5,16 @@
  * GPUs. It answers
  *   GET  /health            200 once "loaded" (503 before)
  *   GET  /v1/models         {"object":"list","data":[{"id":MODEL,...}]}
- *   POST /v1/completions    {"prompt","max_tokens","stream"}: streams `data: {...}` chunks (one
- *                            token each), then `data: [DONE]`
+ *   POST /v1/completions    {"prompt","max_tokens","stream","stream_options"}: streams `data: {...}`
+ *                            chunks (one token each) shaped as vLLM's (vllm/entrypoints/openai/
+ *                            serving_completion.py), then, ONLY when the request sets
+ *                            stream_options.include_usage (as vLLM's and SGLang's servers), the
+ *                            usage-only chunk {"choices": [], "usage": …}, then `data: [DONE]`
+ *   POST /generate          SGLang's native API ({"text","sampling_params":{"max_new_tokens"},
+ *                            "stream"}): `data: {"text": <all text so far>, "meta_info":
+ *                            {"completion_tokens", …}}` per token, then `data: [DONE]`, as
+ *                            sglang/srt/entrypoints/http_server.py; one JSON object unstreamed
+ *   GET  /get_model_info, /get_server_info   as SGLang's (the model; the settings)
  *
  *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
  *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
@@ -30,14 +38,25 @@
  *   kv-oom-sglang   SGLang: "RuntimeError: Not enough memory. Please try to increase
  *                   --mem-fraction-static."; exit 1
  *   arg-error       argparse: "vllm serve: error: unrecognized arguments: …"; exit 2
- *   crash-after-ready  serves, then dies with exit 1 after the first completion request
+ *   crash-after-ready  serves, then dies with exit 1 when the second completion request arrives
+ *   crash-mid-stream   serves the first request, then dies with exit 1 after the third token of a
+ *                   later one: open streams break off without [DONE], as when a real engine dies
  *   --never-ready   listens, but /health answers 503 forever
  * SIGTERM: logs "Shutting down" and exits 0.
  */
+import { readFileSync } from "node:fs"
 import * as http from "node:http"
+import { fileURLToPath } from "node:url"
 import { kvFailure, modelFlags, stepMs } from "./engine-model.mjs"
 
 const args = process.argv.slice(2)
+if (args.includes("--help") || args.includes("-h")) {
+  const header = readFileSync(fileURLToPath(import.meta.url), "utf8").split("\n")
+  const end = header.findIndex((l) => l.trim() === "*/")
+  console.log("usage: fake-engine.mjs [options]   (a stand-in vLLM / SGLang server)")
+  for (const l of header.slice(2, end)) console.log(l.replace(/^ \* ?/, "  "))
+  process.exit(0)
+}
 const opt = (name, fallback) => {
   const hit = args.find((a) => a === `--${name}` || a.startsWith(`--${name}=`))
   if (hit === undefined) return fallback
@@ -151,6 +170,7 @@ if (kvLines !== undefined) {
 } else {
   let ready = false
   let served = 0
+  let tokensOut = 0
   // The scheduler (engine-model.mjs): at most maxNumSeqs running, the rest in one FIFO queue.
   let running = 0
   const waiting = []
@@ -206,7 +226,26 @@ if (kvLines !== undefined) {
       res.end(JSON.stringify({ object: "list", data: [{ id: model, object: "model", owned_by: "hyperloom" }] }))
       return
     }
-    if (req.method === "POST" && url.pathname === "/v1/completions") {
+    if (req.method === "GET" && url.pathname === "/get_model_info") {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ model_path: model, tokenizer_path: model, is_generation: true }))
+      return
+    }
+    if (req.method === "GET" && url.pathname === "/get_server_info") {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(
+        JSON.stringify({
+          model_path: model,
+          max_running_requests: settings.maxNumSeqs,
+          context_length: settings.maxModelLen,
+          mem_fraction_static: settings.gpuMemoryUtilization,
+          version: "stand-in"
+        })
+      )
+      return
+    }
+    const native = url.pathname === "/generate"
+    if ((req.method === "POST" || (native && req.method === "PUT")) && (native || url.pathname === "/v1/completions")) {
       let body = ""
       req.on("data", (c) => {
         body += c
@@ -219,46 +258,68 @@ if (kvLines !== undefined) {
           res.writeHead(400).end()
           return
         }
-        const n = Math.max(1, Math.min(4096, Number(spec.max_tokens ?? 16)))
-        const p = promptTokens(spec.prompt)
+        const maxTokens = native ? spec.sampling_params?.max_new_tokens : spec.max_tokens
+        const n = Math.max(1, Math.min(4096, Number(maxTokens ?? 16)))
+        const p = promptTokens(native ? (spec.text ?? spec.input_ids) : spec.prompt)
         served++
         info("logger.py", `Received request cmpl-${served}: max_tokens=${n}`)
         if (fail === "crash-after-ready" && served > 1) {
           console.log("ERROR: CUDA error: an illegal memory access was encountered")
           process.exit(1)
         }
-        const id = `cmpl-${served}`
-        const usage = { prompt_tokens: p, completion_tokens: n, total_tokens: p + n }
+        const id = native ? `${served.toString(16).padStart(32, "0")}` : `cmpl-${served}`
+        const created = Math.floor(Date.now() / 1000)
+        const usage = { prompt_tokens: p, total_tokens: p + n, completion_tokens: n, prompt_tokens_details: null }
         const job = { n, closed: false, done: false, timer: undefined, release: undefined, token: () => {} }
         res.on("close", () => {
           job.closed = true
           clearTimeout(job.timer)
           job.release?.()
         })
-        if (spec.stream === false) {
+        // SGLang's /generate object (tokenizer_manager's output): all text so far, and meta_info.
+        const generated = (i) => ({
+          text: " tok".repeat(i),
+          output_ids: Array.from({ length: i }, (_, k) => 1000 + k),
+          meta_info: {
+            id,
+            finish_reason: i === n ? { type: "length", length: n } : null,
+            prompt_tokens: p,
+            completion_tokens: i,
+            cached_tokens: 0
+          }
+        })
+        // vLLM's CompletionStreamResponse (model_dump_json: every field, usage null on token chunks).
+        const chunk = (choices, u) => ({ id, object: "text_completion", created, model, choices, usage: u })
+        const choice = (text, i) => ({
+          index: 0,
+          text,
+          logprobs: null,
+          finish_reason: i === n ? "length" : null,
+          stop_reason: null
+        })
+        if (spec.stream !== true && !(spec.stream === undefined && !native)) {
+          // not streamed (SGLang's default for /generate; `"stream": false` on /v1/completions)
           job.token = (i) => {
             if (i < n) return
             res.writeHead(200, { "content-type": "application/json" })
             res.end(
-              JSON.stringify({
-                id,
-                object: "text_completion",
-                model,
-                choices: [{ index: 0, text: " tok".repeat(n), finish_reason: "length" }],
-                usage
-              })
+              JSON.stringify(native ? generated(n) : { ...chunk([choice(" tok".repeat(n), n)], usage), usage })
             )
           }
           enqueue(job)
           return
         }
+        const includeUsage = !native && spec.stream_options?.include_usage === true
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
         job.token = (i) => {
-          res.write(
-            `data: ${JSON.stringify({ id, object: "text_completion", model, choices: [{ index: 0, text: " tok", finish_reason: i === n ? "length" : null }] })}\n\n`
-          )
+          tokensOut++
+          if (fail === "crash-mid-stream" && served > 1 && i === 3) {
+            console.log("ERROR: CUDA error: an illegal memory access was encountered")
+            process.exit(1)
+          }
+          res.write(`data: ${JSON.stringify(native ? generated(i) : chunk([choice(" tok", i)], null))}\n\n`)
           if (i < n) return
-          res.write(`data: ${JSON.stringify({ id, object: "text_completion", model, choices: [], usage })}\n\n`)
+          if (includeUsage) res.write(`data: ${JSON.stringify(chunk([], usage))}\n\n`)
           res.end("data: [DONE]\n\n")
         }
         enqueue(job)
