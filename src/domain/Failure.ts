@@ -86,6 +86,12 @@ export type AttemptOutcome = Data.TaggedEnum<{
     /** The result file's format and metrics (SPEC §10), when it had a known format. */
     readonly resultFormat?: ResultFormat | undefined
     readonly metrics?: Metrics | undefined
+    /**
+     * A serving attempt (SPEC §10): the server's exit code when it exited on its own while the
+     * client ran (the runner's serve.json). Then the engine broke, whatever the client did: vLLM's
+     * client exits 0 with `completed: 0`, SGLang's raises; both are this one fact.
+     */
+    readonly serverExitCode?: number | undefined
   }
   /**
    * A serving attempt's server (SPEC §10) exited, or did not answer its readiness check in time,
@@ -184,8 +190,25 @@ export const isKvCacheOom = (tail: string): boolean => {
   return KV_CACHE_OOM_PATTERNS.some((p) => t.includes(p))
 }
 
+/**
+ * The benchmark clients' own words when their first request failed (SGLang's bench_serving:
+ * "Warmup failed - Please make sure benchmark arguments are correctly specified. Error: …"; vLLM's:
+ * "Initial test run failed - Please make sure …"). They blame the arguments whatever happened; what
+ * happened is the request's error after "Error:" (a broken stream, a reset connection, an HTTP
+ * error), so such a line is no argument error by its wording (SPEC §10 "Classified from what
+ * happened").
+ */
+const CLIENT_REQUEST_FAILED =
+  /(?:warmup|initial test run) failed - please make sure benchmark arguments are correctly specified/i
+
 /** The tail reads like a rejected argument / option / backend (SPEC §6 `fast_exit_arg_error`). */
-export const hasArgErrorText = (tail: string): boolean => {
+export const hasArgErrorText = (text: string): boolean => {
+  const tail = CLIENT_REQUEST_FAILED.test(text)
+    ? text
+        .split("\n")
+        .filter((l) => !CLIENT_REQUEST_FAILED.test(l))
+        .join("\n")
+    : text
   const t = tail.toLowerCase()
   if (ARG_ERROR_PATTERNS.some((p) => t.includes(p))) return true
   if (ARGPARSE_TYPE_ERROR.test(tail)) return true
@@ -400,11 +423,30 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
       outputTail,
       resultFormat,
       runtimeSec,
+      serverExitCode,
       throughput
     }): AttemptResult => {
       const launchLog = boundedErrorText(outputTail)
       const measured = typeof throughput === "number" && Number.isFinite(throughput) ? throughput : null
       const result = { resultFormat, metrics }
+      if (serverExitCode !== undefined) {
+        // The engine died under the client: one class whichever client ran and however it exited
+        // (a KV-cache OOM in the engine's log still names itself).
+        const cause = causeHeader(outputTail, evidence)
+        const what = `the server exited with code ${serverExitCode} while the client ran (client exit ${exitCode})`
+        return {
+          errorClass: isKvCacheOom(`${evidenceText(evidence)}${outputTail}`)
+            ? "kv_cache_oom"
+            : "subprocess_nonzero",
+          exitCode,
+          runtimeSec,
+          error: boundedErrorText(outputTail, cause === undefined ? what : `${what}\n${cause}`),
+          launchLog: boundedErrorText(outputTail, cause),
+          throughput: measured,
+          outputSignature,
+          ...result
+        }
+      }
       if (exitCode !== 0) {
         const errorClass = failedExitClass(`${evidenceText(evidence)}${outputTail}`, runtimeSec)
         // The output tail is the error (its root cause first when the tail lost it); a silent
@@ -433,6 +475,21 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
           error: boundedErrorText(outputTail, "exited 0 but reported no throughput in HYPERLOOM_RESULT_FILE"),
           launchLog,
           throughput: null,
+          outputSignature,
+          ...result
+        }
+      }
+      if (metrics?.completed === 0) {
+        return {
+          errorClass: "invalid_measurement",
+          exitCode,
+          runtimeSec,
+          error: boundedErrorText(
+            outputTail,
+            "exited 0 but its result has completed 0: every request failed, not a measurement"
+          ),
+          launchLog,
+          throughput: measured,
           outputSignature,
           ...result
         }

@@ -172,3 +172,17 @@ export const parseResult = (text: string): ParsedResult | undefined => {
   }
   return undefined
 }
+
+/**
+ * Whether an attempt's figures are a measurement a table or chart may show as a point (SPEC §10:
+ * "a result with `completed` = 0 is never a measurement"): its throughput (else the metrics'
+ * `output_throughput`) is a positive finite number and its `completed`, where recorded, is not 0.
+ */
+export const isMeasurement = (
+  throughput: number | null | undefined,
+  metrics: Metrics | null | undefined
+): boolean => {
+  const value = throughput ?? metrics?.output_throughput
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) return false
+  return metrics?.completed !== 0
+}

@@ -3,7 +3,7 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { errorHead } from "../../src/domain/Attempt.js"
 import { AttemptOutcome, classifyAttempt, isTellingLine, MAX_ERROR_CHARS } from "../../src/domain/Failure.js"
-import { parseResult } from "../../src/domain/Results.js"
+import { isMeasurement, parseResult } from "../../src/domain/Results.js"
 
 const fixture = (name: string) =>
   fs.readFileSync(path.join(import.meta.dirname, "..", "fixtures", "serving", name), "utf8")
@@ -222,5 +222,98 @@ describe("the one-line summary of an engine's failure is the line that decided i
     const r = exited(log, 52)
     assert.strictEqual(r.errorClass, "subprocess_nonzero")
     assert.include(errorHead(r.error, r.errorClass), "Engine core initialization failed")
+  })
+})
+
+describe("classified from what happened (issue 14 items 2, 3; SPEC §10)", () => {
+  const died = (log: string, exitCode: number, resultFile?: string, serverExitCode?: number) => {
+    const parsed = resultFile === undefined ? undefined : parseResult(fixture(resultFile))
+    return classifyAttempt(
+      AttemptOutcome.Exited({
+        exitCode,
+        runtimeSec: 6,
+        outputTail: log.slice(-MAX_ERROR_CHARS),
+        evidence: log.split("\n").filter(isTellingLine),
+        throughput: parsed?.throughput,
+        resultFormat: parsed?.format,
+        metrics: parsed?.metrics,
+        serverExitCode
+      })
+    )
+  }
+
+  it("SGLang's warm-up failure (its requests failed on the engine's stream) is not an argument error", () => {
+    const r = died(fixture("sglang-bench-serving-warmup-failed.log"), 1)
+    assert.strictEqual(r.errorClass, "subprocess_nonzero")
+  })
+
+  it("vLLM's 'Initial test run failed' after a connection reset is not an argument error either", () => {
+    const log =
+      "Starting initial single prompt test run...\nTraceback (most recent call last):\nValueError: Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: Traceback (most recent call last):\naiohttp.client_exceptions.ServerDisconnectedError: Server disconnected\n"
+    assert.strictEqual(died(log, 1).errorClass, "subprocess_nonzero")
+  })
+
+  it("a real argument error of a client stays one", () => {
+    const log = "usage: vllm bench serve [-h] ...\nvllm bench serve: error: unrecognized arguments: --bogus\n"
+    assert.strictEqual(died(log, 2).errorClass, "fast_exit_arg_error")
+  })
+
+  it("vLLM's client exits 0 with completed 0: never a measurement", () => {
+    const r = died(
+      "============ Serving Benchmark Result ============\n",
+      0,
+      "vllm-bench-serve-engine-died.json"
+    )
+    assert.strictEqual(r.errorClass, "invalid_measurement")
+    assert.include(r.error ?? "", "completed 0")
+  })
+
+  it("completed 0 is never a measurement, even beside a positive throughput", () => {
+    const r = classifyAttempt(
+      AttemptOutcome.Exited({
+        exitCode: 0,
+        runtimeSec: 3,
+        outputTail: "",
+        throughput: 12,
+        resultFormat: "vllm",
+        metrics: { completed: 0, output_throughput: 12 }
+      })
+    )
+    assert.strictEqual(r.errorClass, "invalid_measurement")
+  })
+
+  it("an engine that died while the client ran is one class whichever client ran (vLLM exits 0, SGLang raises)", () => {
+    const vllm = died(
+      "Starting initial single prompt test run...\n",
+      0,
+      "vllm-bench-serve-engine-died.json",
+      1
+    )
+    const sglang = died(fixture("sglang-bench-serving-engine-died.log"), 1, undefined, 1)
+    const sglangWarmup = died(fixture("sglang-bench-serving-warmup-failed.log"), 1, undefined, 137)
+    assert.strictEqual(vllm.errorClass, "subprocess_nonzero")
+    assert.strictEqual(sglang.errorClass, "subprocess_nonzero")
+    assert.strictEqual(sglangWarmup.errorClass, "subprocess_nonzero")
+    for (const r of [vllm, sglang, sglangWarmup]) {
+      assert.match(r.error ?? "", /^the server exited with code (1|137) while the client ran/)
+      assert.isNull(r.throughput === 0 ? null : r.throughput)
+    }
+  })
+
+  it("an engine's KV-cache OOM in its log still decides the class when it died under the client", () => {
+    const r = died(`${fixture("vllm-kv-cache-too-small.log")}\n`, 0, "vllm-bench-serve-engine-died.json", 1)
+    assert.strictEqual(r.errorClass, "kv_cache_oom")
+  })
+})
+
+describe("isMeasurement: what state show and the report may draw as a point", () => {
+  it("a positive throughput with completed > 0 (or no completed count) is one; completed 0 or zero throughput is not", () => {
+    assert.isTrue(isMeasurement(120, { completed: 10, output_throughput: 120 }))
+    assert.isTrue(isMeasurement(120, {}))
+    assert.isTrue(isMeasurement(null, { output_throughput: 5 }))
+    assert.isFalse(isMeasurement(0, { completed: 0, output_throughput: 0 }))
+    assert.isFalse(isMeasurement(12, { completed: 0, output_throughput: 12 }))
+    assert.isFalse(isMeasurement(null, null))
+    assert.isFalse(isMeasurement(-1, {}))
   })
 })

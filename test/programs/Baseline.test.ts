@@ -1096,4 +1096,92 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
       )
     )
   })
+
+  const fixtureText = (name: string) =>
+    fs.readFileSync(path.join(import.meta.dirname, "..", "fixtures", "serving", name), "utf8")
+  /** A serving baseline whose every attempt leaves these logs, serve.json and result file. */
+  const servingRun = (attempt: {
+    readonly serverAlive: boolean
+    readonly clientExit: number
+    readonly clientLog: string
+    readonly result?: string
+  }) => {
+    const memory = AttemptFiles.makeMemoryAttemptFiles()
+    const runner = AttemptRunner.layerTest((spec) => ({
+      effect: Effect.sync(() => {
+        const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
+        memory.files.set(`${dir}/server.log`, "INFO Application startup complete.\n")
+        memory.files.set(`${dir}/client.log`, attempt.clientLog)
+        memory.files.set(
+          `${dir}/serve.json`,
+          status(
+            "client_exited",
+            attempt.serverAlive
+              ? { ready_sec: 3, exit_code: 0, stopped_with: "TERM" }
+              : { ready_sec: 3, exit_code: 1, stopped_with: null }
+          ).replace('"exit_code":0,"runtime_sec":61', `"exit_code":${attempt.clientExit},"runtime_sec":6`)
+        )
+        if (attempt.result !== undefined) memory.files.set(spec.env.HYPERLOOM_RESULT_FILE!, attempt.result)
+      }),
+      exitCode: attempt.clientExit,
+      commandSec: 9
+    }))
+    return runBaseline({
+      sessionDir: SESSION,
+      request: { gpus: 1, servingSlot: true },
+      argv: ["python", "-m", "sglang.bench_serving"],
+      env: {},
+      cwd: "/srv/bench",
+      onOutput: () => Effect.void,
+      serving
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          StateStore.layerTest(),
+          Enablement.layerTest(),
+          Logger.minimumLogLevel(LogLevel.None)
+        ).pipe(Layer.provideMerge(runner), Layer.provideMerge(AttemptFiles.layerTest(memory)))
+      )
+    )
+  }
+
+  it.effect(
+    "SGLang's warm-up failure against a live engine is not an argument error: no baseline_arg_error",
+    () =>
+      Effect.gen(function* () {
+        const report = yield* servingRun({
+          serverAlive: true,
+          clientExit: 1,
+          clientLog: fixtureText("sglang-bench-serving-warmup-failed.log")
+        })
+        assert.notStrictEqual(report.state.stop_reason, "baseline_arg_error")
+        assert.isTrue(report.state.baseline_attempts.every((a) => a.error_class !== "fast_exit_arg_error"))
+      })
+  )
+
+  it.effect(
+    "an engine dying under the client is one class for vLLM's client (exit 0, completed 0) and SGLang's (raises)",
+    () =>
+      Effect.gen(function* () {
+        const vllm = yield* servingRun({
+          serverAlive: false,
+          clientExit: 0,
+          clientLog: "============ Serving Benchmark Result ============\n",
+          result: fixtureText("vllm-bench-serve-engine-died.json")
+        })
+        const sglang = yield* servingRun({
+          serverAlive: false,
+          clientExit: 1,
+          clientLog: fixtureText("sglang-bench-serving-engine-died.log")
+        })
+        const classes = (r: typeof vllm) => [...new Set(r.state.baseline_attempts.map((a) => a.error_class))]
+        assert.deepStrictEqual(classes(vllm), ["subprocess_nonzero"])
+        assert.deepStrictEqual(classes(sglang), ["subprocess_nonzero"])
+        assert.isNull(vllm.state.baseline_tput)
+        assert.match(
+          vllm.state.baseline_attempts[0]?.error ?? "",
+          /^the server exited with code 1 while the client ran/
+        )
+      })
+  )
 })

@@ -89,8 +89,13 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
     )
   }
   const exitCode = status.client?.exit_code ?? r.exitCode ?? 1
-  const serverDied =
+  // the engine exited on its own while the client ran: that fact, not the client's words, classifies
+  const serverExitCode =
     status.server.stopped_with === null && status.server.exit_code !== null
+      ? status.server.exit_code
+      : undefined
+  const serverDied =
+    serverExitCode !== undefined
       ? `\nthe server exited with code ${status.server.exit_code} while the client ran; server.log ends:\n${serverTail.slice(-MAX_ERROR_CHARS / 2)}`
       : ""
   const parsed = yield* files.readResult(paths.resultFile)
@@ -104,7 +109,8 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
       evidence,
       throughput: parsed?.throughput,
       resultFormat: parsed?.format,
-      metrics: parsed?.metrics
+      metrics: parsed?.metrics,
+      serverExitCode
     })
   )
 })
