@@ -3,7 +3,7 @@
  * CSS and SVG only: no script, no font, no image, no link of any kind is fetched, so the file opens
  * anywhere (a laptop on a plane). Pure: the sessions in, the page out.
  */
-import type { MetricKey } from "../domain/Results.js"
+import { isMeasurement, type MetricKey } from "../domain/Results.js"
 import type { EnvironmentRecord } from "../domain/Serving.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
 
@@ -138,6 +138,10 @@ const finished = (s: SessionState) => s.baseline_attempts.filter((a) => a.ended_
 
 const metric = (a: AttemptRecord, k: MetricKey): number | null => a.metrics?.[k] ?? null
 
+/** A figure of an attempt that is a measurement (SPEC §10: completed 0 is none); else null, drawn as ×. */
+const measured = (a: AttemptRecord, k: MetricKey): number | null =>
+  isMeasurement(a.throughput, a.metrics) ? metric(a, k) : null
+
 const describeAttempt = (a: AttemptRecord) =>
   `attempt ${a.number}: ${a.error_class ?? "succeeded"}${a.throughput !== null ? `, ${fmt(a.throughput)} tok/s` : ""}`
 
@@ -166,7 +170,7 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
         y:
           a.error_class === null
             ? (a.throughput ?? metric(a, "output_throughput"))
-            : metric(a, "output_throughput"),
+            : measured(a, "output_throughput"),
         label: `${s.label} ${describeAttempt(a)}`
       }))
     }))
@@ -180,7 +184,7 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
         color: s.color,
         points: finished(s.state).map((a) => ({
           x: a.number,
-          y: metric(a, "mean_ttft_ms") ?? metric(a, "median_ttft_ms"),
+          y: measured(a, "mean_ttft_ms") ?? measured(a, "median_ttft_ms"),
           label: `${s.label} attempt ${a.number}: TTFT mean ${fmt(metric(a, "mean_ttft_ms"))} ms, p99 ${fmt(metric(a, "p99_ttft_ms"))} ms`
         }))
       },
@@ -190,7 +194,7 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
         dashed: true,
         points: finished(s.state).map((a) => ({
           x: a.number,
-          y: metric(a, "mean_tpot_ms") ?? metric(a, "median_tpot_ms"),
+          y: measured(a, "mean_tpot_ms") ?? measured(a, "median_tpot_ms"),
           label: `${s.label} attempt ${a.number}: TPOT mean ${fmt(metric(a, "mean_tpot_ms"))} ms, p99 ${fmt(metric(a, "p99_tpot_ms"))} ms`
         }))
       }
@@ -217,17 +221,17 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
     ["result format", (s) => representative(s.state)?.result_format ?? "–"],
     [
       "output tok/s",
-      (s) => fmt(representative(s.state) && metric(representative(s.state)!, "output_throughput"))
+      (s) => fmt(representative(s.state) && measured(representative(s.state)!, "output_throughput"))
     ],
     [
       "total tok/s",
-      (s) => fmt(representative(s.state) && metric(representative(s.state)!, "total_token_throughput"))
+      (s) => fmt(representative(s.state) && measured(representative(s.state)!, "total_token_throughput"))
     ],
     [
       "requests/s",
-      (s) => fmt(representative(s.state) && metric(representative(s.state)!, "request_throughput"), 2)
+      (s) => fmt(representative(s.state) && measured(representative(s.state)!, "request_throughput"), 2)
     ],
-    ["completed", (s) => fmt(representative(s.state) && metric(representative(s.state)!, "completed"), 0)],
+    ["completed", (s) => fmt(representative(s.state) && measured(representative(s.state)!, "completed"), 0)],
     ...(["ttft", "tpot", "itl"] as const).map((k): [string, (s: (typeof named)[number]) => string] => [
       `${k.toUpperCase()} mean / median / p99 (ms)`,
       (s) => {
@@ -271,7 +275,7 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
         '<table class="attempts"><tr><th>#</th><th>class</th><th>exit</th><th>runtime (s)</th><th>tok/s</th><th>TTFT mean (ms)</th><th>TPOT mean (ms)</th><th>error</th></tr>',
         ...finished(s.state).map(
           (a) =>
-            `<tr><td>${a.number}</td><td>${escapeHtml(a.error_class ?? "succeeded")}</td><td>${a.exit_code ?? "–"}</td><td>${fmt(a.runtime_sec)}</td><td>${fmt(a.throughput ?? metric(a, "output_throughput"))}</td><td>${fmt(metric(a, "mean_ttft_ms"))}</td><td>${fmt(metric(a, "mean_tpot_ms"))}</td><td class="err">${escapeHtml((a.error ?? "").split("\n")[0]!.slice(0, 160))}</td></tr>`
+            `<tr><td>${a.number}</td><td>${escapeHtml(a.error_class ?? "succeeded")}</td><td>${a.exit_code ?? "–"}</td><td>${fmt(a.runtime_sec)}</td><td>${fmt(isMeasurement(a.throughput, a.metrics) ? (a.throughput ?? metric(a, "output_throughput")) : null)}</td><td>${fmt(measured(a, "mean_ttft_ms"))}</td><td>${fmt(measured(a, "mean_tpot_ms"))}</td><td class="err">${escapeHtml((a.error ?? "").split("\n")[0]!.slice(0, 160))}</td></tr>`
         ),
         "</table>"
       ].join("\n")

@@ -1,4 +1,5 @@
 import { errorHead } from "../domain/Attempt.js"
+import { isMeasurement } from "../domain/Results.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
 import { FAILURE_LIMIT, STALL_LIMIT } from "../domain/StopRules.js"
 
@@ -82,6 +83,11 @@ const num = (n: number | undefined, digits = 1) =>
 export const renderMetrics = (a: AttemptRecord): string | undefined => {
   const m = a.metrics
   if (m === null) return undefined
+  // completed 0 / no positive throughput: its zeros are no figures (SPEC §10)
+  if (!isMeasurement(a.throughput, m)) {
+    const format = a.result_format !== null ? `[${a.result_format}] ` : ""
+    return `${format}no measurement: ${m.completed !== undefined ? `${m.completed} completed` : "no positive throughput"}`
+  }
   const lat = (name: "ttft" | "tpot" | "itl") => {
     const mean = m[`mean_${name}_ms`]
     const median = m[`median_${name}_ms`]
