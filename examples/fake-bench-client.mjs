@@ -7,12 +7,21 @@
  *
  *   node examples/fake-bench-client.mjs [--base-url URL] [--num-prompts N] [--max-concurrency C]
  *        [--request-rate R] [--input-len T] [--output-len T] [--result-filename FILE]
- *        [--format vllm|sglang]
+ *        [--format vllm|sglang] [--backend sglang|sglang-oai|vllm]
  *
  * As vLLM's client: --max-concurrency C bounds the requests in flight (a semaphore; default: no
  * bound), --request-rate R sends requests at Poisson arrivals of R per second (`inf`, the default:
  * all at once, so the semaphore alone paces them); vLLM's --random-input-len / --random-output-len
  * are accepted for --input-len / --output-len (prompts are T words).
+ *
+ * --format vllm (default) behaves as `vllm bench serve`: asks for the usage chunk
+ * (stream_options.include_usage), raises "Initial test run failed - …" when its first request
+ * fails, and when the engine dies during the run it still exits 0 and writes a result with
+ * completed 0 (as vLLM's does). --format sglang behaves as SGLang's bench_serving: --backend
+ * sglang (default: the native /generate) or sglang-oai / vllm (/v1/completions, no stream_options,
+ * choices[0].text read on every event), "Warmup failed - …" on a failed first request, and after
+ * the run GET /get_server_info, which raises ConnectionError (exit 1, no result) when the engine
+ * died.
  *
  * --base-url defaults to $HYPERLOOM_BASE_URL; --result-filename to $HYPERLOOM_RESULT_FILE.
  * --format vllm (default) writes the JSON object of `vllm bench serve --save-result` (same keys as
@@ -51,6 +60,8 @@ for (const [name, v] of [
 const prompt = Array.from({ length: inputLen }, () => "hi").join(" ")
 const resultFile = opt("result-filename", process.env.HYPERLOOM_RESULT_FILE ?? "")
 const format = opt("format", "vllm")
+// SGLang's --backend: sglang (native /generate, its default) or sglang-oai / vllm (/v1/completions)
+const backend = opt("backend", format === "sglang" ? "sglang" : "vllm")
 
 const mean = (xs) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length)
 const percentile = (xs, p) => {
@@ -73,53 +84,92 @@ const main = async () => {
   console.log(`Using model: ${model}`)
   const one = async () => {
     const start = performance.now()
-    const res = await fetch(`${baseUrl}/v1/completions`, {
+    const native = format === "sglang" && backend === "sglang"
+    const body = native
+      ? {
+          text: prompt,
+          sampling_params: { temperature: 0.0, max_new_tokens: outputLen, ignore_eos: true },
+          stream: true,
+          lora_path: null,
+          return_logprob: false,
+          logprob_start_len: -1
+        }
+      : format === "sglang"
+        ? { model, prompt, temperature: 0.0, best_of: 1, max_tokens: outputLen, stream: true, ignore_eos: true }
+        : {
+            model,
+            prompt,
+            repetition_penalty: 1.0,
+            max_tokens: outputLen,
+            logprobs: null,
+            stream: true,
+            stream_options: { include_usage: true },
+            ignore_eos: true
+          }
+    const res = await fetch(`${baseUrl}${native ? "/generate" : "/v1/completions"}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model,
-        prompt,
-        max_tokens: outputLen,
-        stream: true,
-        stream_options: { include_usage: true },
-        ignore_eos: true
-      })
+      body: JSON.stringify(body)
     })
-    if (!res.ok) throw new Error(`HTTP ${res.status}`)
+    if (!res.ok) throw new Error(res.statusText || `HTTP ${res.status}`)
     const times = []
     let promptTokens = inputLen
+    let outputTokens
     let buf = ""
     const decoder = new TextDecoder()
+    // The events as each real client reads them (test/examples/stand-in-wire.test.ts ports them):
+    // vLLM's: a chunk with choices is a token, the usage-only chunk gives the counts; SGLang's
+    // OpenAI: choices[0].text on every event (an empty choices list raises IndexError); SGLang's
+    // /generate: all text so far and meta_info.completion_tokens.
+    const onEvent = (data) => {
+      if (native) {
+        if (data.text) {
+          const n = data.meta_info.completion_tokens
+          if (times.length === 0 || n > (outputTokens ?? 0)) times.push(performance.now())
+          outputTokens = n
+          promptTokens = data.meta_info.prompt_tokens ?? promptTokens
+        }
+      } else if (format === "sglang") {
+        if (!Array.isArray(data.choices) || data.choices.length === 0) throw new Error("IndexError: list index out of range")
+        if (data.choices[0].text) times.push(performance.now())
+      } else if (data.choices?.length > 0) times.push(performance.now())
+      else if (data.usage) {
+        outputTokens = data.usage.completion_tokens
+        promptTokens = data.usage.prompt_tokens ?? promptTokens
+      }
+    }
     for await (const chunk of res.body) {
       buf += decoder.decode(chunk, { stream: true })
       let i = buf.indexOf("\n\n")
       while (i >= 0) {
         const event = buf.slice(0, i).trim()
         buf = buf.slice(i + 2)
-        if (event.startsWith("data: ") && event !== "data: [DONE]") {
-          const data = JSON.parse(event.slice(6))
-          if (data.choices?.[0]?.text) times.push(performance.now())
-          else if (data.usage?.prompt_tokens !== undefined) promptTokens = data.usage.prompt_tokens
-        }
+        if (event.startsWith("data: ") && event !== "data: [DONE]") onEvent(JSON.parse(event.slice(6)))
         i = buf.indexOf("\n\n")
       }
     }
+    if (times.length === 0) throw new Error("Never received a valid chunk to calculate TTFT.This response will be marked as failed!")
     const latency = (performance.now() - start) / 1000
     const ttft = (times[0] - start) / 1000
     const itl = times.slice(1).map((t, k) => (t - times[k]) / 1000)
-    return { latency, ttft, itl, tokens: times.length, promptTokens }
+    return { latency, ttft, itl, tokens: outputTokens ?? times.length, promptTokens }
   }
   // vLLM's benchmark() first sends one request alone ("Starting initial single prompt test run...")
-  // and stops when it fails; it also warms up both ends before the clock starts.
-  console.log("Starting initial single prompt test run...")
+  // and raises when it fails; SGLang's sends a warm-up request and raises likewise. It also warms
+  // up both ends before the clock starts.
+  console.log(format === "sglang" ? "Starting warmup with 1 sequences..." : "Starting initial single prompt test run...")
   try {
     await one()
   } catch (e) {
     throw new Error(
-      `Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: ${e.message}`
+      `ValueError: ${format === "sglang" ? "Warmup failed" : "Initial test run failed"} - Please make sure benchmark arguments are correctly specified. Error: ${e.message}`
     )
   }
-  console.log("Initial test run completed. Starting main benchmark run...")
+  console.log(
+    format === "sglang"
+      ? "Warmup completed with 1 sequences. Starting main benchmark run..."
+      : "Initial test run completed. Starting main benchmark run..."
+  )
   const outputs = []
   let failed = 0
   // vLLM's benchmark(): arrivals from get_request (Poisson at --request-rate, here with a seeded
@@ -161,7 +211,25 @@ const main = async () => {
     }
   }
   await Promise.all(tasks)
+  if (format === "sglang") {
+    // SGLang's benchmark() asks the server for its info after the run (`requests.get`), which
+    // raises against an engine that died: SGLang's client fails where vLLM's writes zeros.
+    try {
+      await fetch(`${baseUrl}/get_server_info`)
+    } catch (e) {
+      const where = new URL(baseUrl)
+      throw new Error(
+        `requests.exceptions.ConnectionError: HTTPConnectionPool(host='${where.hostname}', port=${where.port}): Max retries exceeded with url: /get_server_info (Caused by NewConnectionError('Failed to establish a new connection: ${e.cause?.code ?? e.message}'))`
+      )
+    }
+  }
   const duration = (performance.now() - t0) / 1000
+  if (outputs.length === 0 && format !== "sglang") {
+    // vllm/benchmarks/serve.py calculate_metrics: a warning, then the result all the same
+    console.error(
+      "UserWarning: All requests failed. This is likely due to a misconfiguration on the benchmark arguments."
+    )
+  }
   const totalOut = outputs.reduce((a, o) => a + o.tokens, 0)
   const totalIn = outputs.reduce((a, o) => a + o.promptTokens, 0)
   const ttfts = outputs.map((o) => o.ttft * 1000)
@@ -200,7 +268,7 @@ const main = async () => {
   if (resultFile !== "") {
     if (format === "sglang") {
       const line = {
-        backend: "sglang",
+        backend,
         dataset_name: "random",
         request_rate: Number.isFinite(requestRate) ? requestRate : "inf",
         max_concurrency: concurrency,
@@ -245,10 +313,12 @@ const main = async () => {
       fs.writeFileSync(resultFile, JSON.stringify(doc))
     }
   }
-  process.exit(r.completed > 0 ? 0 : 1)
+  // vLLM's client exits 0 even when every request failed (its result says completed 0)
+  process.exit(0)
 }
 
 main().catch((e) => {
-  console.error(`Traceback (most recent call last):\nRuntimeError: ${e.message}`)
+  const message = /^[A-Za-z_.]+(?:Error|Exception): /.test(e.message) ? e.message : `RuntimeError: ${e.message}`
+  console.error(`Traceback (most recent call last):\n${message}`)
   process.exit(1)
 })
