@@ -9,6 +9,7 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer } from "effect"
 import * as AttemptRunner from "./programs/AttemptRunner.js"
+import * as SweepEngine from "./programs/SweepEngine.js"
 import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
@@ -19,6 +20,8 @@ import * as ProcFs from "./services/ProcFs.js"
 import * as RayCli from "./services/RayCli.js"
 import * as Settings from "./services/Settings.js"
 import * as StateStore from "./services/StateStore.js"
+import * as SweepControl from "./services/SweepControl.js"
+import * as SweepStore from "./services/SweepStore.js"
 import * as WorkGate from "./services/WorkGate.js"
 
 /** Every live service over the given settings layer, on Node's platform services. */
@@ -31,7 +34,9 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
     GroupBridge.layer,
     StateStore.layer,
     AttemptFiles.layer,
-    Enablement.layer
+    Enablement.layer,
+    SweepStore.layer,
+    SweepControl.layer
   ).pipe(
     // one inspector, over one GCS client (one connection cache), for the programs and RayCli's probe
     Layer.provideMerge(ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer))),
@@ -40,7 +45,8 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
     Layer.provide(NodeContext.layer)
   )
   // The baseline's attempts run the lease program over these same services (one work permit).
-  return AttemptRunner.layer.pipe(Layer.provideMerge(services))
+  // A sweep's engines run as leases through that same AttemptRunner.
+  return SweepEngine.layer.pipe(Layer.provideMerge(AttemptRunner.layer.pipe(Layer.provideMerge(services))))
 }
 
 /**

@@ -15,6 +15,7 @@ import { leaseRun } from "./commands/lease.js"
 import { doctorCommand, ensureCommand, repairCommand, statusCommand } from "./commands/ray.js"
 import { reportCommand } from "./commands/report.js"
 import { showCommand } from "./commands/state.js"
+import { sweepRun, sweepShow } from "./commands/sweep.js"
 import { EXIT_CODES_HELP } from "./Exit.js"
 
 const about = `hyperloom keeps a Ray-backed GPU serving host usable for benchmark work: it ensures a local Ray head that declares the serving_slot resource (repairing one that lacks it only when every guard proves nobody else's Ray work can be hurt), grants serving leases (a Ray actor holding the slot and N GPUs, running a command) and runs baseline benchmarks with stop rules.`
@@ -74,6 +75,12 @@ export const makeRootCommand = (layers: Layers) => {
       Command.make("state").pipe(
         Command.withDescription("Inspect baseline sessions."),
         Command.withSubcommands([provide(showCommand)])
+      ),
+      Command.make("sweep").pipe(
+        Command.withDescription(
+          "Sweep engine flags and client load for the best configuration under an SLO."
+        ),
+        Command.withSubcommands([provide(sweepRun), provide(sweepShow)])
       ),
       provide(reportCommand)
     ])

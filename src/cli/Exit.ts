@@ -1,6 +1,7 @@
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Data } from "effect"
 import type { AttemptError } from "../programs/AttemptRunner.js"
+import type { ExperimentChanged } from "../programs/Sweep.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
 import type { SessionNotFound } from "./commands/state.js"
 
@@ -23,6 +24,7 @@ export const EXIT = {
   baselineArgError: 11,
   enablementStalled: 12,
   sessionTimeExhausted: 13,
+  sweepNoFeasiblePoint: 14,
   leaseTimeout: 124,
   leaseFailed: 125,
   commandNotExecutable: 126,
@@ -47,6 +49,7 @@ export const EXIT_CODES_HELP = `Exit codes:
   11   baseline stopped: baseline_arg_error
   12   baseline stopped: enablement_stalled
   13   baseline stopped: session_time_exhausted (--deadline)
+  14   sweep run: sweep_no_feasible_point (no point met every SLO)
   124  lease run: the command exceeded --timeout
   125  lease run: hyperloom itself failed (codes 3-9 above); the precise code is in the error line
        and in --json's "exit_code"
@@ -79,10 +82,12 @@ export type Failure =
   | StateFromFuture
   | SessionLocked
   | StateIoFailed
+  | ExperimentChanged
 
 /** One exit code per error tag: exhaustive (a missing or unknown tag is a type error). */
 const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
   UsageError: EXIT.usage,
+  ExperimentChanged: EXIT.usage,
   InvalidSetting: EXIT.usage,
   InvalidAddress: EXIT.usage,
   RayNotFound: EXIT.rayNotFound,

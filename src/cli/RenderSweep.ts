@@ -1,0 +1,119 @@
+/**
+ * `sweep show` (and the end of `sweep run`) as text (SPEC §12): the points table, per combination
+ * its largest SLO-passing load and peak, and the best (or the tie) with its full server and client
+ * command lines, ready to paste. Pure.
+ */
+import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
+import { comboLabel } from "../domain/Sweep.js"
+
+const num = (n: number | undefined | null): string =>
+  n === undefined || n === null ? "–" : n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10)
+
+const spread = (p: PointRecord, key: "output_throughput" | "p99_ttft_ms" | "p99_tpot_ms"): string => {
+  const s = p.stats[key]
+  if (s === undefined) return "–"
+  return s.min === s.max ? num(s.median) : `${num(s.median)} (${num(s.min)}–${num(s.max)})`
+}
+
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join("  ")
+        .trimEnd()
+    )
+    .join("\n")
+}
+
+export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
+  const e = doc.experiment
+  const out: Array<string> = []
+  out.push(
+    `sweep ${sessionDir}: ${doc.status}${doc.stop_reason !== null ? ` (${doc.stop_reason})` : ""}, ${doc.combinations.length} combination(s), ${
+      e.load.kind === "points"
+        ? `load ${e.load.name} = ${e.load.values.join(", ")}`
+        : `search ${e.load.name} up to ${e.load.max}`
+    }, ${e.repeats} repeat(s), SLO ${e.slos.length === 0 ? "none" : e.slos.join(" and ")}`
+  )
+  if (doc.stop_error !== null) out.push(`  ${doc.stop_error.split("\n")[0]}`)
+  out.push("")
+  const rows: Array<Array<string>> = [
+    ["#", "combination", e.load.name, "status", "output tok/s", "p99 TTFT ms", "p99 TPOT ms", "runs", "note"]
+  ]
+  for (const c of doc.combinations) {
+    if (c.points.length === 0 || c.status === "infeasible" || c.status === "failed") {
+      rows.push([
+        String(c.index),
+        comboLabel(c.params),
+        "–",
+        c.status,
+        "–",
+        "–",
+        "–",
+        String(c.engine_starts.length),
+        c.class !== null ? `${c.class}: ${(c.error ?? "").split("\n")[0]!.slice(0, 70)}` : ""
+      ])
+      if (c.points.every((p) => p.status === "not_run")) continue
+    }
+    for (const p of c.points) {
+      rows.push([
+        String(c.index),
+        comboLabel(c.params),
+        p.load,
+        p.status,
+        spread(p, "output_throughput"),
+        spread(p, "p99_ttft_ms"),
+        spread(p, "p99_tpot_ms"),
+        String(p.runs.length),
+        p.status === "failed"
+          ? `${p.class ?? ""}: ${(p.error ?? "").split("\n")[0]!.slice(0, 70)}`
+          : p.status === "slo_failed"
+            ? p.slo
+                .filter((v) => !v.ok)
+                .map((v) => `${v.slo} (was ${num(v.value)})`)
+                .join(", ")
+            : ""
+      ])
+    }
+  }
+  out.push(table(rows))
+  out.push("")
+  out.push("per combination:")
+  out.push(
+    table([
+      ["#", "combination", "status", `largest passing ${e.load.name}`, "peak output tok/s"],
+      ...doc.summary.combinations.map((c) => [
+        String(c.index),
+        c.label,
+        c.status,
+        c.largest_passing_load ?? "none",
+        num(c.peak_output_throughput)
+      ])
+    ])
+  )
+  out.push("")
+  const s = doc.summary
+  if (s.best === null) {
+    out.push("best: none — no point met every SLO (sweep_no_feasible_point)")
+  } else {
+    out.push(
+      s.verdict === "tie"
+        ? `best: a TIE within noise — #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
+            .map(
+              (t) =>
+                `#${t.combination} (${t.label}) at ${e.load.name}=${t.load}, ${num(t.output_throughput)} tok/s`
+            )
+            .join("; ")}`
+        : `best: #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
+    )
+    out.push("  # hyperloom sets these for the engine and the client; export them to run the lines by hand:")
+    out.push(
+      "  export HYPERLOOM_PORT=8000 HYPERLOOM_BASE_URL=http://127.0.0.1:8000 HYPERLOOM_RESULT_FILE=result.json"
+    )
+    out.push(`  server: sh -c '${s.best.server_cmd.replace(/'/g, `'"'"'`)}'`)
+    out.push(`  client: ${s.best.client_cmd}`)
+  }
+  return out.join("\n")
+}

@@ -1,0 +1,254 @@
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import { Console, Effect, Option } from "effect"
+import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
+import {
+  checkPlaceholders,
+  type Experiment,
+  type LoadSpec,
+  type Param,
+  parseSearch,
+  parseSlo,
+  parseValues,
+  renderSweep,
+  type Slo,
+  type SweepDoc
+} from "../../domain/Sweep.js"
+import { runSweep } from "../../programs/Sweep.js"
+import { packageFile } from "../../services/PackagePaths.js"
+import { rayPython } from "../../services/RayInstall.js"
+import { Settings } from "../../services/Settings.js"
+import { SweepStore } from "../../services/SweepStore.js"
+import { EXIT, ExitWith, UsageError } from "../Exit.js"
+import { renderSweepText } from "../RenderSweep.js"
+import { withJsonErrors } from "../Run.js"
+import { commandArgs, gpus, json, nodes, positiveSeconds, strictCommand } from "../Shared.js"
+import { SessionNotFound, session } from "./state.js"
+
+const server = Options.text("server").pipe(
+  Options.withDescription(
+    "The engine's command line, ONE string run with `sh -c` in a process group of its own, with {name} placeholders for the --param values, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT --max-num-seqs {max-num-seqs}'. One lease and one engine start per combination; it serves every load point of that combination."
+  )
+)
+
+const param = Options.text("param").pipe(
+  Options.withDescription(
+    "NAME=V1,V2,… : a server parameter and its values (repeat --param for more; the grid is their Cartesian product). {NAME} is replaced in the server string and the client's arguments; values are used as written."
+  ),
+  Options.repeated
+)
+
+const load = Options.text("load").pipe(
+  Options.withDescription(
+    "NAME=V1,V2,… : the client load points (e.g. concurrency), run in ascending order against each combination's engine; {NAME} in the client's arguments. `inf` is a valid rate."
+  ),
+  Options.optional
+)
+
+const search = Options.text("search").pipe(
+  Options.withDescription(
+    "NAME[:MAX] instead of --load (needs --slo): per combination, the largest integer load meeting every SLO: 1, 2, 4, … until an SLO fails or MAX (default 1024), then bisection; every evaluated point is recorded."
+  ),
+  Options.optional
+)
+
+const slo = Options.text("slo").pipe(
+  Options.withDescription(
+    "METRIC<=X or METRIC>=X, on the median over the repeats (any metric of the result file: p99_ttft_ms, p99_tpot_ms, output_throughput, …); repeat for more: all must hold."
+  ),
+  Options.repeated
+)
+
+const repeats = Options.integer("repeats").pipe(
+  Options.withDescription(
+    "Client runs per point (default 1). With 2 or more, a best within the noise (the max−min spread) or under 1 % of another combination's best is reported as a tie."
+  ),
+  Options.optional
+)
+
+const between = Options.text("between").pipe(
+  Options.withDescription(
+    "A shell command line run (sh -c, on the leased node, HYPERLOOM_* set) before each client run, e.g. 'curl -sf -X POST $HYPERLOOM_BASE_URL/reset_prefix_cache'."
+  ),
+  Options.optional
+)
+
+const pointTimeout = positiveSeconds(
+  "point-timeout",
+  "Bound each client run, from its start; past it the run is stopped and fails as a timeout (retried once)."
+)
+const readyPath = Options.text("ready-path").pipe(
+  Options.withDescription(`The path polled for the engine's readiness (default ${DEFAULT_READY_PATH}).`),
+  Options.optional
+)
+const readyTimeout = positiveSeconds(
+  "ready-timeout",
+  `How long the engine may take to answer its readiness check (default ${DEFAULT_READY_TIMEOUT_SEC} s).`
+)
+const deadline = positiveSeconds(
+  "deadline",
+  "Bound the whole run, in seconds; past it the engine is stopped and the sweep stops (exit 13); the same command resumes it."
+)
+
+const cmd = commandArgs("The load client and its arguments, after `--` (no shell), with {name} placeholders.")
+
+const OPTIONS = [
+  "--session",
+  "--gpus",
+  "--nodes",
+  "--server",
+  "--param",
+  "--load",
+  "--search",
+  "--slo",
+  "--repeats",
+  "--between",
+  "--point-timeout",
+  "--ready-path",
+  "--ready-timeout",
+  "--deadline",
+  "--json"
+]
+
+const usage = (detail: string) => new UsageError({ detail })
+
+/** The experiment from the options, or a usage error naming what is wrong (nothing runs). */
+const experimentOf = (o: {
+  readonly server: string
+  readonly param: ReadonlyArray<string>
+  readonly load: Option.Option<string>
+  readonly search: Option.Option<string>
+  readonly slo: ReadonlyArray<string>
+  readonly repeats: Option.Option<number>
+  readonly gpus: number
+  readonly nodes: number
+  readonly client: ReadonlyArray<string>
+}) =>
+  Effect.gen(function* () {
+    if (o.server.trim() === "") return yield* usage("--server must be a command line, got an empty string")
+    const params: Array<Param> = []
+    for (const text of o.param) {
+      const p = parseValues("--param", text)
+      if (!p.ok) return yield* usage(p.error)
+      params.push(p.value)
+    }
+    if (Option.isSome(o.load) === Option.isSome(o.search))
+      return yield* usage("give exactly one of --load NAME=V1,… and --search NAME[:MAX]")
+    let loadSpec: LoadSpec
+    if (Option.isSome(o.load)) {
+      const l = parseValues("--load", o.load.value)
+      if (!l.ok) return yield* usage(l.error)
+      loadSpec = { kind: "points", ...l.value }
+    } else {
+      const s = parseSearch(Option.getOrThrow(o.search))
+      if (!s.ok) return yield* usage(s.error)
+      loadSpec = { kind: "search", ...s.value }
+    }
+    const slos: Array<Slo> = []
+    for (const text of o.slo) {
+      const s = parseSlo(text)
+      if (!s.ok) return yield* usage(s.error)
+      slos.push(s.slo)
+    }
+    if (loadSpec.kind === "search" && slos.length === 0)
+      return yield* usage("--search needs --slo: the search looks for the largest load that meets every SLO")
+    const r = Option.getOrElse(o.repeats, () => 1)
+    if (!Number.isInteger(r) || r < 1) return yield* usage(`--repeats must be a whole number >= 1, got ${r}`)
+    const experiment: Experiment = {
+      server: o.server,
+      client: o.client,
+      params,
+      load: loadSpec,
+      slos,
+      repeats: r,
+      gpus: o.gpus,
+      nodes: o.nodes
+    }
+    const problems = checkPlaceholders(experiment)
+    if (problems.length > 0) return yield* usage(problems.join("; "))
+    return experiment
+  })
+
+/** 0 with a best (or a tie), 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled. */
+export const exitCodeForSweep = (doc: SweepDoc): number => {
+  if (doc.status === "cancelled") return EXIT.cancelled
+  if (doc.stop_reason === "ray_cluster_infeasible") return EXIT.infeasible
+  if (doc.stop_reason === "session_time_exhausted") return EXIT.sessionTimeExhausted
+  return doc.summary.best === null ? EXIT.sweepNoFeasiblePoint : EXIT.ok
+}
+
+const description = `Find the best serving configuration under an SLO (SPEC §12). For each combination of the --param values (their Cartesian product): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 130 cancelled, 2 usage.`
+
+export const sweepRun = Command.make(
+  "run",
+  {
+    session,
+    gpus,
+    nodes,
+    server,
+    param,
+    load,
+    search,
+    slo,
+    repeats,
+    between,
+    pointTimeout,
+    readyPath,
+    readyTimeout,
+    deadline,
+    json,
+    cmd
+  },
+  (o) =>
+    Effect.gen(function* () {
+      const client = yield* strictCommand(o.cmd, OPTIONS)
+      const settings = yield* Settings
+      const experiment = yield* experimentOf({
+        ...o,
+        nodes: Option.getOrElse(o.nodes, () => settings.nodes),
+        client
+      })
+      const print = (doc: SweepDoc) =>
+        o.json ? Console.log(renderSweep(doc).trimEnd()) : Console.log(renderSweepText(o.session, doc))
+      const program = runSweep({
+        sessionDir: o.session,
+        experiment,
+        request: { gpus: o.gpus, servingSlot: true },
+        between: Option.getOrUndefined(o.between),
+        pointTimeoutSec: Option.getOrUndefined(o.pointTimeout),
+        readyPath: ((p) => (p.startsWith("/") ? p : `/${p}`))(
+          Option.getOrElse(o.readyPath, () => DEFAULT_READY_PATH)
+        ),
+        readyTimeoutSec: Option.getOrElse(o.readyTimeout, () => DEFAULT_READY_TIMEOUT_SEC),
+        deadlineSec: Option.getOrUndefined(o.deadline),
+        runner: [yield* rayPython(settings), packageFile("python"), "sweep"],
+        env: settings.env,
+        cwd: process.cwd()
+      }).pipe(
+        Effect.onInterrupt(() =>
+          Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
+            Effect.flatMap(Option.match({ onNone: () => Effect.void, onSome: print })),
+            Effect.ignore
+          )
+        )
+      )
+      const report = yield* program
+      yield* print(report.doc)
+      const code = exitCodeForSweep(report.doc)
+      if (code !== EXIT.ok) return yield* Effect.fail(new ExitWith({ code }))
+    }).pipe(withJsonErrors(o.json), Effect.scoped)
+).pipe(Command.withDescription(description))
+
+export const sweepShow = Command.make("show", { session, json }, (o) =>
+  Effect.gen(function* () {
+    const loaded = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session))
+    if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session })
+    yield* o.json
+      ? Console.log(renderSweep(loaded.value).trimEnd())
+      : Console.log(renderSweepText(o.session, loaded.value))
+  }).pipe(withJsonErrors(o.json), Effect.scoped)
+).pipe(
+  Command.withDescription(
+    "Show a sweep session: the points table (median, and min–max with repeats), per combination its largest SLO-passing load and peak throughput, and the best (or the tie) with its complete server and client command lines. --json prints sweep.json itself (a versioned, stable document). Never modifies the session."
+  )
+)
