@@ -5,7 +5,9 @@ import { Clock, Console, Effect, Option } from "effect"
 import { ENVIRONMENT_FILE, type EnvironmentRecord } from "../../domain/Serving.js"
 import { AttemptFiles } from "../../services/AttemptFiles.js"
 import { StateStore } from "../../services/StateStore.js"
+import { SweepStore } from "../../services/SweepStore.js"
 import { type ReportSession, renderReport } from "../RenderReport.js"
+import { renderSweepReport } from "../RenderSweepReport.js"
 import { withJsonErrors } from "../Run.js"
 import { json } from "../Shared.js"
 import { SessionNotFound } from "./state.js"
@@ -31,6 +33,23 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
   Effect.gen(function* () {
     const store = yield* StateStore
     const files = yield* AttemptFiles
+    const file = path.resolve(Option.getOrElse(o.out, () => "hyperloom-report.html"))
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+    // Sweep sessions (SPEC §12: sweep.json) get the sweep report: per-combination charts against load, the Pareto chart.
+    const sweeps = yield* Effect.forEach(o.sessions, (dir) => Effect.flatMap(SweepStore, (s) => s.load(dir)))
+    if (sweeps.some(Option.isSome)) {
+      const docs = o.sessions.map((dir, i) => ({ dir, doc: sweeps[i]! }))
+      const plain = docs.find((d) => Option.isNone(d.doc))
+      if (plain !== undefined) return yield* new SessionNotFound({ sessionDir: plain.dir })
+      const html = renderSweepReport(
+        docs.map((d) => ({ name: d.dir, doc: Option.getOrThrow(d.doc) })),
+        now
+      )
+      yield* files.writeText(file, html)
+      return yield* o.json
+        ? Console.log(JSON.stringify({ out: file, sessions: o.sessions, bytes: Buffer.byteLength(html) }))
+        : Console.log(`wrote ${file} (${docs.length} sweep session(s), ${Buffer.byteLength(html)} bytes)`)
+    }
     const loaded: Array<ReportSession> = []
     for (const dir of o.sessions) {
       const state = yield* store.load(dir)
@@ -38,8 +57,6 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
       const env = yield* files.readJson(path.join(dir, ENVIRONMENT_FILE))
       loaded.push({ name: dir, state: state.value, environment: isEnvironment(env) ? env : undefined })
     }
-    const file = path.resolve(Option.getOrElse(o.out, () => "hyperloom-report.html"))
-    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
     const html = renderReport(loaded, now)
     yield* files.writeText(file, html)
     yield* o.json

@@ -1,0 +1,346 @@
+/**
+ * `hyperloom report` on a sweep session (SPEC §12): one self-contained HTML page (inline SVG and
+ * CSS, nothing fetched). Per combination: output throughput against load, and p99 TTFT / TPOT
+ * against load with the SLO lines, failed points as ×. A Pareto chart of output tokens/s per user
+ * (throughput ÷ concurrency) against output tokens/s per GPU (throughput ÷ the lease's GPUs), the
+ * front marked and the best highlighted. The points table. Pure: the documents in, the page out.
+ */
+import type { MetricKey } from "../domain/Results.js"
+import { comboLabel, loadNumber, type PointRecord, type SweepDoc } from "../domain/Sweep.js"
+import { escapeHtml } from "./RenderReport.js"
+
+const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+
+const fmt = (n: number | null | undefined): string =>
+  n === null || n === undefined || !Number.isFinite(n)
+    ? "–"
+    : Math.abs(n) >= 100
+      ? Math.round(n).toLocaleString("en-US")
+      : String(Math.round(n * 10) / 10)
+
+const niceMax = (max: number): number => {
+  if (!(max > 0)) return 1
+  const p = 10 ** Math.floor(Math.log10(max))
+  for (const m of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= max) return m * p
+  return 10 * p
+}
+
+interface XY {
+  readonly x: number
+  readonly y: number | null
+  readonly label: string
+}
+interface Line {
+  readonly name: string
+  readonly color: string
+  readonly dashed?: boolean
+  readonly points: ReadonlyArray<XY>
+}
+interface Rule {
+  readonly y: number
+  readonly label: string
+}
+
+const W = 560
+const H = 300
+const L = 64
+const R = 16
+const B = 44
+
+/** A chart against load: x on a log2 scale when every load is positive (doubling grids), y linear. */
+const loadChart = (
+  title: string,
+  unit: string,
+  xName: string,
+  lines: ReadonlyArray<Line>,
+  rules: ReadonlyArray<Rule>
+) => {
+  const T = 34 + Math.ceil(lines.length / 3) * 16 + 6
+  const xs = [...new Set(lines.flatMap((l) => l.points.map((p) => p.x)))]
+    .filter(Number.isFinite)
+    .sort((a, b) => a - b)
+  const log = xs.length > 0 && xs[0]! > 0
+  const tx = (x: number) => (log ? Math.log2(x) : x)
+  const x0 = xs.length === 0 ? 0 : tx(xs[0]!)
+  const x1 = xs.length === 0 ? 1 : tx(xs[xs.length - 1]!)
+  const ys = [
+    ...lines.flatMap((l) => l.points.flatMap((p) => (p.y === null ? [] : [p.y]))),
+    ...rules.map((r) => r.y)
+  ]
+  const yMax = niceMax(Math.max(0, ...ys) * 1.05)
+  const px = (x: number) => L + (x1 === x0 ? (W - L - R) / 2 : ((tx(x) - x0) / (x1 - x0)) * (W - L - R))
+  const py = (y: number) => T + (1 - y / yMax) * (H - T - B)
+  const o: Array<string> = []
+  o.push(
+    `<svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${escapeHtml(title)}">`
+  )
+  o.push(`<text x="${L}" y="20" class="title">${escapeHtml(title)}</text>`)
+  for (let i = 0; i <= 5; i++) {
+    const v = (yMax * i) / 5
+    o.push(`<line x1="${L}" x2="${W - R}" y1="${py(v)}" y2="${py(v)}" class="grid"/>`)
+    o.push(`<text x="${L - 6}" y="${py(v) + 4}" class="tick" text-anchor="end">${fmt(v)}</text>`)
+  }
+  for (const x of xs)
+    o.push(`<text x="${px(x)}" y="${H - B + 16}" class="tick" text-anchor="middle">${fmt(x)}</text>`)
+  o.push(
+    `<text x="${(L + W - R) / 2}" y="${H - 8}" class="axis" text-anchor="middle">${escapeHtml(xName)}${log ? " (log scale)" : ""}</text>`
+  )
+  o.push(
+    `<text x="14" y="${(T + H - B) / 2}" class="axis" text-anchor="middle" transform="rotate(-90 14 ${(T + H - B) / 2})">${escapeHtml(unit)}</text>`
+  )
+  o.push(
+    `<line x1="${L}" x2="${L}" y1="${T}" y2="${H - B}" class="axisline"/><line x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}" class="axisline"/>`
+  )
+  for (const r of rules) {
+    o.push(`<line x1="${L}" x2="${W - R}" y1="${py(r.y)}" y2="${py(r.y)}" class="slo"/>`)
+    o.push(
+      `<text x="${W - R - 4}" y="${py(r.y) - 4}" class="slolabel" text-anchor="end">${escapeHtml(r.label)}</text>`
+    )
+  }
+  for (const l of lines) {
+    const measured = l.points.filter((p) => p.y !== null && Number.isFinite(p.x))
+    if (measured.length > 0)
+      o.push(
+        `<path d="${measured.map((p, i) => `${i === 0 ? "M" : "L"}${px(p.x).toFixed(1)},${py(p.y!).toFixed(1)}`).join(" ")}" fill="none" stroke="${l.color}" stroke-width="2"${l.dashed ? ' stroke-dasharray="6 4"' : ""}/>`
+      )
+    for (const p of l.points) {
+      if (!Number.isFinite(p.x)) continue
+      if (p.y === null) {
+        const x = px(p.x)
+        const y = py(0)
+        o.push(
+          `<g class="failed"><path d="M${x - 6},${y - 6}L${x + 6},${y + 6}M${x - 6},${y + 6}L${x + 6},${y - 6}" stroke="${l.color}" stroke-width="2.5"/><title>${escapeHtml(p.label)}</title></g>`
+        )
+      } else {
+        o.push(
+          `<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="4" fill="${l.color}"><title>${escapeHtml(p.label)}</title></circle>`
+        )
+      }
+    }
+  }
+  lines.forEach((l, i) => {
+    const x = L + 6 + (i % 3) * 165
+    const y = 38 + Math.floor(i / 3) * 16
+    o.push(
+      `<line x1="${x}" x2="${x + 20}" y1="${y}" y2="${y}" stroke="${l.color}" stroke-width="3"${l.dashed ? ' stroke-dasharray="6 4"' : ""}/>`
+    )
+    o.push(`<text x="${x + 25}" y="${y + 4}" class="legend">${escapeHtml(l.name)}</text>`)
+  })
+  o.push("</svg>")
+  return o.join("\n")
+}
+
+interface ParetoPoint {
+  readonly x: number
+  readonly y: number
+  readonly color: string
+  readonly label: string
+  readonly best: boolean
+}
+
+/** The points no other point beats on both axes (more per user and more per GPU). */
+export const paretoFront = <P extends { readonly x: number; readonly y: number }>(
+  points: ReadonlyArray<P>
+): ReadonlyArray<P> =>
+  points
+    .filter((p) => !points.some((q) => q !== p && q.x >= p.x && q.y >= p.y && (q.x > p.x || q.y > p.y)))
+    .sort((a, b) => a.x - b.x)
+
+const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
+  const w = 760
+  const h = 420
+  const T = 40
+  const xMax = niceMax(Math.max(0, ...points.map((p) => p.x)) * 1.05)
+  const yMax = niceMax(Math.max(0, ...points.map((p) => p.y)) * 1.05)
+  const px = (x: number) => L + (x / xMax) * (w - L - R)
+  const py = (y: number) => T + (1 - y / yMax) * (h - T - B)
+  const front = paretoFront(points)
+  const o: Array<string> = []
+  o.push(
+    `<svg class="chart" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" aria-label="Pareto">`
+  )
+  o.push(
+    `<text x="${L}" y="20" class="title">Pareto: output tok/s per user against output tok/s ${escapeHtml(perGpu)} (front: dashed, best: ringed)</text>`
+  )
+  for (let i = 0; i <= 5; i++) {
+    const vy = (yMax * i) / 5
+    const vx = (xMax * i) / 5
+    o.push(`<line x1="${L}" x2="${w - R}" y1="${py(vy)}" y2="${py(vy)}" class="grid"/>`)
+    o.push(`<text x="${L - 6}" y="${py(vy) + 4}" class="tick" text-anchor="end">${fmt(vy)}</text>`)
+    o.push(`<text x="${px(vx)}" y="${h - B + 16}" class="tick" text-anchor="middle">${fmt(vx)}</text>`)
+  }
+  o.push(
+    `<text x="${(L + w - R) / 2}" y="${h - 8}" class="axis" text-anchor="middle">output tok/s per user (throughput ÷ concurrency)</text>`
+  )
+  o.push(
+    `<text x="14" y="${(T + h - B) / 2}" class="axis" text-anchor="middle" transform="rotate(-90 14 ${(T + h - B) / 2})">output tok/s ${escapeHtml(perGpu)}</text>`
+  )
+  o.push(
+    `<line x1="${L}" x2="${L}" y1="${T}" y2="${h - B}" class="axisline"/><line x1="${L}" x2="${w - R}" y1="${h - B}" y2="${h - B}" class="axisline"/>`
+  )
+  if (front.length > 0)
+    o.push(
+      `<path d="${front.map((p, i) => `${i === 0 ? "M" : "L"}${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(" ")}" class="front"/>`
+    )
+  for (const p of points) {
+    const onFront = front.includes(p)
+    o.push(
+      `<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="${onFront ? 6 : 4}" fill="${p.color}"${onFront ? ' stroke="#000" stroke-width="1.5"' : ' fill-opacity="0.55"'}><title>${escapeHtml(p.label)}${onFront ? " (on the front)" : ""}</title></circle>`
+    )
+    if (p.best) {
+      o.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="12" class="best"/>`)
+      o.push(
+        `<text x="${px(p.x) + 15}" y="${py(p.y) - 10}" class="bestlabel">best: ${escapeHtml(p.label)}</text>`
+      )
+    }
+  }
+  o.push("</svg>")
+  return o.join("\n")
+}
+
+const median = (p: PointRecord, k: MetricKey) => p.stats[k]?.median ?? null
+
+const sloRules = (doc: SweepDoc, metric: string): Array<Rule> =>
+  doc.experiment.slos
+    .filter((s) => s.startsWith(metric))
+    .map((s) => ({ y: Number(s.split(/<=|>=/)[1]), label: `SLO ${s}` }))
+
+const measuredOrNull = (p: PointRecord, k: MetricKey) =>
+  p.status === "ok" || p.status === "slo_failed" ? median(p, k) : null
+
+const visible = (p: PointRecord) => p.status !== "not_run" && p.status !== "pending"
+
+/** One sweep's section: charts per combination, the Pareto chart, the points table. */
+export const renderSweepSection = (name: string, doc: SweepDoc): string => {
+  const e = doc.experiment
+  const loadName = e.load.name
+  const gpus = e.gpus * Math.max(1, e.nodes)
+  const perGpu = gpus > 0 ? `per GPU (÷ ${gpus})` : "per lease (0 GPUs: not divided)"
+  const combos = doc.combinations.map((c, i) => ({
+    c,
+    color: COLORS[i % COLORS.length]!,
+    label: `#${c.index} ${comboLabel(c.params)}`
+  }))
+  const lineOf = (k: MetricKey, dashed = false) =>
+    combos.map(({ c, color, label }) => ({
+      name: `${label}${dashed ? " TPOT" : ""}`,
+      color,
+      dashed,
+      points: c.points.filter(visible).map((p) => ({
+        x: loadNumber(p.load),
+        y: measuredOrNull(p, k),
+        label: `${label}, ${loadName}=${p.load}: ${p.status}${p.status === "failed" ? ` (${p.class})` : ""}, ${fmt(median(p, k))}`
+      }))
+    }))
+  const charts = [
+    loadChart(
+      "Output throughput against load",
+      "output tok/s",
+      loadName,
+      lineOf("output_throughput"),
+      sloRules(doc, "output_throughput")
+    ),
+    loadChart("p99 TTFT against load", "ms", loadName, lineOf("p99_ttft_ms"), sloRules(doc, "p99_ttft_ms")),
+    loadChart("p99 TPOT against load", "ms", loadName, lineOf("p99_tpot_ms"), sloRules(doc, "p99_tpot_ms"))
+  ]
+  const best = doc.summary.best
+  const pareto: Array<ParetoPoint> = combos.flatMap(({ c, color, label }) =>
+    c.points.flatMap((p) => {
+      const t = median(p, "output_throughput")
+      const conc = loadNumber(p.load)
+      if (p.status !== "ok" && p.status !== "slo_failed") return []
+      if (t === null || !(conc > 0) || !Number.isFinite(conc)) return []
+      return [
+        {
+          x: t / conc,
+          y: t / Math.max(1, gpus),
+          color,
+          label: `${label}, ${loadName}=${p.load}${p.status === "slo_failed" ? " (SLO failed)" : ""}`,
+          best: best !== null && best.combination === c.index && best.load === p.load
+        }
+      ]
+    })
+  )
+  const rows = combos.flatMap(({ c, color, label }) => {
+    if (c.points.length === 0 || c.points.every((p) => p.status === "not_run"))
+      return [
+        `<tr><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td><td>–</td><td class="bad">${escapeHtml(c.status)}</td><td colspan="5" class="err">${escapeHtml(`${c.class ?? ""} ${(c.error ?? "").split("\n")[0]}`.slice(0, 200))}</td></tr>`
+      ]
+    return c.points.map((p) => {
+      const s = p.stats.output_throughput
+      const isBest = best !== null && best.combination === c.index && best.load === p.load
+      const cls = p.status === "ok" ? "good" : "bad"
+      const tp =
+        s === undefined
+          ? "–"
+          : s.min === s.max
+            ? fmt(s.median)
+            : `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`
+      const conc = loadNumber(p.load)
+      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td><td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : ""}</td><td>${tp}</td><td>${fmt(median(p, "p99_ttft_ms"))}</td><td>${fmt(median(p, "p99_tpot_ms"))}</td><td>${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
+        p.status === "failed"
+          ? `${p.class}: ${(p.error ?? "").split("\n")[0]}`.slice(0, 160)
+          : p.slo
+              .filter((v) => !v.ok)
+              .map((v) => `${v.slo} (was ${fmt(v.value)})`)
+              .join(", ")
+      )}</td></tr>`
+    })
+  })
+  const verdict =
+    best === null
+      ? `<p class="bad">No point met every SLO (sweep_no_feasible_point).</p>`
+      : `<p><b>${doc.summary.verdict === "tie" ? "Tie within noise" : "Best"}:</b> #${best.combination} ${escapeHtml(best.label)} at ${escapeHtml(loadName)}=${escapeHtml(best.load)}: ${fmt(best.output_throughput)} output tok/s${doc.summary.verdict === "tie" ? `, not clearly better than ${doc.summary.tied_with.map((t) => `#${t.combination} ${escapeHtml(t.label)} (${fmt(t.output_throughput)})`).join(", ")}` : ""}</p>
+<pre>server: ${escapeHtml(best.server_cmd)}
+client: ${escapeHtml(best.client_cmd)}</pre>`
+  return `<section>
+<h2>${escapeHtml(name)}</h2>
+<div class="meta">${doc.combinations.length} combination(s) · ${e.load.kind === "points" ? `${escapeHtml(loadName)} = ${escapeHtml(e.load.values.join(", "))}` : `search ${escapeHtml(loadName)} up to ${e.load.max}`} · ${e.repeats} repeat(s) · SLO ${escapeHtml(e.slos.join(" and ") || "none")} · status ${escapeHtml(doc.status)} · failed points are marked ×</div>
+${verdict}
+<div class="charts">
+${charts.join("\n")}
+</div>
+<div class="charts">
+${paretoChart(pareto, perGpu)}
+</div>
+<h3>Points</h3>
+<table><tr><th>combination</th><th>${escapeHtml(loadName)}</th><th>status</th><th>output tok/s (median, min–max)</th><th>p99 TTFT ms</th><th>p99 TPOT ms</th><th>tok/s per user</th><th>why not ok</th></tr>
+${rows.join("\n")}
+</table>
+</section>`
+}
+
+export const renderSweepReport = (
+  sweeps: ReadonlyArray<{ readonly name: string; readonly doc: SweepDoc }>,
+  generatedAt: string
+): string => `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>hyperloom sweep report: ${escapeHtml(sweeps.map((s) => s.name).join(", "))}</title>
+<style>
+body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 4px; } h3 { font-size: 14px; margin: 16px 0 6px; }
+.meta { color: #666; margin-bottom: 8px; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; margin: 8px 0; }
+svg.chart { background: #fff; border: 1px solid #ddd; max-width: 100%; height: auto; }
+svg .title { font-size: 13px; font-weight: 600; fill: #222; } svg .tick { font-size: 11px; fill: #555; }
+svg .axis { font-size: 12px; fill: #333; } svg .legend { font-size: 11px; fill: #222; }
+svg .grid { stroke: #eee; } svg .axisline { stroke: #999; }
+svg .slo { stroke: #c00; stroke-width: 1.5; stroke-dasharray: 8 4; } svg .slolabel { font-size: 11px; fill: #c00; }
+svg .front { fill: none; stroke: #444; stroke-width: 1.5; stroke-dasharray: 5 3; }
+svg .best { fill: none; stroke: #f0a000; stroke-width: 3; } svg .bestlabel { font-size: 12px; font-weight: 600; fill: #a06800; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f6f6f6; } td.err { color: #a33; font-family: ui-monospace, monospace; font-size: 12px; }
+td.good { color: #176b1f; } td.bad, p.bad { color: #a33; } tr.bestrow { background: #fff5d6; }
+pre { background: #f6f6f6; padding: 8px; white-space: pre-wrap; word-break: break-all; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; border-radius: 2px; }
+</style>
+</head>
+<body>
+<h1>hyperloom sweep</h1>
+<div class="meta">generated ${escapeHtml(generatedAt)}</div>
+${sweeps.map((s) => renderSweepSection(s.name, s.doc)).join("\n")}
+</body>
+</html>
+`
