@@ -3,6 +3,7 @@
     bridge       one serving lease over JSON lines on stdin/stdout (hyperloom.bridge)
     group        one serving group over JSON lines (hyperloom.group)
     serve        the serving runner, a serving attempt's leased command (hyperloom.serve)
+    sweep        the sweep runner, one server combination's leased command (hyperloom.sweep)
     supervise    the command supervisor the lease actor starts (hyperloom.supervisor)
 
 Running the folder puts it first on sys.path (also under -I), so the package imports without
@@ -18,6 +19,7 @@ COMMANDS = {
     "group": "hyperloom.group",
     "serve": "hyperloom.serve",
     "supervise": "hyperloom.supervisor",
+    "sweep": "hyperloom.sweep",
 }
 
 

@@ -15,7 +15,7 @@ import {
   type SweepDoc
 } from "../../domain/Sweep.js"
 import { runSweep } from "../../programs/Sweep.js"
-import { packageFile } from "../../services/PackagePaths.js"
+import { pythonEntry } from "../../services/PackagePaths.js"
 import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
 import { SweepStore } from "../../services/SweepStore.js"
@@ -221,7 +221,7 @@ export const sweepRun = Command.make(
         ),
         readyTimeoutSec: Option.getOrElse(o.readyTimeout, () => DEFAULT_READY_TIMEOUT_SEC),
         deadlineSec: Option.getOrUndefined(o.deadline),
-        runner: [yield* rayPython(settings), packageFile("python"), "sweep"],
+        runner: [yield* rayPython(settings), ...pythonEntry("sweep")],
         env: settings.env,
         cwd: process.cwd()
       }).pipe(
