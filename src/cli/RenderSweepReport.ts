@@ -41,7 +41,7 @@ interface Rule {
   readonly label: string
 }
 
-const W = 560
+const W = 440
 const H = 300
 const L = 64
 const R = 16
@@ -136,6 +136,7 @@ interface ParetoPoint {
   readonly color: string
   readonly label: string
   readonly best: boolean
+  readonly sloFailed: boolean
 }
 
 /** The points no other point beats on both axes (more per user and more per GPU). */
@@ -149,7 +150,7 @@ export const paretoFront = <P extends { readonly x: number; readonly y: number }
 const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
   const w = 760
   const h = 420
-  const T = 40
+  const T = 48
   const xMax = niceMax(Math.max(0, ...points.map((p) => p.x)) * 1.05)
   const yMax = niceMax(Math.max(0, ...points.map((p) => p.y)) * 1.05)
   const px = (x: number) => L + (x / xMax) * (w - L - R)
@@ -185,7 +186,7 @@ const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
   for (const p of points) {
     const onFront = front.includes(p)
     o.push(
-      `<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="${onFront ? 6 : 4}" fill="${p.color}"${onFront ? ' stroke="#000" stroke-width="1.5"' : ' fill-opacity="0.55"'}><title>${escapeHtml(p.label)}${onFront ? " (on the front)" : ""}</title></circle>`
+      `<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="${onFront ? 6 : 4}" fill="${p.color}"${onFront ? ' stroke="#000" stroke-width="1.5"' : ""}${p.sloFailed ? ' fill-opacity="0.3"' : ""}><title>${escapeHtml(p.label)}${onFront ? " (on the front)" : ""}</title></circle>`
     )
     if (p.best) {
       o.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="12" class="best"/>`)
@@ -256,7 +257,8 @@ export const renderSweepSection = (name: string, doc: SweepDoc): string => {
           y: t / Math.max(1, gpus),
           color,
           label: `${label}, ${loadName}=${p.load}${p.status === "slo_failed" ? " (SLO failed)" : ""}`,
-          best: best !== null && best.combination === c.index && best.load === p.load
+          best: best !== null && best.combination === c.index && best.load === p.load,
+          sloFailed: p.status === "slo_failed"
         }
       ]
     })
