@@ -1,0 +1,358 @@
+/**
+ * `hyperloom sweep run` / `sweep show` / `report` on one real head (SPEC §12), through the bundled
+ * CLI, against the stand-in engine's performance model (examples/engine-model.mjs: batch limit B =
+ * --max-num-seqs, throughput 200·b/(4+b) at batch b = min(c, B), TTFT jumping by about a whole
+ * wave once c > B, vLLM's KV-cache error when B × --max-model-len exceeds the budget). The answers
+ * asserted come from the model's closed form: with n = 16 output tokens, N ≥ c + 1 prompts and
+ * the SLO p99_ttft_ms<=300, the largest passing concurrency of a combination is exactly B, and the
+ * best feasible combination is the largest B at c = B. The tests share one head (each leaves it
+ * idle); the last one joins a worker raylet for `--nodes 2`. Each prints one `[sweep scenario]` line.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { modelFlags, predict } from "../../examples/engine-model.mjs"
+import { cleanEnv, cliPath, runCli } from "../support/cli.js"
+import { pidsWithArg, waitGone } from "../support/lease.js"
+import {
+  type Head,
+  prepareRay,
+  projectRoot,
+  startHead,
+  startWorker,
+  teardownRay,
+  waitFor
+} from "../support/ray.js"
+
+const PORT = 6399
+const SLO = "p99_ttft_ms<=300"
+const engine = (tag: string, extra = "") =>
+  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --tag=${tag} ${extra}`.trim()
+const client = (prompts: number) => [
+  process.execPath,
+  "examples/fake-bench-client.mjs",
+  "--num-prompts",
+  String(prompts),
+  "--max-concurrency",
+  "{c}",
+  "--output-len",
+  "16"
+]
+
+const sessions: Array<string> = []
+const newSession = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-sweep-"))
+  sessions.push(dir)
+  return dir
+}
+let tagN = 0
+const newTag = () => `hl-sweep-${process.pid}-${Date.now()}-${tagN++}`
+const readSweep = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, "sweep.json"), "utf8"))
+
+const sweepArgs = (
+  session: string,
+  server: string,
+  args: ReadonlyArray<string>,
+  cmd: ReadonlyArray<string>
+) => ["sweep", "run", "--session", session, "--gpus", "1", "--server", server, ...args, "--", ...cmd]
+const sweep = (...a: Parameters<typeof sweepArgs>) => runCli(sweepArgs(...a), { timeoutMs: 240_000 })
+
+const scenario = (name: string, doc: any, ms: number) =>
+  console.log(
+    `[sweep scenario] ${name}: ${doc?.status ?? "?"}, verdict ${doc?.summary?.verdict ?? "?"}, ` +
+      `${doc?.combinations?.reduce((n: number, c: any) => n + c.engine_starts.length, 0) ?? "?"} engine start(s), ${(ms / 1000).toFixed(1)} s`
+  )
+
+const assertSlotFree = async () => {
+  const r = await runCli(["lease", "run", "--gpus", "1", "--", "true"], { timeoutMs: 60_000 })
+  assert.strictEqual(r.code, 0, r.stderr)
+  assert.isBelow(r.ms, 20_000, r.stderr)
+}
+
+/** The model's closed form for a combination's engine argv at concurrency c. */
+const expected = (server: string, c: number, prompts: number) =>
+  predict(modelFlags(server.split(/\s+/)), {
+    concurrency: c,
+    numPrompts: prompts,
+    inputLen: 32,
+    outputLen: 16
+  })
+
+let head: Head
+
+describe("sweep run on a real head", () => {
+  beforeAll(async () => {
+    await prepareRay()
+    head = await startHead({ port: PORT, slot: true, numGpus: 1 })
+  }, 120_000)
+  afterAll(async () => {
+    await teardownRay()
+    for (const s of sessions) fs.rmSync(s, { recursive: true, force: true })
+  }, 120_000)
+
+  it("a grid finds the model's best; the combination over the KV budget is started once and skipped", async () => {
+    const session = newSession()
+    const tag = newTag()
+    const server = engine(tag, "--max-model-len 32768 --max-num-seqs {seqs}")
+    const r = await sweep(
+      session,
+      server,
+      ["--param", "seqs=2,4,32", "--load", "c=2,4", "--slo", SLO],
+      client(8)
+    )
+    const doc = readSweep(session)
+    scenario("grid", doc, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    // one engine start per combination, the infeasible one not retried
+    assert.deepStrictEqual(
+      doc.combinations.map((c: any) => c.engine_starts.length),
+      [1, 1, 1]
+    )
+    const [b2, b4, b32] = doc.combinations
+    assert.strictEqual(b32.status, "infeasible")
+    assert.strictEqual(b32.class, "kv_cache_oom")
+    assert.include(b32.error, "KV cache")
+    assert.isTrue(b32.points.every((p: any) => p.status === "not_run"))
+    // the largest passing load of each feasible combination is its batch limit
+    assert.deepStrictEqual(
+      doc.summary.combinations.map((c: any) => c.largest_passing_load),
+      ["2", "4", null]
+    )
+    assert.deepStrictEqual(
+      b2.points.map((p: any) => p.status),
+      ["ok", "slo_failed"]
+    )
+    // the best: B = 4 at c = 4 (model: 200·4/8 = 100 tok/s, against 66.7 for B = 2)
+    assert.strictEqual(doc.summary.verdict, "best")
+    assert.strictEqual(doc.summary.best.label, "seqs=4")
+    assert.strictEqual(doc.summary.best.load, "4")
+    const want = expected(b4.server_cmd, 4, 8).outputThroughput
+    assert.closeTo(doc.summary.best.output_throughput, want, want * 0.3)
+    // runnable command lines, sweep show and its JSON, summary.csv, the report
+    assert.strictEqual(doc.summary.best.server_cmd, server.replace("{seqs}", "4"))
+    assert.include(doc.summary.best.client_cmd, "--max-concurrency 4")
+    const show = await runCli(["sweep", "show", "--session", session])
+    assert.strictEqual(show.code, 0)
+    assert.include(show.stdout, "best: #1 (seqs=4) at c=4")
+    console.log(`[sweep show]\n${show.stdout}`)
+    const shown = await runCli(["sweep", "show", "--session", session, "--json"])
+    assert.deepStrictEqual(shown.json, doc)
+    const csv = fs.readFileSync(path.join(session, "summary.csv"), "utf8").trim().split("\n")
+    assert.strictEqual(csv.length, 1 + 6)
+    const run0 = b2.points[0].runs[0].dir
+    assert.isTrue(fs.existsSync(path.join(run0, "client.log")))
+    assert.isTrue(fs.existsSync(path.join(run0, "result.json")))
+    assert.isTrue(fs.existsSync(path.join(b2.engine_starts[0].dir, "server.log")))
+    const out = path.join(session, "report.html")
+    const rep = await runCli(["report", "--session", session, "--out", out])
+    assert.strictEqual(rep.code, 0, rep.stderr)
+    const html = fs.readFileSync(out, "utf8")
+    assert.include(html, "Pareto")
+    assert.notMatch(html, /https?:\/\/(?!www\.w3\.org)/)
+    assert.include(r.stderr, "sweep: combination 2/3 (seqs=4), c=4")
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+  })
+
+  it("search: doubling then bisection finds each combination's largest passing load, every point recorded", async () => {
+    const session = newSession()
+    const r = await sweep(
+      session,
+      engine(newTag(), "--max-num-seqs {seqs}"),
+      ["--param", "seqs=2,3", "--search", "c:8", "--slo", SLO],
+      client(6)
+    )
+    const doc = readSweep(session)
+    scenario("search", doc, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.deepStrictEqual(
+      doc.summary.combinations.map((c: any) => c.largest_passing_load),
+      ["2", "3"]
+    )
+    assert.deepStrictEqual(
+      doc.combinations.map((c: any) => c.points.map((p: any) => `${p.load}:${p.status}`)),
+      [
+        ["1:ok", "2:ok", "4:slo_failed", "3:slo_failed"],
+        ["1:ok", "2:ok", "4:slo_failed", "3:ok"]
+      ]
+    )
+    assert.strictEqual(doc.summary.best.label, "seqs=3")
+  })
+
+  it("an engine that dies during a point fails it and ends its combination; the next one runs", async () => {
+    const session = newSession()
+    const tag = newTag()
+    const r = await sweep(
+      session,
+      engine(tag, "--max-num-seqs 4 {mode}"),
+      ["--param", "mode=--fail=crash-after-ready,--tag=steady", "--load", "c=2,4", "--slo", SLO],
+      client(8)
+    )
+    const doc = readSweep(session)
+    scenario("engine dies", doc, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    const [crash, steady] = doc.combinations
+    assert.strictEqual(crash.status, "engine_died")
+    assert.deepStrictEqual(
+      crash.points.map((p: any) => p.status),
+      ["failed", "not_run"]
+    )
+    assert.isTrue(crash.points[0].runs[0].engine_died)
+    assert.strictEqual(crash.points[0].runs.length, 1, "an engine death is not retried against a dead engine")
+    assert.strictEqual(crash.engine_starts.length, 1)
+    assert.strictEqual(steady.status, "done")
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+  })
+
+  it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {
+    const session = newSession()
+    const r = await sweep(
+      session,
+      engine(newTag(), "--max-num-seqs {seqs}"),
+      ["--param", "seqs=2", "--load", "c=2", "--slo", "p99_ttft_ms<=1"],
+      client(4)
+    )
+    scenario("no feasible point", readSweep(session), r.ms)
+    assert.strictEqual(r.code, 14, r.stderr)
+    assert.include(r.stdout, "sweep_no_feasible_point")
+  })
+
+  /** Starts a sweep in the background; resolves with the child and its output. */
+  const startSweep = (args: ReadonlyArray<string>) => {
+    const child: ChildProcess = spawn(process.execPath, [cliPath, ...args], {
+      cwd: projectRoot,
+      env: cleanEnv(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const out = { stdout: "", stderr: "" }
+    child.stdout!.on("data", (d) => (out.stdout += d))
+    child.stderr!.on("data", (d) => (out.stderr += d))
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+    return { child, out, exited }
+  }
+
+  it("SIGKILL of hyperloom mid-sweep: the same command completes it, no finished point run twice, no engine left; a changed experiment is refused", async () => {
+    const session = newSession()
+    const tag = newTag()
+    const args = sweepArgs(
+      session,
+      engine(tag, "--max-num-seqs {seqs}"),
+      ["--param", "seqs=4", "--load", "c=1,2,4", "--slo", SLO],
+      client(8)
+    )
+    const first = startSweep(args)
+    await waitFor(
+      "the first point to finish",
+      () => {
+        try {
+          return readSweep(session).combinations[0].points[0].status === "ok" || undefined
+        } catch {
+          return undefined
+        }
+      },
+      120_000
+    )
+    first.child.kill("SIGKILL")
+    await first.exited
+    await waitGone("the engine", () => pidsWithArg(`--tag=${tag}`), 20_000)
+    const before = readSweep(session)
+    const firstRun = before.combinations[0].points[0].runs[0]
+    const t = Date.now()
+    const again = await runCli(args, { timeoutMs: 180_000 })
+    const doc = readSweep(session)
+    scenario("sigkill then resume", doc, Date.now() - t)
+    assert.strictEqual(again.code, 0, again.stderr)
+    const points = doc.combinations[0].points
+    assert.deepStrictEqual(
+      points.map((p: any) => p.status),
+      ["ok", "ok", "ok"]
+    )
+    // the finished point kept its one run; nothing ran it again
+    assert.deepStrictEqual(points[0].runs, [firstRun])
+    assert.deepStrictEqual(points[0].interrupted_runs, [])
+    const runDirs = fs.readdirSync(path.join(session, "combinations", "0", "runs"))
+    assert.strictEqual(runDirs.filter((d) => d.endsWith("-1")).length, 1, runDirs.join(" "))
+    assert.strictEqual(doc.combinations[0].engine_starts.length, 2)
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+    // the same session with another experiment: refused, naming the difference, nothing runs
+    const changed = await runCli(
+      sweepArgs(
+        session,
+        engine(tag, "--max-num-seqs {seqs}"),
+        ["--param", "seqs=4", "--load", "c=1,2,8", "--slo", SLO],
+        client(8)
+      )
+    )
+    assert.strictEqual(changed.code, 2, changed.stderr)
+    assert.include(
+      changed.stderr,
+      "--load/--search: the session has --load c=1,2,4, this run gives --load c=1,2,8"
+    )
+    assert.deepStrictEqual(readSweep(session), doc)
+  })
+
+  it("Ctrl-C mid-point: the engine is gone, the slot free, exit 130, the sweep cancelled", async () => {
+    const session = newSession()
+    const tag = newTag()
+    const run = startSweep(
+      sweepArgs(
+        session,
+        engine(tag, "--max-num-seqs {seqs}"),
+        ["--param", "seqs=1", "--load", "c=1", "--slo", SLO],
+        client(200)
+      )
+    )
+    await waitFor(
+      "the point to run",
+      () => {
+        try {
+          return readSweep(session).combinations[0].points[0].status === "running" || undefined
+        } catch {
+          return undefined
+        }
+      },
+      90_000
+    )
+    await new Promise((r) => setTimeout(r, 1000))
+    const t = Date.now()
+    run.child.kill("SIGINT")
+    const code = await Promise.race([
+      run.exited,
+      new Promise<"hung">((r) => setTimeout(() => r("hung"), 30_000))
+    ])
+    console.log(`[sweep scenario] ctrl-c: exit ${code} ${Date.now() - t} ms after SIGINT`)
+    assert.strictEqual(code, 130, run.out.stderr)
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [], "the engine is gone when hyperloom has exited")
+    const doc = readSweep(session)
+    assert.strictEqual(doc.status, "cancelled")
+    assert.strictEqual(doc.combinations[0].points[0].status, "pending")
+    await assertSlotFree()
+  })
+
+  it("--nodes 2 on a head and a worker raylet: one combination as a group", async () => {
+    await startWorker(head, { numCpus: 1, numGpus: 1, resources: { serving_slot: 1 } })
+    await waitFor(
+      "the worker joined",
+      async () => {
+        const s = await runCli(["ray", "status", "--json"])
+        return (s.json?.nodes?.filter((n: any) => n.state === "ALIVE").length ?? 0) >= 2 || undefined
+      },
+      60_000
+    )
+    const session = newSession()
+    const tag = newTag()
+    const r = await sweep(
+      session,
+      engine(tag, "--max-num-seqs {seqs}"),
+      ["--nodes", "2", "--param", "seqs=2", "--load", "c=2", "--slo", SLO],
+      client(8)
+    )
+    const doc = readSweep(session)
+    scenario("nodes 2", doc, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(doc.experiment.nodes, 2)
+    assert.strictEqual(doc.combinations[0].points[0].status, "ok")
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+  })
+})
