@@ -1,0 +1,133 @@
+// The sweep's own costs, measured in one run on one head with the stand-in engine
+// (examples/fake-engine.mjs and its performance model), against the goals of issue 16:
+//   1. engine starts = the number of combinations (plus retries): counted from sweep.json;
+//   2. hyperloom's own time between the end of one client run and the start of the next, within a
+//      combination (from the runner's epoch times in each run's control answer, --between's own
+//      time taken out): median <= 0.3 s;
+//   3. search evaluations per combination <= ceil(log2 MAX) + ceil(log2 (first fail - last pass
+//      gap of the doubling)) + 1.
+// Prints each figure and its goal. Needs `npm run build`; starts and stops its own head
+// (run it on a host of its own: `bash scripts/own-host.sh node bench/sweep.mjs`).
+//
+//   node bench/sweep.mjs
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { cli, median, must, root, startHead, stopRay, time } from "./lib.mjs"
+
+const PORT = 6393
+const engine = `${process.execPath} ${path.join(root, "examples/fake-engine.mjs")} --load-sec 0.2 --max-num-seqs {seqs}`
+const client = [
+  process.execPath,
+  "examples/fake-bench-client.mjs",
+  "--num-prompts",
+  "8",
+  "--max-concurrency",
+  "{c}",
+  "--output-len",
+  "16"
+]
+const sweep = (session, args) =>
+  time(
+    [
+      process.execPath,
+      cli,
+      "sweep",
+      "run",
+      "--session",
+      session,
+      "--gpus",
+      "0",
+      "--server",
+      engine,
+      ...args,
+      "--",
+      ...client
+    ],
+    {
+      HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: "5"
+    }
+  )
+
+const ceilLog2 = (x) => (x > 1 ? Math.ceil(Math.log2(x)) : 0)
+
+stopRay()
+startHead(PORT, ["--num-cpus=2", '--resources={"serving_slot": 1}'])
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-sweep-"))
+try {
+  // a grid: 2 combinations x 4 loads, a --between before each client run
+  const grid = path.join(dir, "grid")
+  const g = sweep(grid, [
+    "--param",
+    "seqs=2,4",
+    "--load",
+    "c=1,2,4,8",
+    "--slo",
+    "p99_ttft_ms<=300",
+    "--between",
+    "sleep 0.05"
+  ])
+  if (g.code !== 0) throw new Error(`grid sweep exited ${g.code}: ${g.stderr.slice(-3000)}`)
+  const gdoc = JSON.parse(fs.readFileSync(path.join(grid, "sweep.json"), "utf8"))
+  const starts = gdoc.combinations.reduce((n, c) => n + c.engine_starts.length, 0)
+  const retries = gdoc.combinations.reduce(
+    (n, c) => n + c.engine_starts.filter((s) => s.outcome === "failed").length,
+    0
+  )
+  const gaps = []
+  for (const c of gdoc.combinations) {
+    for (const s of c.engine_starts) {
+      const control = path.join(s.dir, "control")
+      const done = fs
+        .readdirSync(control)
+        .filter((f) => f.endsWith(".done.json"))
+        .map((f) => JSON.parse(fs.readFileSync(path.join(control, f), "utf8")))
+        .sort((a, b) => a.seq - b.seq)
+      for (let i = 1; i < done.length; i++) {
+        gaps.push((done[i].client_started - done[i - 1].client_ended - (done[i].between_sec ?? 0)) * 1000)
+      }
+    }
+  }
+  console.log(
+    `grid sweep: ${gdoc.combinations.length} combinations x 4 loads in ${(g.ms / 1000).toFixed(1)} s`
+  )
+  console.log(
+    `  engine starts ${starts} (combinations ${gdoc.combinations.length}, failed starts retried ${retries}); goal: equal: ${starts === gdoc.combinations.length + retries ? "met" : "MISSED"}`
+  )
+  const m = median(gaps)
+  console.log(
+    `  hyperloom's own gap between client runs (--between's 50 ms taken out): median ${m.toFixed(0)} ms, max ${Math.max(...gaps).toFixed(0)} ms over ${gaps.length} gaps; goal <= 300 ms: ${m <= 300 ? "met" : "MISSED"} (ratio ${(m / 300).toFixed(2)}x of the goal)`
+  )
+
+  // a search: 2 combinations, MAX 16
+  const search = path.join(dir, "search")
+  const MAX = 16
+  const s = sweep(search, ["--param", "seqs=3,5", "--search", `c:${MAX}`, "--slo", "p99_ttft_ms<=300"])
+  if (s.code !== 0) throw new Error(`search sweep exited ${s.code}: ${s.stderr.slice(-3000)}`)
+  const sdoc = JSON.parse(fs.readFileSync(path.join(search, "sweep.json"), "utf8"))
+  console.log(`search sweep (MAX ${MAX}): ${(s.ms / 1000).toFixed(1)} s`)
+  for (const c of sdoc.combinations) {
+    const loads = c.points.map((p) => ({ load: Number(p.load), pass: p.status === "ok" }))
+    const firstFail = loads.findIndex((p) => !p.pass)
+    const lastPass = Math.max(
+      0,
+      ...loads
+        .slice(0, firstFail < 0 ? loads.length : firstFail)
+        .filter((p) => p.pass)
+        .map((p) => p.load)
+    )
+    const gap = firstFail < 0 ? 0 : loads[firstFail].load - lastPass
+    const bound = ceilLog2(MAX) + ceilLog2(gap) + 1
+    const largest = sdoc.summary.combinations[c.index].largest_passing_load
+    console.log(
+      `  ${Object.entries(c.params)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(
+          " "
+        )}: ${loads.length} evaluations (${loads.map((p) => `${p.load}${p.pass ? "+" : "-"}`).join(" ")}), largest passing ${largest}; bound ceil(log2 ${MAX}) + ceil(log2 ${gap}) + 1 = ${bound}: ${loads.length <= bound ? "met" : "MISSED"}`
+    )
+  }
+} finally {
+  must("ray stop", stopRay())
+  fs.rmSync(dir, { recursive: true, force: true })
+}
