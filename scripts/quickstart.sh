@@ -60,6 +60,20 @@ say "baseline run exited with code $code"
 hyperloom state show --session "$session" || true
 hyperloom report --session "$session" --out "$session/report.html" || true
 
+# A small sweep on the stand-in engine: two batch limits x three loads, one engine per batch limit,
+# the best under a p99 TTFT budget, and its report (README "Sweep vLLM" for the real thing).
+sweep_session="$session-sweep"
+say "running a small sweep (2 combinations x 3 loads) in $sweep_session"
+set +e
+hyperloom sweep run --session "$sweep_session" --gpus 0 \
+  --server "node $root/examples/fake-engine.mjs --load-sec 0.2 --max-num-seqs {seqs}" --param seqs=2,4 \
+  --load c=1,2,4 --slo 'p99_ttft_ms<=300' --ready-timeout 120 \
+  -- node examples/fake-bench-client.mjs --num-prompts 6 --max-concurrency '{c}' --output-len 16
+sweep_code=$?
+set -e
+say "sweep run exited with code $sweep_code"
+hyperloom report --session "$sweep_session" --out "$sweep_session/report.html" || true
+
 if [ "$ray_before" = no ]; then
   # Stop the head only if it is the only Ray on the host (its gcs_server and raylets).
   verdict=$(hyperloom ray status --json 2>/dev/null | node -e '
