@@ -59,7 +59,8 @@ const COMMAND_NAMES = new Set([
   "run",
   "state",
   "show",
-  "report"
+  "report",
+  "sweep"
 ])
 
 /** Word-wraps one line to `width`, continuing under its text (after a `term  ` column if any). */

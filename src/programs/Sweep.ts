@@ -322,8 +322,11 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         yield* save(run, addPoint(run.doc, index, load))
       }
       const c2 = combo(run, index)
-      const left = spec.kind === "points" ? `${pointsLeft(c2)} point(s) left here` : "searching"
-      const where = `combination ${index + 1}/${total} (${label}), ${spec.name}=${load} [${left}, ${combosLeft(run, index)} combination(s) after this]`
+      const left =
+        spec.kind === "points"
+          ? `point ${c2.points.length - pointsLeft(c2) + 1}/${c2.points.length}, ${pointsLeft(c2) - 1} left here`
+          : `search point ${c2.points.length}`
+      const where = `combination ${index + 1}/${total} (${label}), ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
       const end = yield* runPoint(run, index, load, handle, where)
       if (end === "engine_died") return "engine_died" as const
     }

@@ -242,6 +242,8 @@ describe("help", () => {
       ["lease", "run"],
       ["baseline", "run"],
       ["state", "show"],
+      ["sweep", "run"],
+      ["sweep", "show"],
       ["report"]
     ]) {
       const r = run([...command, "--help"])
