@@ -252,7 +252,7 @@ describe("help", () => {
       assert.isNotEmpty(usage, `${command.join(" ")}: no USAGE line in\n${r.stdout}`)
       for (const l of usage) assert.isTrue(l.startsWith(`$ hyperloom ${command.join(" ")} `), l)
     }
-  })
+  }, 60_000)
 
   it("wraps to the terminal width (COLUMNS when not a terminal)", () => {
     for (const columns of [60, 100]) {
