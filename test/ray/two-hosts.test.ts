@@ -1,0 +1,272 @@
+/**
+ * Serving groups across two hosts of their own (SPEC §11, scripts/two-hosts.sh): the head host
+ * runs Ray's head and hyperloom from the checkout; the worker host runs a Ray node joined to it
+ * over a veth pair and has the Ray installation but nothing of hyperloom (the checkout is hidden
+ * there). Each node declares the slot and one GPU, so `--nodes 2` puts one rank on each host.
+ * One cluster for the file; the partition test comes last (the cut-off node does not come back).
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import {
+  type Hosts,
+  makeHosts,
+  onHost,
+  realRay,
+  startCluster,
+  WORKER_IP,
+  whyNoHosts
+} from "../support/hosts.js"
+import { markerSleep, pidsWithArg } from "../support/lease.js"
+import { projectRoot, waitFor } from "../support/ray.js"
+
+const why = whyNoHosts()
+if (why !== undefined) process.stderr.write(`two-hosts tests skipped: cannot make namespaces here (${why})\n`)
+
+/** `sleep MARKER` processes on a host (not the supervisors, whose argv also holds the marker). */
+const sleepsOn = (hosts: Hosts, host: "head" | "worker", marker: string) =>
+  pidsWithArg(marker).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep" && onHost(hosts, host, pid)
+    } catch {
+      return false
+    }
+  })
+
+const parentOf = (pid: number): number => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+}
+
+describe.skipIf(why !== undefined)("serving groups across two hosts of their own", () => {
+  let hosts: Hosts
+
+  /** The cluster as the head host's hyperloom sees it. */
+  const status = async () => {
+    const r = await hosts.cli(["ray", "status", "--json"], { timeoutMs: 60_000 })
+    assert.strictEqual(r.code, 0, r.stderr)
+    return r.json
+  }
+
+  /** No rank left anywhere: no live rank actor, no placement group, every slot free. */
+  const assertNothingHeld = async () => {
+    await waitFor(
+      "every slot free, no rank actor, no placement group",
+      async () => {
+        const s = await status()
+        const held = s.nodes.some(
+          (n: any) => n.state === "ALIVE" && n.serving_slot !== null && n.serving_slot.held > 0
+        )
+        const ranks = s.actors.filter((a: any) => a.class_name.includes("Hyperloom") && a.state !== "DEAD")
+        return !held && ranks.length === 0 ? true : undefined
+      },
+      30_000,
+      500
+    )
+  }
+
+  beforeAll(async () => {
+    hosts = await makeHosts()
+    await startCluster(hosts)
+    await waitFor(
+      "both nodes alive",
+      async () =>
+        (await status()).nodes.filter((n: any) => n.state === "ALIVE").length === 2 ? true : undefined,
+      60_000,
+      500
+    )
+  }, 240_000)
+  afterAll(async () => {
+    await hosts?.down()
+  })
+
+  it("the worker host has the Ray installation and none of the checkout", async () => {
+    const r = await hosts.run("worker", [
+      "sh",
+      "-c",
+      `test -x ${realRay} && echo ray; test -e ${projectRoot}/package.json && echo checkout; ls -A ${projectRoot} | wc -l`
+    ])
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.deepStrictEqual(r.stdout.trim().split("\n"), ["ray", "0"])
+  })
+
+  it("a 2-rank group runs one rank per host; the rank on the worker host needs nothing of hyperloom", async () => {
+    const r = await hosts.cli(
+      [
+        "lease",
+        "run",
+        "--json",
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        `echo "rank=$HYPERLOOM_RANK leader=$HYPERLOOM_LEADER_HOST"; test -e ${projectRoot}/package.json && echo sees-checkout || echo no-checkout`
+      ],
+      { timeoutMs: 150_000 }
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.json.exit_code, 0)
+    const nodes = (await status()).nodes
+    const ip = (id: string) => nodes.find((n: any) => n.node_id === id)?.address
+    assert.deepStrictEqual(
+      r.json.group.ranks.map((k: any) => ip(k.node_id)),
+      ["198.18.0.1", WORKER_IP],
+      "rank 0 on the head host (hyperloom's), rank 1 on the worker host"
+    )
+    assert.include(r.stderr, "[rank 0] rank=0 leader=198.18.0.1")
+    assert.include(r.stderr, "[rank 1] rank=1 leader=198.18.0.1")
+    assert.include(r.stderr, "[rank 0] sees-checkout")
+    assert.include(r.stderr, "[rank 1] no-checkout")
+    await assertNothingHeld()
+  })
+
+  it("a rank gets a directory that exists on its node and, of the launching environment, only HYPERLOOM_* and --rank-env names", async () => {
+    const show =
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell default (${NAME:-unset}), not JavaScript
+      'echo "rank=$HYPERLOOM_RANK cwd=$(pwd) secret=${HL_TEST_SECRET:-unset} wanted=${HL_TEST_WANTED:-unset} path=$PATH"'
+    const r = await hosts.cli(
+      [
+        "lease",
+        "run",
+        "--json",
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--rank-env",
+        "HL_TEST_WANTED",
+        "--",
+        "sh",
+        "-c",
+        show
+      ],
+      {
+        timeoutMs: 150_000,
+        env: {
+          HL_TEST_SECRET: "leaked",
+          HL_TEST_WANTED: "yes",
+          PATH: `/launcher-only/bin:${process.env.PATH}`
+        }
+      }
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    for (const rank of [0, 1]) {
+      const line = r.stderr.split("\n").find((l) => l.startsWith(`[rank ${rank}] rank=${rank}`))
+      assert.isDefined(line, r.stderr)
+      assert.include(line, " cwd=/tmp ", "the default rank directory, which every node has")
+      assert.include(line, " secret=unset ", "a variable nobody listed stays on the launching host")
+      assert.include(line, " wanted=yes ", "--rank-env names travel")
+      assert.notInclude(line, "/launcher-only", "PATH is the node's own")
+    }
+    const cwd = await hosts.cli(
+      [
+        "lease",
+        "run",
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--rank-cwd",
+        "/",
+        "--",
+        "sh",
+        "-c",
+        'echo "in $(pwd)"'
+      ],
+      { timeoutMs: 150_000 }
+    )
+    assert.strictEqual(cwd.code, 0, cwd.stderr)
+    assert.include(cwd.stdout, "[rank 1] in /\n")
+    await assertNothingHeld()
+  })
+
+  it("a group serving baseline with the stand-in engine installed on both hosts outside the checkout succeeds", async () => {
+    const engine = fs.readFileSync(path.join(projectRoot, "examples", "fake-engine.mjs"), "utf8")
+    const client = fs.readFileSync(path.join(projectRoot, "examples", "fake-bench-client.mjs"), "utf8")
+    for (const host of ["head", "worker"] as const) {
+      await hosts.writeFile(host, "/tmp/hl-engine/fake-engine.mjs", engine, "755")
+      await hosts.writeFile(host, "/tmp/hl-engine/fake-bench-client.mjs", client, "755")
+    }
+    const session = "/tmp/hl-session-serving"
+    const r = await hosts.cli(
+      [
+        "baseline",
+        "run",
+        "--json",
+        "--session",
+        session,
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--server",
+        `${process.execPath} /tmp/hl-engine/fake-engine.mjs --load-sec 0.5 --port $HYPERLOOM_PORT`,
+        "--ready-timeout",
+        "60",
+        "--",
+        process.execPath,
+        "/tmp/hl-engine/fake-bench-client.mjs",
+        "--num-prompts",
+        "4",
+        "--output-len",
+        "8"
+      ],
+      { timeoutMs: 170_000 }
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.json.status, "succeeded")
+    assert.isAbove(r.json.baseline_tput, 0)
+    assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*stand-in API server/)
+    await assertNothingHeld()
+  })
+
+  it("SIGKILL of the CLI during a group leaves no rank running on either host and nothing held", async () => {
+    const marker = markerSleep()
+    const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    await waitFor(
+      "a rank running on each host",
+      () =>
+        (sleepsOn(hosts, "head", marker).length === 1 && sleepsOn(hosts, "worker", marker).length === 1) ||
+        undefined,
+      120_000,
+      200
+    )
+    process.kill(await run.pid(), "SIGKILL")
+    await run.exited
+    await waitFor(
+      "every rank's command gone",
+      () => (pidsWithArg(marker).length === 0 ? true : undefined),
+      30_000,
+      100
+    )
+    await assertNothingHeld()
+  })
+
+  it("SIGKILL of the worker host's rank worker: its command dies, the head's rank is stopped, nothing held", async () => {
+    const marker = markerSleep()
+    const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    await waitFor(
+      "a rank running on each host",
+      () =>
+        (sleepsOn(hosts, "head", marker).length === 1 && sleepsOn(hosts, "worker", marker).length === 1) ||
+        undefined,
+      120_000,
+      200
+    )
+    // sleep's parent is the rank's command supervisor, whose parent is the actor's worker.
+    process.kill(parentOf(parentOf(sleepsOn(hosts, "worker", marker)[0]!)), "SIGKILL")
+    await waitFor(
+      "every rank's command gone",
+      () => (pidsWithArg(marker).length === 0 ? true : undefined),
+      30_000,
+      100
+    )
+    const r = await run.exited
+    assert.strictEqual(r.code, 125, r.stderr)
+    assert.include(r.stderr, "(hyperloom exit code 9)")
+    await assertNothingHeld()
+  })
+})

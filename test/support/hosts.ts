@@ -1,0 +1,224 @@
+/**
+ * Two hosts of their own (scripts/two-hosts.sh): a head host running hyperloom from the checkout
+ * and a worker host that has the Ray installation and none of the checkout, joined by a veth
+ * pair whose addresses exist only inside the two hosts' network namespaces. The test process stays
+ * outside both and sees every process of both in its /proc (their PID namespaces are children of
+ * its own), which is how tests check that nothing is left.
+ */
+import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+import { projectRoot, rayBin, sleep, waitFor } from "./ray.js"
+
+const execFileP = promisify(execFile)
+const script = path.join(projectRoot, "scripts", "two-hosts.sh")
+
+export const HEAD_IP = "198.18.0.1"
+export const WORKER_IP = "198.18.0.2"
+export const GCS_PORT = 6379
+export const GCS = `${HEAD_IP}:${GCS_PORT}`
+
+/** The `ray` executable by its real path: the worker host does not see the checkout's `.venv` link. */
+export const realRay = fs.realpathSync(rayBin)
+
+export type HostName = "head" | "worker"
+
+/** Why two hosts cannot be made here, or undefined when they can. */
+export const whyNoHosts = (): string | undefined => {
+  const r = spawnSync("bash", [script, "check"], { encoding: "utf8" })
+  if (r.status === 0) return undefined
+  return `${(r.stderr || r.error?.message || `exit ${r.status}`).trim().split("\n")[0]}`
+}
+
+export interface Run {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+  /** stdout as JSON, when it is. */
+  readonly json: any
+}
+
+export interface Started {
+  readonly child: ChildProcess
+  readonly out: { stdout: string; stderr: string }
+  readonly exited: Promise<Run>
+  /** The command's own pid (nsenter's child), once it runs. */
+  readonly pid: () => Promise<number>
+}
+
+const childrenOf = (pid: number): number[] => {
+  try {
+    return fs
+      .readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter((s) => s !== "")
+      .map(Number)
+  } catch {
+    return []
+  }
+}
+
+export interface Hosts {
+  readonly dir: string
+  /** The pid (as seen here) of each host's init: the processes of a host are its descendants. */
+  readonly initPid: (host: HostName) => number
+  /** Starts CMD on a host (the head runs it in the checkout, the worker in /). */
+  readonly start: (host: HostName, argv: ReadonlyArray<string>, env?: Record<string, string>) => Started
+  /** Runs CMD on a host to its end. */
+  readonly run: (
+    host: HostName,
+    argv: ReadonlyArray<string>,
+    opts?: { env?: Record<string, string>; timeoutMs?: number }
+  ) => Promise<Run>
+  /** Runs the bundled CLI on the head host. */
+  readonly cli: (
+    args: ReadonlyArray<string>,
+    opts?: { env?: Record<string, string>; timeoutMs?: number }
+  ) => Promise<Run>
+  readonly startCli: (args: ReadonlyArray<string>, env?: Record<string, string>) => Started
+  /** Writes a file on a host (its own /tmp is its own). */
+  readonly writeFile: (host: HostName, file: string, text: string, mode?: string) => Promise<void>
+  /** Takes the cable down (a network partition) or up again. */
+  readonly cut: () => Promise<void>
+  readonly heal: () => Promise<void>
+  /** Ends both hosts: every process in them is killed. */
+  readonly down: () => Promise<void>
+}
+
+/** The environment a host's commands get: this one's PATH and locale, the real `ray`, nothing of Ray's. */
+const hostEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const k of ["PATH", "HOME", "LANG", "LC_ALL", "TERM"])
+    if (process.env[k] !== undefined) env[k] = process.env[k]
+  return { ...env, RAY_USAGE_STATS_ENABLED: "0", HYPERLOOM_RAY: realRay, ...extra }
+}
+
+/** Makes both hosts (fails with the script's one line when it cannot). */
+export const makeHosts = async (): Promise<Hosts> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-two-hosts-"))
+  await execFileP("bash", [script, "up", dir], { timeout: 60_000 })
+  const initPid = (host: HostName) => Number(fs.readFileSync(path.join(dir, `${host}.pid`), "utf8").trim())
+
+  const start = (host: HostName, argv: ReadonlyArray<string>, env: Record<string, string> = {}): Started => {
+    const child = spawn("bash", [script, "run", dir, host, ...argv], {
+      cwd: projectRoot,
+      env: hostEnv(env),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const out = { stdout: "", stderr: "" }
+    child.stdout!.on("data", (d) => (out.stdout += d))
+    child.stderr!.on("data", (d) => (out.stderr += d))
+    const exited = new Promise<Run>((resolve) =>
+      child.on("exit", (code, signal) => {
+        let json: any
+        try {
+          json = JSON.parse(out.stdout)
+        } catch {
+          json = undefined
+        }
+        resolve({ code, signal, stdout: out.stdout, stderr: out.stderr, json })
+      })
+    )
+    // `two-hosts.sh run` execs nsenter, which forks the command into the host's PID namespace.
+    const pid = () => waitFor("the command started on its host", () => childrenOf(child.pid!)[0], 30_000, 50)
+    return { child, out, exited, pid }
+  }
+
+  const run = async (
+    host: HostName,
+    argv: ReadonlyArray<string>,
+    opts: { env?: Record<string, string>; timeoutMs?: number } = {}
+  ) => {
+    const s = start(host, argv, opts.env)
+    const timer = setTimeout(() => {
+      for (const p of childrenOf(s.child.pid!)) process.kill(p, "SIGKILL")
+      s.child.kill("SIGKILL")
+    }, opts.timeoutMs ?? 120_000)
+    const r = await s.exited
+    clearTimeout(timer)
+    return r
+  }
+
+  const cliArgv = (args: ReadonlyArray<string>) => [
+    process.execPath,
+    path.join(projectRoot, "dist/hyperloom.mjs"),
+    ...args
+  ]
+
+  return {
+    dir,
+    initPid,
+    start,
+    run,
+    cli: (args, opts) => run("head", cliArgv(args), opts),
+    startCli: (args, env) => start("head", cliArgv(args), env),
+    writeFile: async (host, file, text, mode = "644") => {
+      const b64 = Buffer.from(text).toString("base64")
+      const r = await run(host, [
+        "sh",
+        "-c",
+        `mkdir -p "$(dirname "$1")" && echo "$2" | base64 -d > "$1" && chmod "$3" "$1"`,
+        "sh",
+        file,
+        b64,
+        mode
+      ])
+      if (r.code !== 0) throw new Error(`writing ${file} on the ${host} host failed: ${r.stderr}`)
+    },
+    cut: async () => {
+      await execFileP("bash", [script, "cut", dir])
+    },
+    heal: async () => {
+      await execFileP("bash", [script, "heal", dir])
+    },
+    down: async () => {
+      await execFileP("bash", [script, "down", dir]).catch(() => undefined)
+      await sleep(200)
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** Starts Ray on both hosts: a head and a worker node, each declaring the slot and `gpus` GPUs. */
+export const startCluster = async (hosts: Hosts, gpus = 1) => {
+  const common = [
+    "--disable-usage-stats",
+    `--num-gpus=${gpus}`,
+    "--num-cpus=1",
+    '--resources={"serving_slot": 1}'
+  ]
+  const head = await hosts.run(
+    "head",
+    [
+      realRay,
+      "start",
+      "--head",
+      `--port=${GCS_PORT}`,
+      `--node-ip-address=${HEAD_IP}`,
+      "--include-dashboard=false",
+      ...common
+    ],
+    { timeoutMs: 120_000 }
+  )
+  if (head.code !== 0)
+    throw new Error(`ray start --head failed on the head host: ${head.stderr.slice(-2000)}`)
+  const worker = await hosts.run(
+    "worker",
+    [realRay, "start", `--address=${GCS}`, `--node-ip-address=${WORKER_IP}`, ...common],
+    { timeoutMs: 120_000 }
+  )
+  if (worker.code !== 0) throw new Error(`ray start on the worker host failed: ${worker.stderr.slice(-2000)}`)
+}
+
+/** Is `pid` a process of that host (in its PID namespace)? */
+export const onHost = (hosts: Hosts, host: HostName, pid: number): boolean => {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/ns/pid`) === fs.readlinkSync(`/proc/${hosts.initPid(host)}/ns/pid`)
+  } catch {
+    return false
+  }
+}
