@@ -39,15 +39,25 @@ const lines = (text: string) => HelpDoc.p(text)
 /** Builds the services of one command run from its overrides. */
 export type Layers = (overrides: SettingsOverrides) => Layer.Layer<Services, InvalidSetting | InvalidAddress>
 
-const overridesOf = (config: { readonly nodes?: Option.Option<number> }): SettingsOverrides =>
-  config.nodes !== undefined && config.nodes._tag === "Some" ? { nodes: config.nodes.value } : {}
+/** What a command's options override of the settings: --nodes, and a group's --rank-cwd / --rank-env. */
+interface OverridingOptions {
+  readonly nodes?: Option.Option<number>
+  readonly rankCwd?: Option.Option<string>
+  readonly rankEnv?: ReadonlyArray<string>
+}
+
+const overridesOf = (config: OverridingOptions): SettingsOverrides => ({
+  ...(config.nodes !== undefined && config.nodes._tag === "Some" ? { nodes: config.nodes.value } : {}),
+  ...(config.rankCwd !== undefined && config.rankCwd._tag === "Some"
+    ? { rankCwd: config.rankCwd.value }
+    : {}),
+  ...(config.rankEnv !== undefined && config.rankEnv.length > 0 ? { rankEnv: config.rankEnv } : {})
+})
 
 /** The hyperloom command tree with each leaf provided from `layers`. */
 export const makeRootCommand = (layers: Layers) => {
   const provide = <Name extends string, R, E, A>(command: Command.Command<Name, R, E, A>) =>
-    Command.provide(command, (config: A) =>
-      layers(overridesOf(config as { readonly nodes?: Option.Option<number> }))
-    )
+    Command.provide(command, (config: A) => layers(overridesOf(config as OverridingOptions)))
   return Command.make("hyperloom").pipe(
     Command.withDescription(
       HelpDoc.sequence(HelpDoc.p(about), lines(`${environment}\n\n${global}\n\n${EXIT_CODES_HELP}`))

@@ -4,6 +4,7 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Effect } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import { DEFAULT_RANK_CWD, isEnvName } from "../domain/Group.js"
 import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
 import { UsageError } from "./Exit.js"
 import { CommandLine } from "./Run.js"
@@ -63,6 +64,36 @@ export const nodes = wholeNumber("nodes", 1).pipe(
     "Nodes in this run (default: HYPERLOOM_NODES, else 1). 2 or more is a multi-node run: no repair, no local head start; lease run and baseline run then hold a group (one placement group, one rank per node, docs/multi-node.md) and ray doctor checks that N nodes each declare serving_slot and --gpus GPUs."
   ),
   Options.optional
+)
+
+/** `--rank-cwd DIR` (SPEC §11): the directory each rank of a group runs in; absolute, it must exist on every node. */
+export const rankCwd = Options.text("rank-cwd").pipe(
+  Options.withDescription(
+    `With --nodes N >= 2: the directory every rank's command runs in (absolute; it must exist on every node). Default ${DEFAULT_RANK_CWD}: the launching directory may not exist on the other nodes.`
+  ),
+  Options.mapEffect((dir) =>
+    dir.startsWith("/")
+      ? Effect.succeed(dir)
+      : Effect.fail(
+          ValidationError.invalidValue(HelpDoc.p(`--rank-cwd must be an absolute path, got ${dir}`))
+        )
+  ),
+  Options.optional
+)
+
+/** `--rank-env NAME`, repeatable (SPEC §11): a variable of this environment every rank gets too. */
+export const rankEnv = Options.text("rank-env").pipe(
+  Options.withDescription(
+    "With --nodes N >= 2: a variable of this environment that every rank gets too (repeat for more). Ranks run in their own node's environment; of this one they get only the HYPERLOOM_* variables and the names listed here (the device variables are Ray's)."
+  ),
+  Options.mapEffect((name) =>
+    isEnvName(name)
+      ? Effect.succeed(name)
+      : Effect.fail(
+          ValidationError.invalidValue(HelpDoc.p(`--rank-env must name an environment variable, got ${name}`))
+        )
+  ),
+  Options.repeated
 )
 
 export const positiveSeconds = (name: string, description: string) =>

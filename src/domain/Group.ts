@@ -262,3 +262,28 @@ export const groupExitCode = (exits: ReadonlyArray<RankExit>): number =>
 /** The first failing rank, if any. */
 export const firstFailingRank = (exits: ReadonlyArray<RankExit>): RankExit | undefined =>
   exits.find((e) => e.code !== 0)
+
+/**
+ * Where a rank's command runs unless `--rank-cwd` says otherwise: a directory every node has (the
+ * launching process's own directory may not exist on another node, SPEC §11).
+ */
+export const DEFAULT_RANK_CWD = "/tmp"
+
+/**
+ * What a rank is sent of the launching process's environment (SPEC §11): the `HYPERLOOM_*`
+ * variables and the names the user lists (`--rank-env NAME`), nothing else. The rank lays these
+ * over its own node's environment (its PATH, its libraries), and its device variables over both.
+ */
+export const rankEnvironment = (
+  env: Readonly<Record<string, string | undefined>>,
+  names: ReadonlyArray<string>
+): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(env)) {
+    if (v !== undefined && (k.startsWith("HYPERLOOM_") || names.includes(k))) out[k] = v
+  }
+  return out
+}
+
+/** A `--rank-env` name: an environment variable's name (letters, digits, underscores, not a digit first). */
+export const isEnvName = (name: string): boolean => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)

@@ -9,10 +9,12 @@ import { EnsureRefused, InvalidAddress, InvalidSetting } from "../domain/Errors.
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import {
   checkGroupFeasibility,
+  DEFAULT_RANK_CWD,
   describeHolder,
   type GroupRequest,
   groupBundle,
   type RankExit,
+  rankEnvironment,
   slotHolders
 } from "../domain/Group.js"
 import { contentionFirstLook } from "../domain/Schedules.js"
@@ -113,6 +115,7 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
 ) {
   const gate = yield* WorkGate
   const bridge = yield* GroupBridge
+  const settings = yield* Settings
   const request: GroupRequest = { ...spec.request, nodes }
   return yield* gate.withPermit(
     Effect.gen(function* () {
@@ -124,8 +127,11 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
         gpus: spec.request.gpus,
         servingSlot: spec.request.servingSlot,
         argv: spec.argv,
-        env: spec.env,
-        cwd: spec.cwd,
+        // Never the launching host's paths by accident (SPEC §11): each rank runs in its own node's
+        // environment with only HYPERLOOM_* and the --rank-env names of this one laid over it, in
+        // a directory every node has unless --rank-cwd names one.
+        env: rankEnvironment(spec.env, settings.rankEnv ?? []),
+        cwd: settings.rankCwd ?? DEFAULT_RANK_CWD,
         name: spec.name,
         leaderArgv: options.leaderArgv,
         endWithLeader: options.endWithLeader,

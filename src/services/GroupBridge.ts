@@ -31,7 +31,11 @@ export interface GroupSpec {
   readonly gpus: number
   readonly servingSlot: boolean
   readonly argv: ReadonlyArray<string>
-  /** Every rank's environment; the rank variables and the actor's device variables are laid over it. */
+  /**
+   * What every rank gets of the launching environment, laid over its own node's environment (the
+   * Ray worker's: the node's PATH and libraries); the rank variables and the actor's device
+   * variables are laid over both.
+   */
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
   /** What rank 0 runs instead of `argv` (e.g. the serving engine and, beside it, the benchmark client). */
@@ -159,6 +163,7 @@ export const groupRequest = (spec: GroupSpec): string =>
     serving_slot: spec.servingSlot,
     argv: spec.argv,
     env: definedEntries(spec.env),
+    env_base: "node",
     cwd: spec.cwd,
     ...(spec.name !== undefined ? { name: spec.name } : {}),
     ...(spec.leaderArgv !== undefined ? { leader_argv: spec.leaderArgv } : {}),

@@ -12,6 +12,10 @@ export interface SettingsShape {
   readonly rayAddress: RayAddress
   /** Node count of the run: HYPERLOOM_NODES or --nodes; >= 2 is a multi-node run. */
   readonly nodes: number
+  /** A group's rank directory (`--rank-cwd`); undefined: DEFAULT_RANK_CWD (SPEC §11). */
+  readonly rankCwd?: string | undefined
+  /** Variables a group's ranks get besides HYPERLOOM_* (`--rank-env NAME`…, SPEC §11). */
+  readonly rankEnv?: ReadonlyArray<string> | undefined
   /** HYPERLOOM_RAY_STATUS_TIMEOUT_SEC, default 5. */
   readonly statusTimeoutSec: number
   /** HYPERLOOM_RAY_START_TIMEOUT_SEC: how long `ray start` may take, default 120. */
@@ -39,6 +43,8 @@ export class Settings extends Context.Tag("hyperloom/services/Settings")<Setting
 
 export interface SettingsOverrides {
   readonly nodes?: number | undefined
+  readonly rankCwd?: string | undefined
+  readonly rankEnv?: ReadonlyArray<string> | undefined
 }
 
 const positiveNumber = (name: string, raw: string | undefined, fallback: number) => {
@@ -130,6 +136,8 @@ export const load = (
     return {
       rayAddress,
       nodes,
+      rankCwd: overrides.rankCwd,
+      rankEnv: overrides.rankEnv,
       statusTimeoutSec,
       startTimeoutSec,
       headPort,

@@ -5,7 +5,9 @@ import {
   checkGroupFeasibility,
   groupBundle,
   groupExitCode,
+  isEnvName,
   isSlotResource,
+  rankEnvironment,
   slotHolders,
   wantsSlot
 } from "../../src/domain/Group.js"
@@ -263,5 +265,38 @@ describe("groupExitCode", () => {
       ]),
       7
     )
+  })
+})
+
+describe("what a rank is sent of the launching environment (SPEC §11)", () => {
+  const launching = {
+    PATH: "/launcher/bin:/usr/bin",
+    LD_LIBRARY_PATH: "/launcher/lib",
+    HOME: "/home/me",
+    HYPERLOOM_RESULT_FILE: "/s/attempts/1/result.json",
+    HYPERLOOM_ATTEMPT: "1",
+    HF_TOKEN: "secret",
+    NCCL_SOCKET_IFNAME: "eth1",
+    UNSET: undefined
+  }
+
+  it("only HYPERLOOM_* by default: never the launching host's PATH, libraries or secrets", () => {
+    assert.deepStrictEqual(rankEnvironment(launching, []), {
+      HYPERLOOM_RESULT_FILE: "/s/attempts/1/result.json",
+      HYPERLOOM_ATTEMPT: "1"
+    })
+  })
+
+  it("plus the names listed with --rank-env (a name that is not set is not sent)", () => {
+    assert.deepStrictEqual(rankEnvironment(launching, ["NCCL_SOCKET_IFNAME", "UNSET", "NOT_THERE"]), {
+      HYPERLOOM_RESULT_FILE: "/s/attempts/1/result.json",
+      HYPERLOOM_ATTEMPT: "1",
+      NCCL_SOCKET_IFNAME: "eth1"
+    })
+  })
+
+  it("a --rank-env name is a variable name", () => {
+    for (const ok of ["HF_TOKEN", "_X", "a1"]) assert.isTrue(isEnvName(ok), ok)
+    for (const bad of ["", "1A", "A-B", "A=B", "A B"]) assert.isFalse(isEnvName(bad), bad)
   })
 })

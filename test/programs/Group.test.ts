@@ -43,11 +43,13 @@ const twoNodes = (worker: Record<string, number> = SLOT): ClusterSnapshot => {
 
 const layers = (
   script: (spec: GroupBridge.GroupSpec, n: number) => GroupBridge.FakeGroup,
-  options: { snapshot?: ClusterSnapshot; answers?: boolean } = {}
+  options: { snapshot?: ClusterSnapshot; answers?: boolean; rankCwd?: string; rankEnv?: string[] } = {}
 ) => {
   const seenAtOpen: boolean[] = []
   const settings = Settings.layerTest({
     nodes: 2,
+    rankCwd: options.rankCwd,
+    rankEnv: options.rankEnv,
     rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray")
   })
   const gate = workGateTest
@@ -102,6 +104,49 @@ const opened = Effect.gen(function* () {
 })
 
 describe("runServing with --nodes 2 holds a group", () => {
+  it.effect(
+    "every rank gets a directory every node has and, of this environment, only HYPERLOOM_* (SPEC §11)",
+    () => {
+      const { layer } = layers(() => ({}))
+      return Effect.gen(function* () {
+        const fiber = yield* Effect.fork(
+          runServing({
+            ...spec(),
+            cwd: "/home/me/checkout",
+            env: {
+              PATH: "/launcher/bin",
+              LD_LIBRARY_PATH: "/launcher/lib",
+              HYPERLOOM_ATTEMPT: "1",
+              HF_TOKEN: "x"
+            }
+          })
+        )
+        yield* opened
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.join(fiber)
+        const sent = (yield* logOf).opened[0]!
+        assert.strictEqual(sent.cwd, "/tmp")
+        assert.deepStrictEqual(sent.env, { HYPERLOOM_ATTEMPT: "1" })
+        assert.include(GroupBridge.groupRequest(sent), '"env_base":"node"')
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.effect("--rank-cwd and --rank-env: that directory, and those names besides HYPERLOOM_*", () => {
+    const { layer } = layers(() => ({}), { rankCwd: "/srv/engine", rankEnv: ["HF_TOKEN", "NCCL_DEBUG"] })
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(
+        runServing({ ...spec(), env: { PATH: "/launcher/bin", HYPERLOOM_ATTEMPT: "1", HF_TOKEN: "x" } })
+      )
+      yield* opened
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(fiber)
+      const sent = (yield* logOf).opened[0]!
+      assert.strictEqual(sent.cwd, "/srv/engine")
+      assert.deepStrictEqual(sent.env, { HYPERLOOM_ATTEMPT: "1", HF_TOKEN: "x" })
+    }).pipe(Effect.provide(layer))
+  })
+
   it.effect(
     "asks for 2 ranks after marking the lease submitted; output prefixed by rank; exit 0; released",
     () => {

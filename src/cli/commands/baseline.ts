@@ -20,6 +20,8 @@ import {
   nodes,
   noServingSlot,
   positiveSeconds,
+  rankCwd,
+  rankEnv,
   strictCommand
 } from "../Shared.js"
 import { session } from "./state.js"
@@ -70,6 +72,8 @@ const OPTIONS = [
   "--deadline",
   "--enablement-cmd",
   "--nodes",
+  "--rank-cwd",
+  "--rank-env",
   "--server",
   "--ready-path",
   "--ready-timeout",
@@ -88,6 +92,8 @@ export const baselineRun = Command.make(
     deadline,
     enablementCmd,
     nodes,
+    rankCwd,
+    rankEnv,
     server,
     readyPath,
     readyTimeout,

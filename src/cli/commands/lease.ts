@@ -11,6 +11,8 @@ import {
   nodes,
   noServingSlot,
   positiveSeconds,
+  rankCwd,
+  rankEnv,
   strictCommand
 } from "../Shared.js"
 
@@ -23,7 +25,7 @@ const cmd = commandArgs(
   "The command to run inside the lease, after `--` (no shell: pass `sh -c '…'` for one)."
 )
 
-const OPTIONS = ["--json", "--gpus", "--no-serving-slot", "--timeout", "--nodes"]
+const OPTIONS = ["--json", "--gpus", "--no-serving-slot", "--timeout", "--nodes", "--rank-cwd", "--rank-env"]
 
 const write = (stream: NodeJS.WriteStream, line: string) =>
   Effect.async<void>((resume) => {
@@ -54,61 +56,64 @@ const asLeaseFailure = (e: Failure): Effect.Effect<never, Failure> => {
   )
 }
 
-export const leaseRun = Command.make("run", { json, gpus, noServingSlot, timeout, nodes, cmd }, (o) =>
-  present(
-    o.json,
-    Effect.flatMap(strictCommand(o.cmd, OPTIONS), (argv) =>
-      runServing({
-        request: leaseRequestOf(o),
-        argv,
-        env: process.env,
-        cwd: process.cwd(),
-        timeoutSec: Option.getOrUndefined(o.timeout),
-        // With --json stdout carries only the final document: the command's output goes to stderr.
-        onOutput: ({ stream, line }) =>
-          write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
-      })
-    ).pipe(
-      Effect.map((r) => ({
-        exit_code: r.exitCode,
-        timed_out: r.timedOut,
-        runtime_sec: Number(r.runtimeSec.toFixed(3)),
-        waited_sec: Number(r.waitedSec.toFixed(3)),
-        command_sec: Number(r.commandSec.toFixed(3)),
-        address: r.gcsAddress,
-        pid: r.started?.pid ?? null,
-        node_id: r.started?.nodeId ?? null,
-        cuda_visible_devices: r.started?.cudaVisibleDevices ?? null,
-        // A group (--nodes N >= 2, SPEC §11): its placement group and every rank.
-        group: isGroupResult(r)
-          ? {
-              nodes: r.nodes,
-              placement_group_id: r.placementGroupId,
-              leader_host: r.group?.leaderHost ?? null,
-              leader_port: r.group?.leaderPort ?? null,
-              failed_rank: r.failedRank ?? null,
-              ranks: (r.group?.ranks ?? []).map((k) => ({
-                rank: k.rank,
-                node_id: k.nodeId,
-                pid: k.pid ?? null,
-                actor_id: k.actorId,
-                cuda_visible_devices: k.cudaVisibleDevices ?? null,
-                exit_code: r.exits.find((e) => e.rank === k.rank)?.code ?? null
-              }))
-            }
-          : null
-      }))
-    ),
-    {
-      render: (r) =>
-        r.timed_out
-          ? `hyperloom: lease timed out after ${r.runtime_sec} s; the command was stopped`
-          : `hyperloom: command exited with code ${r.exit_code} after ${r.runtime_sec} s`,
-      exitCode: (r) => (r.timed_out ? EXIT.leaseTimeout : (r.exit_code ?? EXIT.internal)),
-      // the command's own output went to stdout; the summary goes to stderr
-      humanTo: "stderr"
-    }
-  ).pipe(Effect.catchAll(asLeaseFailure))
+export const leaseRun = Command.make(
+  "run",
+  { json, gpus, noServingSlot, timeout, nodes, rankCwd, rankEnv, cmd },
+  (o) =>
+    present(
+      o.json,
+      Effect.flatMap(strictCommand(o.cmd, OPTIONS), (argv) =>
+        runServing({
+          request: leaseRequestOf(o),
+          argv,
+          env: process.env,
+          cwd: process.cwd(),
+          timeoutSec: Option.getOrUndefined(o.timeout),
+          // With --json stdout carries only the final document: the command's output goes to stderr.
+          onOutput: ({ stream, line }) =>
+            write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+        })
+      ).pipe(
+        Effect.map((r) => ({
+          exit_code: r.exitCode,
+          timed_out: r.timedOut,
+          runtime_sec: Number(r.runtimeSec.toFixed(3)),
+          waited_sec: Number(r.waitedSec.toFixed(3)),
+          command_sec: Number(r.commandSec.toFixed(3)),
+          address: r.gcsAddress,
+          pid: r.started?.pid ?? null,
+          node_id: r.started?.nodeId ?? null,
+          cuda_visible_devices: r.started?.cudaVisibleDevices ?? null,
+          // A group (--nodes N >= 2, SPEC §11): its placement group and every rank.
+          group: isGroupResult(r)
+            ? {
+                nodes: r.nodes,
+                placement_group_id: r.placementGroupId,
+                leader_host: r.group?.leaderHost ?? null,
+                leader_port: r.group?.leaderPort ?? null,
+                failed_rank: r.failedRank ?? null,
+                ranks: (r.group?.ranks ?? []).map((k) => ({
+                  rank: k.rank,
+                  node_id: k.nodeId,
+                  pid: k.pid ?? null,
+                  actor_id: k.actorId,
+                  cuda_visible_devices: k.cudaVisibleDevices ?? null,
+                  exit_code: r.exits.find((e) => e.rank === k.rank)?.code ?? null
+                }))
+              }
+            : null
+        }))
+      ),
+      {
+        render: (r) =>
+          r.timed_out
+            ? `hyperloom: lease timed out after ${r.runtime_sec} s; the command was stopped`
+            : `hyperloom: command exited with code ${r.exit_code} after ${r.runtime_sec} s`,
+        exitCode: (r) => (r.timed_out ? EXIT.leaseTimeout : (r.exit_code ?? EXIT.internal)),
+        // the command's own output went to stdout; the summary goes to stderr
+        humanTo: "stderr"
+      }
+    ).pipe(Effect.catchAll(asLeaseFailure))
 ).pipe(
   Command.withDescription(
     "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), stream its output, and exit with its exit code. Options end at `--`. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot. Exits like `env`/`timeout`: CMD's code, 124 timeout, 125 hyperloom failed (the precise code in the error line), 126 CMD not executable, 127 CMD not found, 130 cancelled, 2 bad usage."
