@@ -86,14 +86,15 @@ export const rankEnv = Options.text("rank-env").pipe(
   Options.withDescription(
     "With --nodes N >= 2: a variable of this environment that every rank gets too (repeat for more). Ranks run in their own node's environment; of this one they get only the HYPERLOOM_* variables and the names listed here (the device variables are Ray's)."
   ),
-  Options.mapEffect((name) =>
-    isEnvName(name)
-      ? Effect.succeed(name)
+  Options.repeated,
+  Options.mapEffect((names) => {
+    const bad = names.find((name) => !isEnvName(name))
+    return bad === undefined
+      ? Effect.succeed(names)
       : Effect.fail(
-          ValidationError.invalidValue(HelpDoc.p(`--rank-env must name an environment variable, got ${name}`))
+          ValidationError.invalidValue(HelpDoc.p(`--rank-env must name an environment variable, got ${bad}`))
         )
-  ),
-  Options.repeated
+  })
 )
 
 export const positiveSeconds = (name: string, description: string) =>

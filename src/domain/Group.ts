@@ -287,3 +287,14 @@ export const rankEnvironment = (
 
 /** A `--rank-env` name: an environment variable's name (letters, digits, underscores, not a digit first). */
 export const isEnvName = (name: string): boolean => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)
+
+/**
+ * vLLM's `--distributed-executor-backend ray` in a serving command line (SPEC §11): such an
+ * engine becomes a Ray driver of its own and asks Ray for a placement group of GPUs the lease
+ * already holds, so it either fails at once or waits for ever. The one line hyperloom says before
+ * starting anything, or undefined when the command does not ask for it.
+ */
+export const rayExecutorBackendRefusal = (command: string): string | undefined =>
+  /(^|[\s'"])--distributed-executor-backend(=|\s+)['"]?ray['"]?(?=$|[\s'"])/.test(command)
+    ? "vLLM's --distributed-executor-backend ray cannot run inside a hyperloom lease (it becomes a Ray driver of its own and asks Ray for the GPUs the lease already holds); use vLLM's multiprocessing multi-node recipe: --nnodes $HYPERLOOM_WORLD_SIZE --node-rank $HYPERLOOM_RANK --master-addr $HYPERLOOM_LEADER_HOST --master-port $HYPERLOOM_LEADER_PORT, --headless on ranks above 0 (docs/multi-node.md)"
+    : undefined

@@ -173,7 +173,9 @@ describe("hyperloom baseline run: bad option values", () => {
     ["--attempt-timeout 0", ["--attempt-timeout", "0"], "--attempt-timeout must be a positive number"],
     ["--deadline abc", ["--deadline", "abc"], "'abc'"],
     ["--deadline -5", ["--deadline", "-5"], "--deadline must be a positive number"],
-    ["--nodes 0", ["--nodes", "0"], "--nodes must be a whole number >= 1"]
+    ["--nodes 0", ["--nodes", "0"], "--nodes must be a whole number >= 1"],
+    ["--rank-env 1A", ["--nodes", "2", "--rank-env", "1A"], "--rank-env must name an environment variable"],
+    ["--rank-cwd rel", ["--nodes", "2", "--rank-cwd", "rel/dir"], "--rank-cwd must be an absolute path"]
   ]
   for (const [name, args, expected] of cases) {
     it(`${name}: exit 2, one line, nothing created`, () => {
@@ -196,6 +198,45 @@ describe("hyperloom baseline run: bad option values", () => {
       assert.isFalse(fs.existsSync(dir))
     })
   }
+
+  it("vLLM's --distributed-executor-backend ray: exit 2 before anything starts, one line naming the multiprocessing recipe", () => {
+    const dir = path.join(work, "ray-backend")
+    const r = run([
+      "baseline",
+      "run",
+      "--session",
+      dir,
+      "--nodes",
+      "2",
+      "--gpus",
+      "8",
+      "--server",
+      "vllm serve M --tensor-parallel-size 16 --distributed-executor-backend ray --port $HYPERLOOM_PORT",
+      "--",
+      "vllm",
+      "bench",
+      "serve"
+    ])
+    assert.strictEqual(r.code, 2, r.stderr)
+    const lines = stderrLines(r.stderr)
+    assert.strictEqual(lines.length, 1, r.stderr)
+    assert.include(lines[0], "--distributed-executor-backend ray cannot run inside a hyperloom lease")
+    assert.include(lines[0], "--master-addr $HYPERLOOM_LEADER_HOST")
+    assert.isFalse(fs.existsSync(dir), "nothing was created")
+    const lease = run([
+      "lease",
+      "run",
+      "--gpus",
+      "8",
+      "--",
+      "vllm",
+      "serve",
+      "M",
+      "--distributed-executor-backend=ray"
+    ])
+    assert.strictEqual(lease.code, 2, lease.stderr)
+    assert.include(lease.stderr, "multiprocessing multi-node recipe")
+  })
 
   it("no command: exit 2, one line", () => {
     const r = run(["baseline", "run", "--session", path.join(work, "nocmd"), "--gpus", "0"])

@@ -8,6 +8,7 @@ import {
   isEnvName,
   isSlotResource,
   rankEnvironment,
+  rayExecutorBackendRefusal,
   slotHolders,
   wantsSlot
 } from "../../src/domain/Group.js"
@@ -298,5 +299,32 @@ describe("what a rank is sent of the launching environment (SPEC §11)", () => {
   it("a --rank-env name is a variable name", () => {
     for (const ok of ["HF_TOKEN", "_X", "a1"]) assert.isTrue(isEnvName(ok), ok)
     for (const bad of ["", "1A", "A-B", "A=B", "A B"]) assert.isFalse(isEnvName(bad), bad)
+  })
+})
+
+describe("vLLM's ray executor backend is refused before anything starts (SPEC §11)", () => {
+  it("in any spelling argparse takes", () => {
+    for (const cmd of [
+      "vllm serve M --distributed-executor-backend ray --port $HYPERLOOM_PORT",
+      "vllm serve M --distributed-executor-backend=ray",
+      "vllm serve M --tensor-parallel-size 16 --distributed-executor-backend 'ray'",
+      "python -m vllm.entrypoints.openai.api_server --model M --distributed-executor-backend  ray"
+    ]) {
+      const line = rayExecutorBackendRefusal(cmd)
+      assert.isDefined(line, cmd)
+      assert.include(line, "--nnodes $HYPERLOOM_WORLD_SIZE --node-rank $HYPERLOOM_RANK")
+      assert.include(line, "--headless")
+      assert.notInclude(line ?? "", "\n")
+    }
+  })
+  it("not for the multiprocessing backend, another option or a model named ray", () => {
+    for (const cmd of [
+      "vllm serve M --distributed-executor-backend mp",
+      "vllm serve ray-model --port 1",
+      "vllm serve M --distributed-executor-backend raylike",
+      "sglang.launch_server --model-path ray --nnodes 2"
+    ]) {
+      assert.isUndefined(rayExecutorBackendRefusal(cmd), cmd)
+    }
   })
 })

@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import { rayExecutorBackendRefusal } from "../../domain/Group.js"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
@@ -112,6 +113,8 @@ export const baselineRun = Command.make(
       if (serverCmd !== undefined && serverCmd.trim() === "") {
         return yield* new UsageError({ detail: "--server must be a command line, got an empty string" })
       }
+      const rayBackend = serverCmd === undefined ? undefined : rayExecutorBackendRefusal(serverCmd)
+      if (rayBackend !== undefined) return yield* new UsageError({ detail: rayBackend })
       const program = Effect.gen(function* () {
         const settings = yield* Settings
         const serving =

@@ -1,7 +1,8 @@
 import * as Command from "@effect/cli/Command"
 import { Effect, Option } from "effect"
+import { rayExecutorBackendRefusal } from "../../domain/Group.js"
 import { isGroupResult, runServing } from "../../programs/Group.js"
-import { EXIT, ExitWith, exitCodeFor, type Failure } from "../Exit.js"
+import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.js"
 import { present } from "../Run.js"
 import {
   commandArgs,
@@ -62,18 +63,22 @@ export const leaseRun = Command.make(
   (o) =>
     present(
       o.json,
-      Effect.flatMap(strictCommand(o.cmd, OPTIONS), (argv) =>
-        runServing({
-          request: leaseRequestOf(o),
-          argv,
-          env: process.env,
-          cwd: process.cwd(),
-          timeoutSec: Option.getOrUndefined(o.timeout),
-          // With --json stdout carries only the final document: the command's output goes to stderr.
-          onOutput: ({ stream, line }) =>
-            write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
-        })
-      ).pipe(
+      Effect.flatMap(strictCommand(o.cmd, OPTIONS), (argv) => {
+        const rayBackend = rayExecutorBackendRefusal(argv.join(" "))
+        return Effect.zipRight(
+          rayBackend === undefined ? Effect.void : Effect.fail(new UsageError({ detail: rayBackend })),
+          runServing({
+            request: leaseRequestOf(o),
+            argv,
+            env: process.env,
+            cwd: process.cwd(),
+            timeoutSec: Option.getOrUndefined(o.timeout),
+            // With --json stdout carries only the final document: the command's output goes to stderr.
+            onOutput: ({ stream, line }) =>
+              write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+          })
+        )
+      }).pipe(
         Effect.map((r) => ({
           exit_code: r.exitCode,
           timed_out: r.timedOut,
