@@ -20,6 +20,10 @@ import {
 import { markerSleep, pidsWithArg } from "../support/lease.js"
 import { projectRoot, waitFor } from "../support/ray.js"
 
+const HEALTH_CHECK = { health_check_period_ms: 2000, health_check_timeout_ms: 2000 }
+/** What Ray's health checks make of that: a node is dead after ~5 × (2 s + 2 s). */
+const NODE_DEATH_SEC = 5 * 4
+
 const why = whyNoHosts()
 if (why !== undefined) process.stderr.write(`two-hosts tests skipped: cannot make namespaces here (${why})\n`)
 
@@ -67,7 +71,11 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
 
   beforeAll(async () => {
     hosts = await makeHosts()
-    await startCluster(hosts)
+    // Ray declares a node dead after health_check_failure_threshold (5) checks that each time
+    // out: ~5 × (period + timeout), by default 5 × (3 s + 10 s) ≈ 65 s (measured 63-69 s here).
+    // Shortened to ≈ 20 s so the partition test is lean; the bridge reads these values from the
+    // cluster and keeps its heartbeat below them.
+    await startCluster(hosts, { systemConfig: HEALTH_CHECK })
     await waitFor(
       "both nodes alive",
       async () =>
@@ -223,6 +231,72 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     await assertNothingHeld()
   })
 
+  /** A group serving baseline whose engine is the multi-node stand-in installed on both hosts. */
+  const recipe = async (session: string, engineFlags: string) => {
+    for (const host of ["head", "worker"] as const) {
+      for (const f of ["fake-engine.mjs", "fake-multinode-engine.mjs", "fake-bench-client.mjs"]) {
+        const text = fs.readFileSync(path.join(projectRoot, "examples", f), "utf8")
+        await hosts.writeFile(host, `/tmp/hl-engine/${f}`, text, "755")
+      }
+    }
+    return hosts.cli(
+      [
+        "baseline",
+        "run",
+        "--json",
+        "--session",
+        session,
+        "--nodes",
+        "2",
+        "--gpus",
+        "1",
+        "--server",
+        `${process.execPath} /tmp/hl-engine/fake-multinode-engine.mjs ${engineFlags} --load-sec 1 --port $HYPERLOOM_PORT`,
+        "--ready-timeout",
+        "90",
+        "--",
+        process.execPath,
+        "/tmp/hl-engine/fake-bench-client.mjs",
+        "--num-prompts",
+        "4",
+        "--output-len",
+        "8"
+      ],
+      { timeoutMs: 170_000 }
+    )
+  }
+
+  it("vLLM's multiprocessing multi-node recipe: --nnodes --node-rank --master-addr --master-port, --headless above rank 0", async () => {
+    const r = await recipe(
+      "/tmp/hl-session-vllm-mp",
+      '--nnodes $HYPERLOOM_WORLD_SIZE --node-rank $HYPERLOOM_RANK --master-addr $HYPERLOOM_LEADER_HOST --master-port $HYPERLOOM_LEADER_PORT $([ "$HYPERLOOM_RANK" = 0 ] || echo --headless)'
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.json.status, "succeeded")
+    assert.isAbove(r.json.baseline_tput, 0)
+    assert.match(
+      r.stderr,
+      /\[attempt 1\] \[rank 1\] .*node rank 1 of 2, rendezvous 198\.18\.0\.1:\d+, headless/
+    )
+    assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*joined node rank 0 at 198\.18\.0\.1/)
+    await assertNothingHeld()
+  })
+
+  it("SGLang's recipe: --nnodes --node-rank --dist-init-addr; readiness is rank 0's, whose peer answers /health 200 at once", async () => {
+    const r = await recipe(
+      "/tmp/hl-session-sglang",
+      "--nnodes $HYPERLOOM_WORLD_SIZE --node-rank $HYPERLOOM_RANK --dist-init-addr $HYPERLOOM_LEADER_HOST:$HYPERLOOM_LEADER_PORT"
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.json.status, "succeeded")
+    assert.isAbove(r.json.baseline_tput, 0)
+    const serve = await hosts.run("head", ["cat", "/tmp/hl-session-sglang/attempts/1/serve.json"])
+    const server = JSON.parse(serve.stdout).server
+    // Rank 0 was ready only after rank 1 joined it and its API server loaded (--load-sec 1).
+    assert.isAbove(server.ready_sec, 1)
+    await assertNothingHeld()
+  })
+
   it("SIGKILL of the CLI during a group leaves no rank running on either host and nothing held", async () => {
     const marker = markerSleep()
     const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
@@ -268,5 +342,50 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     assert.strictEqual(r.code, 125, r.stderr)
     assert.include(r.stderr, "(hyperloom exit code 9)")
     await assertNothingHeld()
+  })
+  it("a partition longer than Ray's node-death timeout: the cut-off rank stops its command before Ray frees its slot", async () => {
+    const marker = markerSleep()
+    const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    await waitFor(
+      "a rank running on each host",
+      () =>
+        (sleepsOn(hosts, "head", marker).length === 1 && sleepsOn(hosts, "worker", marker).length === 1) ||
+        undefined,
+      120_000,
+      200
+    )
+    const workerNode = (await status()).nodes.find((n: any) => n.address === WORKER_IP).node_id
+    const t0 = Date.now()
+    await hosts.cut()
+    let rankGoneSec: number | undefined
+    let nodeDeadSec: number | undefined
+    const look = () => {
+      if (rankGoneSec === undefined && sleepsOn(hosts, "worker", marker).length === 0)
+        rankGoneSec = (Date.now() - t0) / 1000
+    }
+    const deadline = t0 + (NODE_DEATH_SEC + 40) * 1000
+    while (Date.now() < deadline && nodeDeadSec === undefined) {
+      look()
+      const s = await hosts.cli(["ray", "status", "--json"], { timeoutMs: 30_000 })
+      if (s.json?.nodes.find((n: any) => n.node_id === workerNode)?.state === "DEAD")
+        nodeDeadSec = (Date.now() - t0) / 1000
+      else look()
+    }
+    process.stderr.write(
+      `partition: the cut-off rank's command gone ${rankGoneSec ?? "never"} s after the cut, Ray declared its node dead after ${nodeDeadSec ?? "never"} s\n`
+    )
+    assert.isDefined(nodeDeadSec, "Ray declared the cut-off node dead")
+    assert.isDefined(rankGoneSec, "the cut-off rank stopped its command")
+    assert.isBelow(rankGoneSec!, nodeDeadSec!, "before its slot could be freed")
+    assert.deepStrictEqual(sleepsOn(hosts, "worker", marker), [])
+    const r = await run.exited
+    assert.strictEqual(r.code, 125, r.stderr)
+    await waitFor(
+      "no rank running anywhere",
+      () => (pidsWithArg(marker).length === 0 ? true : undefined),
+      30_000,
+      200
+    )
+    await hosts.heal()
   })
 })

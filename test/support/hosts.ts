@@ -183,8 +183,18 @@ export const makeHosts = async (): Promise<Hosts> => {
   }
 }
 
-/** Starts Ray on both hosts: a head and a worker node, each declaring the slot and `gpus` GPUs. */
-export const startCluster = async (hosts: Hosts, gpus = 1) => {
+/**
+ * Starts Ray on both hosts: a head and a worker node, each declaring the slot and `gpus` GPUs.
+ * `systemConfig` goes to the head (`ray start --system-config`), which hands it to every node and
+ * driver: e.g. shorter health checks, so that a partition test need not wait Ray's default ~65 s.
+ */
+export const startCluster = async (
+  hosts: Hosts,
+  opts: { gpus?: number; systemConfig?: Record<string, number> } = {}
+) => {
+  const gpus = opts.gpus ?? 1
+  const config =
+    opts.systemConfig !== undefined ? [`--system-config=${JSON.stringify(opts.systemConfig)}`] : []
   const common = [
     "--disable-usage-stats",
     `--num-gpus=${gpus}`,
@@ -200,6 +210,7 @@ export const startCluster = async (hosts: Hosts, gpus = 1) => {
       `--port=${GCS_PORT}`,
       `--node-ip-address=${HEAD_IP}`,
       "--include-dashboard=false",
+      ...config,
       ...common
     ],
     { timeoutMs: 120_000 }
