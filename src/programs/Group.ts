@@ -191,6 +191,12 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
         `group of ${nodes} ranks placed on nodes ${placed.nodeIds.map((n) => n.slice(0, 12)).join(", ")}`
       )
       progress.group = yield* session.awaitStarted
+      const { heartbeatSec, nodeDeathSec } = progress.group
+      if (heartbeatSec !== undefined && nodeDeathSec !== undefined) {
+        yield* Effect.logDebug(
+          `a rank that hears nothing from this host for ${heartbeatSec.toFixed(0)} s stops its command (Ray declares an unreachable node dead after ~${nodeDeathSec.toFixed(0)} s)`
+        )
+      }
       progress.startedAt = yield* Clock.currentTimeMillis
       // As for single leases (SPEC §9), the timeout runs from the commands' start: waiting is not charged.
       return spec.timeoutSec !== undefined

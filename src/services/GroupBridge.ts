@@ -75,6 +75,13 @@ export interface GroupPlaced {
 export interface GroupStarted {
   readonly leaderHost: string
   readonly leaderPort: number
+  /**
+   * A rank that hears nothing from the group bridge for this long stops its command by itself
+   * (a partition, the launching host gone), below `nodeDeathSec`: how long Ray takes to declare
+   * an unreachable node dead and free its slot, from the cluster's health-check settings.
+   */
+  readonly heartbeatSec?: number | undefined
+  readonly nodeDeathSec?: number | undefined
   readonly ranks: ReadonlyArray<RankStarted>
 }
 
@@ -124,7 +131,13 @@ const GroupEvent = Schema.Union(
   BridgeProcess.ConnectedEvent,
   Schema.Struct({ event: Schema.Literal("submitted"), placement_group_id: Schema.String }),
   Schema.Struct({ event: Schema.Literal("placed"), node_ids: Schema.Array(Schema.String) }),
-  Schema.Struct({ event: Schema.Literal("leader"), host: Schema.String, port: Schema.Number }),
+  Schema.Struct({
+    event: Schema.Literal("leader"),
+    host: Schema.String,
+    port: Schema.Number,
+    heartbeat_sec: Schema.optional(Schema.Number),
+    node_death_sec: Schema.optional(Schema.Number)
+  }),
   Schema.Struct({
     event: Schema.Literal("started"),
     rank: Schema.Number,
@@ -202,7 +215,10 @@ const make = Effect.gen(function* () {
       const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
       const ranks = new Map<number, RankStarted>()
       const exits: Array<RankExit> = []
-      const leader = { host: "", port: 0 }
+      const leader: { host: string; port: number; heartbeatSec?: number; nodeDeathSec?: number } = {
+        host: "",
+        port: 0
+      }
 
       const bridge = yield* BridgeProcess.wire(scope, proc, {
         name: "group bridge",
@@ -226,6 +242,8 @@ const make = Effect.gen(function* () {
               return Effect.sync(() => {
                 leader.host = ev.host
                 leader.port = ev.port
+                if (ev.heartbeat_sec !== undefined) leader.heartbeatSec = ev.heartbeat_sec
+                if (ev.node_death_sec !== undefined) leader.nodeDeathSec = ev.node_death_sec
               })
             case "started": {
               ranks.set(ev.rank, {
@@ -241,6 +259,8 @@ const make = Effect.gen(function* () {
               return Deferred.succeed(started, {
                 leaderHost: leader.host,
                 leaderPort: leader.port,
+                heartbeatSec: leader.heartbeatSec,
+                nodeDeathSec: leader.nodeDeathSec,
                 ranks: [...ranks.values()].sort((a, b) => a.rank - b.rank)
               }).pipe(Effect.asVoid)
             }
