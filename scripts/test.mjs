@@ -124,7 +124,17 @@ const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, 
 }
 
 /** The slowest real-Ray files first, so that the lanes end together; any other file after them. */
-const RAY_FIRST = ["repair", "guards", "repair-faults", "inspector", "baseline", "bridge", "serving", "group"]
+const RAY_FIRST = [
+  "two-hosts",
+  "repair",
+  "guards",
+  "repair-faults",
+  "inspector",
+  "baseline",
+  "bridge",
+  "serving",
+  "group"
+]
 
 /**
  * The real-Ray tests: one vitest run for them all on this host (one file at a time), or, with

@@ -5,7 +5,8 @@
 # 198.18.0.2 on the worker host, from the benchmarking range 198.18.0.0/15) exist only inside
 # them; nothing is created in any other namespace. The worker host sees the Ray installation
 # (HYPERLOOM_RAY's, else the checkout's .venv) and none of the checkout: the checkout directory
-# (and a checkout that holds the venv) is hidden under an empty tmpfs, the venv bound back.
+# (and a checkout that holds the venv) is hidden under an empty tmpfs, the venv bound back. Both
+# hosts see one folder at /tmp/shared (DIR/shared), as nodes see a shared file system.
 #
 # Usage:
 #   scripts/two-hosts.sh up DIR           make both hosts; DIR keeps their pids (exit 3 and one
@@ -26,12 +27,16 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 # reaping the orphans Ray leaves behind, until it is killed (which ends everything in the host).
 HOST_INIT='
 set -e
-role=$1 here=$2 keep=$3; shift 3
+role=$1 here=$2 keep=$3 shared=$4; shift 4
 ip link set lo up
 mount -t tmpfs -o size=2g tmpfs /dev/shm
-mkdir /dev/shm/.host-tmp /dev/shm/.keep
+mkdir /dev/shm/.host-tmp /dev/shm/.keep /dev/shm/.shared
 mount --bind /tmp /dev/shm/.host-tmp
+mount --bind "$shared" /dev/shm/.shared
 mount -t tmpfs -o size=2g tmpfs /tmp
+mkdir /tmp/shared
+mount --bind /dev/shm/.shared /tmp/shared
+umount -l /dev/shm/.shared
 if [ "$role" = head ]; then
   # The head host runs hyperloom from the checkout, also one under /tmp (a clone in /tmp/x).
   case "$here" in
@@ -47,14 +52,13 @@ else
     esac
   done
   if [ -n "$keep" ]; then
-    case "$keep" in /tmp/*) keep_at=$keep ;; *) keep_at=$keep ;; esac
-    mkdir -p "$keep_at" 2>/dev/null || true
-    mount --rbind /dev/shm/.keep "$keep_at"
+    mkdir -p "$keep" 2>/dev/null || true
+    mount --rbind /dev/shm/.keep "$keep"
     umount -l /dev/shm/.keep
   fi
 fi
 umount -l /dev/shm/.host-tmp
-rmdir /dev/shm/.host-tmp /dev/shm/.keep 2>/dev/null || true
+rmdir /dev/shm/.host-tmp /dev/shm/.keep /dev/shm/.shared 2>/dev/null || true
 unset TMPDIR RAY_TMPDIR
 echo ready >&9
 exec 9>&-
@@ -89,7 +93,7 @@ start_host() {  # DIR ROLE KEEP HIDE...
   : > "$dir/$role.ready"
   # setsid: the host is not in the caller's process group (a test runner's Ctrl-C is its own).
   setsid unshare --pid --fork --net --mount --mount-proc --propagation private \
-    bash -c "$HOST_INIT" "host-$role" "$role" "$(pwd)" "$keep" "$@" \
+    bash -c "$HOST_INIT" "host-$role" "$role" "$(pwd)" "$keep" "$dir/shared" "$@" \
     9>"$dir/$role.ready" </dev/null >"$dir/$role.log" 2>&1 &
   echo $! > "$dir/$role.unshare"
 }
@@ -125,7 +129,7 @@ case "$cmd" in
     exec unshare --pid --fork --net --mount --mount-proc true ;;
   up)
     dir=${2:?usage: two-hosts.sh up DIR}
-    mkdir -p "$dir"
+    mkdir -p "$dir" "$dir/shared"
     for tool in unshare nsenter ip; do
       command -v "$tool" >/dev/null || die "cannot make namespaces here: no $tool"
     done

@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import {
+  GCS,
   type Hosts,
   makeHosts,
   onHost,
@@ -343,6 +344,106 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     assert.include(r.stderr, "(hyperloom exit code 9)")
     await assertNothingHeld()
   })
+  it("started from a host that holds no bundle, rank 0 runs the serving runner on another node with that node's Python", async () => {
+    // A second node on the worker host, and the head's slot held by a lease: the group's two
+    // ranks go to the worker host, and the head host (hyperloom's) holds none, like a login node.
+    const rayletsOnWorker = () =>
+      fs
+        .readdirSync("/proc")
+        .filter((e) => /^\d+$/.test(e))
+        .map(Number)
+        .filter((pid) => {
+          try {
+            return (
+              fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "raylet" && onHost(hosts, "worker", pid)
+            )
+          } catch {
+            return false
+          }
+        })
+    const before = rayletsOnWorker()
+    const second = await hosts.run(
+      "worker",
+      [
+        realRay,
+        "start",
+        `--address=${GCS}`,
+        `--node-ip-address=${WORKER_IP}`,
+        "--disable-usage-stats",
+        "--num-gpus=1",
+        "--num-cpus=1",
+        '--resources={"serving_slot": 1}'
+      ],
+      { timeoutMs: 120_000 }
+    )
+    assert.strictEqual(second.code, 0, second.stderr)
+    const extra = rayletsOnWorker().filter((pid) => !before.includes(pid))
+    assert.strictEqual(extra.length, 1, "one more raylet on the worker host")
+    const marker = markerSleep()
+    const holder = hosts.startCli(["lease", "run", "--gpus", "1", "--", "sleep", marker])
+    try {
+      await waitFor(
+        "the head's slot held",
+        () => (sleepsOn(hosts, "head", marker).length === 1 ? true : undefined),
+        120_000,
+        200
+      )
+      for (const host of ["head", "worker"] as const) {
+        for (const f of ["fake-engine.mjs", "fake-bench-client.mjs"]) {
+          const text = fs.readFileSync(path.join(projectRoot, "examples", f), "utf8")
+          await hosts.writeFile(host, `/tmp/hl-engine/${f}`, text, "755")
+        }
+      }
+      // The session on a folder both hosts see (a shared file system), where rank 0 writes.
+      const r = await hosts.cli(
+        [
+          "baseline",
+          "run",
+          "--json",
+          "--session",
+          "/tmp/shared/hl-session-login",
+          "--nodes",
+          "2",
+          "--gpus",
+          "1",
+          "--server",
+          `${process.execPath} /tmp/hl-engine/fake-engine.mjs --load-sec 0.5 --port $HYPERLOOM_PORT`,
+          "--ready-timeout",
+          "60",
+          "--",
+          process.execPath,
+          "/tmp/hl-engine/fake-bench-client.mjs",
+          "--num-prompts",
+          "4",
+          "--output-len",
+          "8"
+        ],
+        { timeoutMs: 170_000 }
+      )
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.json.status, "succeeded")
+      assert.isAbove(r.json.baseline_tput, 0)
+      const headNode = (await status()).nodes
+        .find((n: any) => n.address === "198.18.0.1")
+        .node_id.slice(0, 12)
+      const placed = /group of 2 ranks placed on nodes (\w+), (\w+)/.exec(r.stderr)
+      assert.isNotNull(placed, r.stderr)
+      assert.notInclude([placed![1], placed![2]], headNode, "no rank on the launching host")
+    } finally {
+      for (const pid of sleepsOn(hosts, "head", marker)) process.kill(pid, "SIGTERM")
+      await holder.exited
+      process.kill(extra[0]!, "SIGTERM")
+      await waitFor(
+        "the second worker node gone",
+        async () =>
+          (await status()).nodes.filter((n: any) => n.state === "ALIVE").length === 2 ? true : undefined,
+        90_000,
+        500
+      )
+    }
+    await assertNothingHeld()
+  })
+
   it("a partition longer than Ray's node-death timeout: the cut-off rank stops its command before Ray frees its slot", async () => {
     const marker = markerSleep()
     const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
