@@ -17,10 +17,16 @@ hyperloom -> bridge (stdin):
         N >= 1 (hyperloom sends N >= 2). Each rank's command gets `env` plus HYPERLOOM_RANK,
         HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
         device variables (CUDA_VISIBLE_DEVICES…) laid over it. Optional: "leader_argv" (rank 0
-        runs it instead of argv, e.g. a serving engine plus its benchmark client) and
+        runs it instead of argv, e.g. a serving engine plus its benchmark client; when it is
+        hyperloom's own entry, [PYTHON, PYDIR, COMMAND, ...] with PYDIR this package's folder, rank
+        0 runs COMMAND with its node's own Python from files that travel with the rank class, so
+        a rank 0 on another node needs nothing of hyperloom) and
         "end_with_leader": true (rank 0's end stops the others and ends the group), "rank_ports":
         true (every rank also gets HYPERLOOM_PORT, a free port on its own node, and
-        HYPERLOOM_BASE_URL=http://127.0.0.1:PORT, for a server each rank runs).
+        HYPERLOOM_BASE_URL=http://127.0.0.1:PORT, for a server each rank runs), "env_base":
+        "node" (`env` is laid over the rank's own node's environment, the Ray worker's, instead of
+        being the command's whole environment: hyperloom sends only HYPERLOOM_* and the names the
+        user lists, never the launching host's PATH).
     {"op": "release"}
         Stop every rank's command, kill the rank actors, remove the placement group, disconnect,
         exit. Also on EOF on stdin, SIGTERM/SIGINT/SIGHUP, and stdout closed.
@@ -34,7 +40,11 @@ bridge -> hyperloom (stdout):
                                                             node_ids[r] (rank 0 on this driver's
                                                             own node when a bundle is there); the
                                                             ranks are created now
-    {"event": "leader", "host": "a.b.c.d", "port": P}       rank 0's node address and free port
+    {"event": "leader", "host": "a.b.c.d", "port": P,       rank 0's node address and free port;
+     "heartbeat_sec": H, "node_death_sec": D}               a rank that hears nothing from this
+                                                            bridge for H seconds stops its command
+                                                            by itself; D: how long Ray takes to
+                                                            declare an unreachable node dead
     {"event": "started", "rank": r, "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
      "cuda_visible_devices": "0"|null, "actor_id": "<hex>"}
     {"event": "output", "rank": r, "stream": "stdout"|"stderr", "line": "..."}
@@ -53,17 +63,56 @@ bridge -> hyperloom (stdout):
     {"event": "released"}                                   last line
 
 Exit status: 0 after a release with no error, 1 after an error event.
+
+The heartbeat (SPEC §11, an unreachable node): while the ranks run, this bridge calls every rank's
+`beat` every H/5 seconds. A rank cut off from it (a network partition, the launching host gone)
+hears nothing, and after H seconds stops its command (TERM, the grace, KILL) by itself. Ray
+declares an unreachable node dead, and frees its slot, only after `health_check_failure_threshold`
+health checks in a row failed, each after `health_check_timeout_ms`, `health_check_period_ms`
+apart (5 × (10 s + 3 s) ≈ 65 s by default, measured 63-69 s); this driver reads those values as
+the cluster has them (ray start --system-config reaches drivers through the GCS) and takes H =
+40 % of that, at most 20 s, so the command is gone before the slot can be given to anyone else.
 """
 
 import argparse
+import os
 import sys
 import threading
+import time
 
 from hyperloom import actor as lease_actor
 from hyperloom import endpoint
 from hyperloom.bridge import parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
+# What `python -I PYDIR serve` imports, relative to PYDIR: the serving runner travels with the
+# rank class like the supervisor (a rank 0 on a node without the package runs it from a copy).
+RUNNER_FILES = (
+    "__main__.py",
+    "hyperloom/__init__.py",
+    "hyperloom/procgroup.py",
+    "hyperloom/keeper.py",
+    "hyperloom/serve.py",
+)
+HEARTBEAT_MAX_SEC = 20.0
+HEARTBEAT_SHARE = 0.4
+DEFAULT_NODE_DEATH_SEC = 65.0  # Ray 2.58's defaults: 5 x (10 s + 3 s)
+
+
+def node_death_sec(ray):
+    """How long Ray takes to declare an unreachable node dead: its failed health checks in a row,
+    each one's timeout plus the period between them, as this connected driver has them."""
+    try:
+        config = ray._raylet.Config
+        per_check_ms = config.health_check_timeout_ms() + config.health_check_period_ms()
+        return config.health_check_failure_threshold() * per_check_ms / 1000.0
+    except Exception:  # a Ray without these settings: its documented defaults
+        return DEFAULT_NODE_DEATH_SEC
+
+
+def heartbeat_sec(death_sec):
+    """The heartbeat timeout: well below the node-death time (room for the stop's grace)."""
+    return max(1.0, min(HEARTBEAT_MAX_SEC, HEARTBEAT_SHARE * death_sec))
 
 
 class GroupBridge(endpoint.JsonLinesEndpoint):
@@ -144,7 +193,9 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         if spec["rank_ports"]:
             asked = [r["actor"].endpoint.remote() for r in self.ranks]
             own_ports = [p for _, p in ray.get(asked, timeout=RANK_START_TIMEOUT_SEC)]
-        self.emit("leader", host=host, port=port)
+        death = node_death_sec(ray)
+        beat = heartbeat_sec(death)
+        self.emit("leader", host=host, port=port, heartbeat_sec=beat, node_death_sec=death)
         world = str(spec["nodes"])
         for rank, r in enumerate(self.ranks):
             env = dict(spec["env"])
@@ -160,9 +211,25 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
                 own = own_ports[rank]
                 env.update(HYPERLOOM_PORT=str(own), HYPERLOOM_BASE_URL="http://127.0.0.1:%d" % own)
             argv = spec["leader_argv"] if rank == 0 and spec["leader_argv"] else spec["argv"]
+            own_entry = rank == 0 and is_own_entry(spec["leader_argv"])
             # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
-            gen = r["actor"].run.remote(argv, env, spec["cwd"], self.grace, lease_actor.owner_info())
+            gen = r["actor"].run_rank.remote(
+                argv, env, spec["env_base"], spec["cwd"], self.grace, lease_actor.owner_info(), beat, own_entry
+            )
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
+        threading.Thread(target=self.beat_ranks, args=(beat / 5.0,), daemon=True).start()
+
+    def beat_ranks(self, every):
+        """The heartbeat: every rank still running hears from this bridge every `every` seconds."""
+        while not (self.ended or self.releasing):
+            for r in list(self.ranks):
+                actor = r.get("actor")
+                if actor is not None and not r["exited"]:
+                    try:
+                        actor.beat.remote()
+                    except Exception:
+                        pass  # a dead actor: its pump reports it
+            time.sleep(every)
 
     def pump(self, rank, gen):
         ray = self.ray
@@ -310,8 +377,48 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
 def make_rank_class(ray):
     """The lease actor of hyperloom.actor, plus `endpoint` (rank 0's address and a free port)."""
     base = lease_actor.make_actor_class(ray)
+    runner = package_files(RUNNER_FILES)
 
     class HyperloomGroupRank(base):
+        def __init__(self):
+            super().__init__()
+            self._last_beat = time.monotonic()
+
+        def beat(self):
+            """The group bridge is still there."""
+            self._last_beat = time.monotonic()
+
+        @ray.method(num_returns="streaming")
+        def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False):
+            """The lease actor's `run`, in this node's own environment (env_base "node": the
+            Ray worker's, with `env` laid over it), watched by the heartbeat: with no `beat` for
+            `heartbeat` seconds the bridge is unreachable, and the command is stopped before Ray
+            can declare this node dead and free its slot. `own_entry`: argv is [PYTHON, PYDIR,
+            COMMAND, ...] of the bridge's host; run COMMAND with this node's Python and PYDIR."""
+            if own_entry:
+                argv = [sys.executable, "-I", lease_actor.runnable_dir(runner)] + list(argv[2:])
+            merged = dict(os.environ) if env_base == "node" else {}
+            merged.update(env)
+            done = threading.Event()
+            self._last_beat = time.monotonic()
+
+            def watch():
+                while not done.wait(min(1.0, heartbeat / 5.0)):
+                    silent = time.monotonic() - self._last_beat
+                    if silent > heartbeat:
+                        sys.stderr.write(
+                            "hyperloom rank: nothing from the group bridge for %.0f s: stopping the command\n" % silent
+                        )
+                        self.stop(grace)
+                        return
+
+            if heartbeat:
+                threading.Thread(target=watch, daemon=True).start()
+            try:
+                yield from base.run(self, argv, merged, cwd, grace, owner)
+            finally:
+                done.set()
+
         def endpoint(self):
             import socket
 
@@ -326,6 +433,26 @@ def make_rank_class(ray):
     # Ray names actors by their class's qualified name: not "make_rank_class.<locals>.…".
     HyperloomGroupRank.__qualname__ = "HyperloomGroupRank"
     return HyperloomGroupRank
+
+
+def package_files(names):
+    """Files of this package as this host has them: (PYDIR, {relative path: bytes})."""
+    root = lease_actor.package_dir()
+    contents = {}
+    for rel in names:
+        with open(os.path.join(root, rel), "rb") as f:
+            contents[rel] = f.read()
+    return root, contents
+
+
+def is_own_entry(argv):
+    """Is argv hyperloom's own Python entry on this host: [PYTHON, PYDIR, COMMAND, ...]?"""
+    if not argv or len(argv) < 3:
+        return False
+    try:
+        return os.path.samefile(argv[1], lease_actor.package_dir())
+    except OSError:
+        return False
 
 
 def parse_group(msg):
@@ -351,8 +478,15 @@ def parse_group(msg):
     need(isinstance(end_with_leader, bool), "end_with_leader must be a boolean")
     rank_ports = msg.get("rank_ports", False)
     need(isinstance(rank_ports, bool), "rank_ports must be a boolean")
+    env_base = msg.get("env_base")
+    need(env_base in (None, "node"), 'env_base must be "node" when given')
     lease.update(
-        nodes=nodes, bundle=bundle, leader_argv=leader_argv, end_with_leader=end_with_leader, rank_ports=rank_ports
+        nodes=nodes,
+        bundle=bundle,
+        leader_argv=leader_argv,
+        end_with_leader=end_with_leader,
+        rank_ports=rank_ports,
+        env_base=env_base,
     )
     return lease
 

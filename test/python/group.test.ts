@@ -1,0 +1,54 @@
+/**
+ * The group bridge's pure parts (python/hyperloom/group.py), without Ray: the heartbeat timeout
+ * it picks from the cluster's health-check settings (below Ray's node-death time, SPEC §11), and
+ * the request's env_base.
+ */
+import { spawnSync } from "node:child_process"
+import { assert, describe, it } from "@effect/vitest"
+import { pythonDir } from "../support/lease.js"
+import { rayPython } from "../support/ray.js"
+
+const py = (code: string) => {
+  const r = spawnSync(rayPython, ["-c", code], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", PYTHONPATH: pythonDir },
+    encoding: "utf8"
+  })
+  assert.strictEqual(r.status, 0, r.stderr)
+  return JSON.parse(r.stdout)
+}
+
+describe("the group bridge's heartbeat", () => {
+  it("Ray's node-death time from its health-check settings; the heartbeat 40 % of it, at most 20 s", () => {
+    const r = py(`
+import json, types
+from hyperloom import group
+def fake(threshold, period, timeout):
+    config = types.SimpleNamespace(
+        health_check_failure_threshold=lambda: threshold,
+        health_check_period_ms=lambda: period,
+        health_check_timeout_ms=lambda: timeout)
+    return types.SimpleNamespace(_raylet=types.SimpleNamespace(Config=config))
+deaths = [group.node_death_sec(fake(5, 3000, 10000)), group.node_death_sec(fake(5, 2000, 2000)), group.node_death_sec(object())]
+print(json.dumps({"deaths": deaths, "beats": [group.heartbeat_sec(d) for d in deaths + [1.0]]}))
+`)
+    // Ray 2.58's defaults (5 × (3 s + 10 s)), the two-host tests' shortened checks, no settings at all.
+    assert.deepStrictEqual(r.deaths, [65, 20, 65])
+    assert.deepStrictEqual(r.beats, [20, 8, 20, 1])
+  })
+
+  it("env_base is node or absent", () => {
+    const r = py(`
+import json
+from hyperloom import group, endpoint
+base = {"op": "group", "address": "127.0.0.1:6379", "nodes": 2, "gpus": 1, "argv": ["true"], "env": {}, "cwd": "/tmp"}
+out = [group.parse_group(base)["env_base"], group.parse_group(dict(base, env_base="node"))["env_base"]]
+try:
+    group.parse_group(dict(base, env_base="launcher"))
+    out.append("accepted")
+except endpoint.ProtocolError as e:
+    out.append(str(e))
+print(json.dumps(out))
+`)
+    assert.deepStrictEqual(r, [null, "node", 'group: env_base must be "node" when given'])
+  })
+})
