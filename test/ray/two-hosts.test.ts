@@ -192,54 +192,20 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     await assertNothingHeld()
   })
 
-  it("a group serving baseline with the stand-in engine installed on both hosts outside the checkout succeeds", async () => {
-    const engine = fs.readFileSync(path.join(projectRoot, "examples", "fake-engine.mjs"), "utf8")
-    const client = fs.readFileSync(path.join(projectRoot, "examples", "fake-bench-client.mjs"), "utf8")
+  /** The stand-in engines and client (examples/), installed on both hosts at a path outside the checkout. */
+  const installEngines = async () => {
     for (const host of ["head", "worker"] as const) {
-      await hosts.writeFile(host, "/tmp/hl-engine/fake-engine.mjs", engine, "755")
-      await hosts.writeFile(host, "/tmp/hl-engine/fake-bench-client.mjs", client, "755")
-    }
-    const session = "/tmp/hl-session-serving"
-    const r = await hosts.cli(
-      [
-        "baseline",
-        "run",
-        "--json",
-        "--session",
-        session,
-        "--nodes",
-        "2",
-        "--gpus",
-        "1",
-        "--server",
-        `${process.execPath} /tmp/hl-engine/fake-engine.mjs --load-sec 0.5 --port $HYPERLOOM_PORT`,
-        "--ready-timeout",
-        "60",
-        "--",
-        process.execPath,
-        "/tmp/hl-engine/fake-bench-client.mjs",
-        "--num-prompts",
-        "4",
-        "--output-len",
-        "8"
-      ],
-      { timeoutMs: 170_000 }
-    )
-    assert.strictEqual(r.code, 0, r.stderr)
-    assert.strictEqual(r.json.status, "succeeded")
-    assert.isAbove(r.json.baseline_tput, 0)
-    assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*stand-in API server/)
-    await assertNothingHeld()
-  })
-
-  /** A group serving baseline whose engine is the multi-node stand-in installed on both hosts. */
-  const recipe = async (session: string, engineFlags: string) => {
-    for (const host of ["head", "worker"] as const) {
-      for (const f of ["fake-engine.mjs", "fake-multinode-engine.mjs", "fake-bench-client.mjs"]) {
+      // Every stand-in file: they import one another (fake-engine.mjs its performance model).
+      for (const f of fs.readdirSync(path.join(projectRoot, "examples")).filter((e) => e.endsWith(".mjs"))) {
         const text = fs.readFileSync(path.join(projectRoot, "examples", f), "utf8")
         await hosts.writeFile(host, `/tmp/hl-engine/${f}`, text, "755")
       }
     }
+  }
+
+  /** A group serving baseline of the installed stand-ins: `engine` and its flags as the server. */
+  const servingBaseline = async (session: string, engine: string) => {
+    await installEngines()
     return hosts.cli(
       [
         "baseline",
@@ -252,7 +218,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
         "--gpus",
         "1",
         "--server",
-        `${process.execPath} /tmp/hl-engine/fake-multinode-engine.mjs ${engineFlags} --load-sec 1 --port $HYPERLOOM_PORT`,
+        `${process.execPath} /tmp/hl-engine/${engine} --port $HYPERLOOM_PORT`,
         "--ready-timeout",
         "90",
         "--",
@@ -266,6 +232,19 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
       { timeoutMs: 170_000 }
     )
   }
+
+  /** A group serving baseline whose engine is the multi-node stand-in. */
+  const recipe = (session: string, engineFlags: string) =>
+    servingBaseline(session, `fake-multinode-engine.mjs ${engineFlags} --load-sec 1`)
+
+  it("a group serving baseline with the stand-in engine installed on both hosts outside the checkout succeeds", async () => {
+    const r = await servingBaseline("/tmp/hl-session-serving", "fake-engine.mjs --load-sec 0.5")
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.json.status, "succeeded")
+    assert.isAbove(r.json.baseline_tput, 0)
+    assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*stand-in API server/)
+    await assertNothingHeld()
+  })
 
   it("vLLM's multiprocessing multi-node recipe: --nnodes --node-rank --master-addr --master-port, --headless above rank 0", async () => {
     const r = await recipe(
@@ -298,7 +277,8 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     await assertNothingHeld()
   })
 
-  it("SIGKILL of the CLI during a group leaves no rank running on either host and nothing held", async () => {
+  /** A 2-rank group running `sleep MARKER`, once a rank runs on each host. */
+  const sleepingGroup = async () => {
     const marker = markerSleep()
     const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
     await waitFor(
@@ -309,6 +289,11 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
       120_000,
       200
     )
+    return { marker, run }
+  }
+
+  it("SIGKILL of the CLI during a group leaves no rank running on either host and nothing held", async () => {
+    const { marker, run } = await sleepingGroup()
     process.kill(await run.pid(), "SIGKILL")
     await run.exited
     await waitFor(
@@ -321,16 +306,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
   })
 
   it("SIGKILL of the worker host's rank worker: its command dies, the head's rank is stopped, nothing held", async () => {
-    const marker = markerSleep()
-    const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor(
-      "a rank running on each host",
-      () =>
-        (sleepsOn(hosts, "head", marker).length === 1 && sleepsOn(hosts, "worker", marker).length === 1) ||
-        undefined,
-      120_000,
-      200
-    )
+    const { marker, run } = await sleepingGroup()
     // sleep's parent is the rank's command supervisor, whose parent is the actor's worker.
     process.kill(parentOf(parentOf(sleepsOn(hosts, "worker", marker)[0]!)), "SIGKILL")
     await waitFor(
@@ -388,38 +364,8 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
         120_000,
         200
       )
-      for (const host of ["head", "worker"] as const) {
-        for (const f of ["fake-engine.mjs", "fake-bench-client.mjs"]) {
-          const text = fs.readFileSync(path.join(projectRoot, "examples", f), "utf8")
-          await hosts.writeFile(host, `/tmp/hl-engine/${f}`, text, "755")
-        }
-      }
       // The session on a folder both hosts see (a shared file system), where rank 0 writes.
-      const r = await hosts.cli(
-        [
-          "baseline",
-          "run",
-          "--json",
-          "--session",
-          "/tmp/shared/hl-session-login",
-          "--nodes",
-          "2",
-          "--gpus",
-          "1",
-          "--server",
-          `${process.execPath} /tmp/hl-engine/fake-engine.mjs --load-sec 0.5 --port $HYPERLOOM_PORT`,
-          "--ready-timeout",
-          "60",
-          "--",
-          process.execPath,
-          "/tmp/hl-engine/fake-bench-client.mjs",
-          "--num-prompts",
-          "4",
-          "--output-len",
-          "8"
-        ],
-        { timeoutMs: 170_000 }
-      )
+      const r = await servingBaseline("/tmp/shared/hl-session-login", "fake-engine.mjs --load-sec 0.5")
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(r.json.status, "succeeded")
       assert.isAbove(r.json.baseline_tput, 0)
@@ -445,16 +391,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
   })
 
   it("a partition longer than Ray's node-death timeout: the cut-off rank stops its command before Ray frees its slot", async () => {
-    const marker = markerSleep()
-    const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor(
-      "a rank running on each host",
-      () =>
-        (sleepsOn(hosts, "head", marker).length === 1 && sleepsOn(hosts, "worker", marker).length === 1) ||
-        undefined,
-      120_000,
-      200
-    )
+    const { marker, run } = await sleepingGroup()
     const workerNode = (await status()).nodes.find((n: any) => n.address === WORKER_IP).node_id
     const t0 = Date.now()
     await hosts.cut()
