@@ -44,7 +44,12 @@ if [ "$role" = head ]; then
   esac
 else
   # The worker host: the Ray installation stays, every checkout goes.
-  if [ -n "$keep" ]; then mount --rbind "$keep" /dev/shm/.keep; fi
+  # A venv under /tmp (a clone in /tmp/x) is reached through the host's /tmp kept aside above.
+  case "$keep" in
+    "") ;;
+    /tmp/*) mount --rbind "/dev/shm/.host-tmp${keep#/tmp}" /dev/shm/.keep ;;
+    *) mount --rbind "$keep" /dev/shm/.keep ;;
+  esac
   for hide in "$@"; do
     case "$hide" in
       /tmp/*) ;;  # the new /tmp already hides it
