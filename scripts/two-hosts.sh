@@ -44,7 +44,7 @@ if [ "$role" = head ]; then
   esac
 else
   # The worker host: the Ray installation stays, every checkout goes.
-  # A venv under /tmp (a clone in /tmp/x) is reached through the host's /tmp kept aside above.
+  # A venv under /tmp (a clone in /tmp/x) is reached through the old /tmp kept aside above.
   case "$keep" in
     "") ;;
     /tmp/*) mount --rbind "/dev/shm/.host-tmp${keep#/tmp}" /dev/shm/.keep ;;
