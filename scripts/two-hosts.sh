@@ -31,7 +31,7 @@ role=$1 here=$2 keep=$3 shared=$4; shift 4
 ip link set lo up
 mount -t tmpfs -o size=2g tmpfs /dev/shm
 mkdir /dev/shm/.host-tmp /dev/shm/.keep /dev/shm/.shared
-mount --bind /tmp /dev/shm/.host-tmp
+mount --rbind /tmp /dev/shm/.host-tmp
 mount --bind "$shared" /dev/shm/.shared
 mount -t tmpfs -o size=2g tmpfs /tmp
 mkdir /tmp/shared
@@ -40,7 +40,7 @@ umount -l /dev/shm/.shared
 if [ "$role" = head ]; then
   # The head host runs hyperloom from the checkout, also one under /tmp (a clone in /tmp/x).
   case "$here" in
-    /tmp/*) mkdir -p "$here"; mount --bind "/dev/shm/.host-tmp${here#/tmp}" "$here" ;;
+    /tmp/*) mkdir -p "$here"; mount --rbind "/dev/shm/.host-tmp${here#/tmp}" "$here" ;;
   esac
 else
   # The worker host: the Ray installation stays, every checkout goes.

@@ -91,6 +91,7 @@ describe("GroupBridge (live, scripted bridge)", () => {
           serving_slot: true,
           argv: ["vllm", "serve", "m"],
           env: { PATH: "/usr/bin" },
+          env_base: "node",
           cwd: "/tmp",
           end_with_leader: true,
           stop_grace_sec: 3
