@@ -277,8 +277,10 @@ describe("GcsClient.snapshot against a fake GCS serving recorded replies", () =>
       const port = first.port
       const cold = yield* timed(gcs.snapshot(first.address))
       assert.isTrue(Either.isRight(cold.result))
+      // The fastest of 20 (not 5): on a 2-core CI host the real-Ray lanes run beside this file,
+      // and 5 warm calls all landed behind them once (min 59 ms); the bound stays 50 ms.
       const warm: Array<number> = []
-      for (let i = 0; i < 5; i++) {
+      for (let i = 0; i < 20; i++) {
         const w = yield* timed(gcs.snapshot(first.address))
         assert.isTrue(Either.isRight(w.result))
         warm.push(w.ms)
