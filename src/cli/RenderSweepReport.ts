@@ -161,7 +161,7 @@ const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
     `<svg class="chart" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" aria-label="Pareto">`
   )
   o.push(
-    `<text x="${L}" y="20" class="title">Pareto: output tok/s per user against output tok/s ${escapeHtml(perGpu)} (front: dashed, best: ringed)</text>`
+    `<text x="${L}" y="20" class="title">Pareto: tok/s per user against tok/s ${escapeHtml(perGpu)}; front dashed, best ringed</text>`
   )
   for (let i = 0; i <= 5; i++) {
     const vy = (yMax * i) / 5
