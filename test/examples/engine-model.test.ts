@@ -5,7 +5,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
@@ -21,6 +20,7 @@ import {
 } from "../../examples/engine-model.mjs"
 import { AttemptOutcome, classifyAttempt } from "../../src/domain/Failure.js"
 import { parseResult } from "../../src/domain/Results.js"
+import { freePort } from "../support/freePort.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const engineJs = path.join(root, "examples/fake-engine.mjs")
@@ -165,16 +165,6 @@ describe("engine model: the KV-cache budget", () => {
 
 // ---------------------------------------------------------------------------------------------
 // The real stand-in engine and client on loopback.
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = net.createServer()
-    s.on("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address()
-      s.close(() => resolve(typeof a === "object" && a !== null ? a.port : 0))
-    })
-  })
 
 const run = (argv: ReadonlyArray<string>, timeoutMs: number) =>
   new Promise<{ code: number | null; stdout: string; stderr: string; ms: number }>((resolve) => {

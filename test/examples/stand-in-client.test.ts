@@ -9,26 +9,16 @@
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import { freePort } from "../support/freePort.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const engineJs = path.join(root, "examples/fake-engine.mjs")
 const clientJs = path.join(root, "examples/fake-bench-client.mjs")
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-stand-in-client-"))
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = net.createServer()
-    s.on("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address()
-      s.close(() => resolve(typeof a === "object" && a !== null ? a.port : 0))
-    })
-  })
 
 const run = (argv: ReadonlyArray<string>) =>
   new Promise<{ code: number | null; out: string }>((resolve) => {

@@ -19,9 +19,9 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { freePort } from "../support/freePort.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
 const engineJs = path.join(root, "examples/fake-engine.mjs")
@@ -327,16 +327,6 @@ describe("the ports parse the recorded real streams", () => {
     assert.strictEqual(out.itl.length, 3)
   })
 })
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = net.createServer()
-    s.on("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address()
-      s.close(() => resolve(typeof a === "object" && a !== null ? a.port : 0))
-    })
-  })
 
 const startEngine = async (extra: ReadonlyArray<string> = []) => {
   const port = await freePort()
