@@ -41,7 +41,8 @@ export const EXIT_CODES_HELP = `Exit codes:
   4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
   5    a ray command failed or did not finish in time
   6    ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons),
-       or another hyperloom process kept the host's Ray lock for 5 minutes
+       or another hyperloom process kept the host's Ray lock for 5 minutes, or the host's
+       hyperloom directory (/tmp/hyperloom-<uid>) belongs to another user
   7    ray_cluster_infeasible: the cluster cannot grant the lease (repair refused or not possible)
   8    session state unusable: corrupt, from a newer hyperloom, or locked by another run
   9    the lease could not be held (bridge or actor failure)
@@ -98,6 +99,7 @@ const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = 
   RayCommandTimeout: EXIT.rayCommandFailed,
   EnsureRefused: EXIT.ensureRefused,
   LockHeld: EXIT.ensureRefused,
+  LockUnavailable: EXIT.ensureRefused,
   RayClusterInfeasible: EXIT.infeasible,
   StateCorrupt: EXIT.state,
   StateFromFuture: EXIT.state,

@@ -28,7 +28,7 @@ import type { LeaseBridge, LeaseBridgeError, LeaseOutput, LeaseStarted } from ".
 import type { ProcFs } from "../services/ProcFs.js"
 import type { RayCli } from "../services/RayCli.js"
 import { Settings } from "../services/Settings.js"
-import type { LockHeld, WorkGate } from "../services/WorkGate.js"
+import type { LockHeld, LockUnavailable, WorkGate } from "../services/WorkGate.js"
 import { runGroupLeased } from "./Group.js"
 import { appendToTail, type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
 
@@ -60,6 +60,7 @@ export type AttemptError =
   | ClusterUnreachable
   | EnsureRefused
   | LockHeld
+  | LockUnavailable
   | LeaseBridgeError
 
 export interface AttemptRunnerShape {

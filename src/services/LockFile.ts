@@ -1,39 +1,46 @@
-import { createHash } from "node:crypto"
-import * as net from "node:net"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as nodePath from "node:path"
-import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Data, Duration, Effect, Option, Schedule } from "effect"
+import { Data, Duration, Effect, Schedule } from "effect"
 import { lockRetry } from "../domain/Schedules.js"
 
 /**
- * The one lock primitive (the host's Ray lock, a session's lock): a lock the kernel releases when
- * its holder dies, so there is nothing stale to judge.
+ * The one lock primitive (the host's Ray lock, a session's lock, the host queue's tickets): a
+ * lock the kernel ties to a file with permissions and releases when its holder dies.
  *
- * A lock is a Linux *abstract-namespace* Unix socket (`\0<name>`): only one socket can be bound to
- * a name, binding is atomic, there is no file at all (nothing left behind by a SIGKILLed holder,
- * nothing another user owns in a sticky /tmp), and the kernel frees the name when the last
- * descriptor of the bound socket closes (its holder exited, whatever the signal). Node opens
- * sockets close-on-exec, so children (`ray start` and the daemons it leaves running) never
- * inherit the lock. A waiter that finds the name taken connects to it: the holder answers with
- * its pid and what it does, so the waiter can say whom it waits for.
+ * A lock is flock(2) on a file. The kernel keeps the lock on the file's open file description,
+ * so it is released when the holder's last descriptor closes: the holder exited, whatever the
+ * signal (SIGKILL included). Nothing stale is ever judged: no pid file, no takeover, no liveness
+ * guess. Node has no flock, so util-linux `flock(1)` places it on *our* descriptor, handed to it
+ * as its fd 3 (`flock -n 3`): the lock belongs to the open file description, which this process
+ * keeps after `flock` exits. Node opens files close-on-exec, so children (`ray start` and the
+ * daemons it leaves running) never inherit the lock.
  *
- * Limits (documented in docs/reliability.md): abstract names are per *network namespace*: a
- * process in another network namespace (a container with its own network, `ip netns exec`) does
- * not see this lock. Such a process normally also has its own PID namespace, where
- * `ray stop --force` cannot see or kill this host's Ray either. Linux only (hyperloom reads /proc).
- * The pid a holder reports is a pid in *its* PID namespace.
+ * Permissions: only who may open the file may lock it, and only who may write it can say who
+ * holds it (the holder writes `{"pid","what","since"}` into the file it locked). A lock file is
+ * created 0600 and must belong to us, to root, or to the owner of its directory; the host's own
+ * directory (`/tmp/hyperloom-<uid>`, 0700, ours, never a symlink: `hostDir`) admits nobody else.
+ * A foreign local user can neither hold such a lock nor tell a waiter a made-up holder. The one
+ * thing such a user can do is make `/tmp/hyperloom-<uid>` first: hyperloom then refuses at once,
+ * naming that user, rather than trusting it (docs/reliability.md).
+ *
+ * Limits (docs/reliability.md): a lock lives in one mount namespace's view of the file (a
+ * container with its own /tmp has its own host lock; it normally has its own PID namespace too,
+ * where `ray stop --force` cannot reach this host's Ray). Linux only (hyperloom reads /proc).
  */
 
-/** Who holds a lock, as the holder itself answered (undefined when it did not answer in time). */
+/** Who holds a lock, as its holder wrote it (undefined when unreadable or not written yet). */
 export interface LockHolder {
   readonly pid: number | undefined
   readonly what: string | undefined
+  /** When it took the lock (ms since the epoch). */
+  readonly since: number | undefined
 }
 
 /** A lock is held by another live process (or by another part of this one). */
 export class LockHeld extends Data.TaggedError("LockHeld")<{
-  /** The lock, as an operator reads it (a session directory's lock file path, or the host lock's name). */
+  /** The lock, as an operator reads it (a lock file's path, or the host lock's label). */
   readonly path: string
   /** The holder's pid, -1 when it did not say. */
   readonly holderPid: number
@@ -45,7 +52,10 @@ export class LockHeld extends Data.TaggedError("LockHeld")<{
   }
 }
 
-/** The operating system refused the lock for a reason other than "held" (not Linux, …). */
+/**
+ * The lock cannot be taken for a reason other than "held": its directory or file belongs to
+ * another user (made before us, maybe to squat it), `flock(1)` is missing, the file system refused.
+ */
 export class LockUnavailable extends Data.TaggedError("LockUnavailable")<{
   readonly path: string
   readonly detail: string
@@ -74,96 +84,218 @@ export const parsePid = (text: string): number | undefined => {
   return /^\d+$/.test(t) ? Number(t) : undefined
 }
 
-/** The longest abstract name Linux takes (sun_path is 108 bytes, one of them the leading NUL). */
-const MAX_NAME_BYTES = 107
+const euid = (): number => process.geteuid?.() ?? 0
 
-/** An abstract socket name for `name`: as is when it fits, else a readable prefix and a digest. */
-export const abstractName = (name: string): string => {
-  if (Buffer.byteLength(name) <= MAX_NAME_BYTES) return name
-  const digest = createHash("sha256").update(name).digest("hex")
-  return `${name.slice(0, 40)}…${digest}`
+/** A user's name from /etc/passwd (the uid as text when it has none there). */
+export const userName = (uid: number): string => {
+  try {
+    for (const line of fs.readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const f = line.split(":")
+      if (f.length > 2 && f[2] === String(uid)) return f[0]!
+    }
+  } catch {
+    // no passwd file: the uid says it
+  }
+  return String(uid)
 }
 
-/** How long a waiter waits for the holder to say who it is. */
-const ASK_TIMEOUT = Duration.seconds(1)
+const errno = (e: unknown) => (e as NodeJS.ErrnoException).code ?? "error"
 
-/** What a holder says about itself: one JSON line. */
-const describeSelf = (what: string) => `${JSON.stringify({ pid: process.pid, what })}\n`
+/**
+ * The host's hyperloom directory for this user: `/tmp/hyperloom-<uid>` (under `base`, `/tmp` by
+ * default), whatever RAY_TMPDIR/TMPDIR say, so every process of this user on the host meets
+ * there. Created 0700; an existing one must be a real directory (not a symlink), ours, and open to
+ * nobody else, else LockUnavailable naming its owner (never trusted, never taken over).
+ */
+export const hostDir = (base = "/tmp"): Effect.Effect<string, LockUnavailable> =>
+  privateDir(nodePath.join(base, `hyperloom-${euid()}`))
 
-/** Binds the name: `Some(server)` when it is ours now, `None` when another socket holds it. */
-const tryBind = (name: string, path: string, what: string) =>
-  Effect.async<Option.Option<net.Server>, LockUnavailable>((resume) => {
-    const server = net.createServer((socket) => {
-      socket.on("error", () => undefined)
-      socket.end(describeSelf(what))
-    })
-    server.once("error", (e: NodeJS.ErrnoException) => {
-      server.close()
-      if (e.code === "EADDRINUSE") resume(Effect.succeed(Option.none()))
-      else resume(Effect.fail(new LockUnavailable({ path, detail: `${e.code ?? "error"}: ${e.message}` })))
-    })
-    // exclusive: never share the handle through Node's cluster module.
-    server.listen({ path: `\0${abstractName(name)}`, exclusive: true }, () => {
-      // Holding the lock never keeps the process alive by itself.
-      server.unref()
-      resume(Effect.succeed(Option.some(server)))
-    })
-  })
-
-const release = (server: net.Server) =>
-  Effect.async<void>((resume) => {
-    server.close(() => resume(Effect.void))
-  })
-
-/** Asks the holder of `name` who it is; `undefined` fields when it does not answer in time. */
-export const askHolder = (name: string): Effect.Effect<LockHolder> =>
-  Effect.async<LockHolder>((resume) => {
-    const socket = net.connect({ path: `\0${abstractName(name)}` })
-    let text = ""
-    const done = () => {
-      socket.destroy()
-      const line = text.split("\n")[0] ?? ""
+/** `path` as a directory of our own, 0700 (made if missing); see `hostDir`. */
+export const privateDir = (path: string): Effect.Effect<string, LockUnavailable> =>
+  Effect.try({
+    try: () => {
       try {
-        const parsed = JSON.parse(line) as { pid?: unknown; what?: unknown }
-        resume(
-          Effect.succeed({
-            pid: typeof parsed.pid === "number" && parsed.pid > 0 ? parsed.pid : undefined,
-            what: typeof parsed.what === "string" && parsed.what !== "" ? parsed.what : undefined
+        fs.mkdirSync(path, { mode: 0o700 })
+      } catch (e) {
+        if (errno(e) !== "EEXIST") throw e
+      }
+      const st = fs.lstatSync(path)
+      const me = euid()
+      if (!st.isDirectory())
+        throw new Refusal(`${path} is not a directory (a symlink or a file is never followed)`)
+      if (st.uid !== me) {
+        throw new Refusal(
+          `${path} belongs to ${userName(st.uid)} (uid ${st.uid}), not to you: another user made it first, and hyperloom trusts no lock or queue in it; remove it (as root) and run again`
+        )
+      }
+      if ((st.mode & 0o077) !== 0) fs.chmodSync(path, 0o700)
+      return path
+    },
+    catch: (e) =>
+      new LockUnavailable({ path, detail: e instanceof Refusal ? e.message : `${errno(e)}: ${String(e)}` })
+  })
+
+class Refusal extends Error {}
+
+/**
+ * TEST ONLY, fixed when a test bundles the CLI (test/support/bundle.ts, an esbuild `define`): the
+ * unit tests run the real CLI against stand-in `ray` executables beside the real-Ray tests, and
+ * must never wait behind the host's lock or queue those hold. Nothing sets it at run time (no
+ * variable, no option): the shipped CLI and the library always use the host's own files, so no
+ * process can step out of the host's exclusion or queue.
+ */
+declare const __HYPERLOOM_TEST_HOST_LOCK__: string | undefined
+const testPrefix: string =
+  typeof __HYPERLOOM_TEST_HOST_LOCK__ === "string" ? `${__HYPERLOOM_TEST_HOST_LOCK__}.` : ""
+
+/** A file of the host's hyperloom directory (`hostDir`): the host lock, the queue, its history. */
+export const hostFile = (leaf: string): Effect.Effect<string, LockUnavailable> =>
+  Effect.map(hostDir(), (dir) => nodePath.join(dir, `${testPrefix}${leaf}`))
+
+/**
+ * Opens (creating 0600 if missing) the lock file at `path` for locking: a regular file owned by
+ * us, by root or by its directory's owner (who could replace it anyway); ours is made 0600 if it
+ * was open to others.
+ */
+const openLockFile = (path: string): Effect.Effect<number, LockUnavailable> =>
+  Effect.try({
+    try: () => {
+      const fd = fs.openSync(
+        path,
+        fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK,
+        0o600
+      )
+      try {
+        const st = fs.fstatSync(fd)
+        if (!st.isFile()) throw new Refusal(`${path} is not a regular file`)
+        const me = euid()
+        const dirOwner = fs.statSync(nodePath.dirname(path)).uid
+        if (st.uid !== me && st.uid !== 0 && st.uid !== dirOwner) {
+          throw new Refusal(
+            `${path} belongs to ${userName(st.uid)} (uid ${st.uid}), who may hold it or write its holder: hyperloom does not trust it; remove it and run again`
+          )
+        }
+        if (st.uid === me && (st.mode & 0o077) !== 0) fs.fchmodSync(fd, 0o600)
+        return fd
+      } catch (e) {
+        fs.closeSync(fd)
+        throw e
+      }
+    },
+    catch: (e) =>
+      new LockUnavailable({ path, detail: e instanceof Refusal ? e.message : `${errno(e)}: ${String(e)}` })
+  })
+
+/**
+ * One non-blocking flock(2) on `fd` (exclusive, or shared): `flock -n 3` with our descriptor as
+ * its fd 3, so the lock is placed on our open file description and stays when `flock` exits.
+ * True when it is ours now, false when another description holds it.
+ */
+export const flockOnce = (
+  fd: number,
+  path: string,
+  mode: "exclusive" | "shared" = "exclusive"
+): Effect.Effect<boolean, LockUnavailable> =>
+  Effect.async<boolean, LockUnavailable>((resume) => {
+    let child: ReturnType<typeof spawn>
+    try {
+      child = spawn("flock", ["-n", mode === "exclusive" ? "-x" : "-s", "-E", "75", "3"], {
+        stdio: ["ignore", "ignore", "pipe", fd]
+      })
+    } catch (e) {
+      resume(Effect.fail(new LockUnavailable({ path, detail: `cannot run flock(1): ${String(e)}` })))
+      return
+    }
+    let stderr = ""
+    child.stderr?.on("data", (d) => {
+      stderr += d
+    })
+    child.once("error", (e: NodeJS.ErrnoException) =>
+      resume(
+        Effect.fail(
+          new LockUnavailable({
+            path,
+            detail:
+              e.code === "ENOENT"
+                ? "flock(1) was not found (install util-linux: hyperloom's locks are flock(2) locks)"
+                : `cannot run flock(1): ${e.message}`
           })
         )
-      } catch {
-        resume(Effect.succeed({ pid: undefined, what: undefined }))
-      }
-    }
-    socket.setEncoding("utf8")
-    socket.on("data", (chunk: string) => {
-      text += chunk
-      if (text.length > 4096) socket.destroy()
-    })
-    socket.on("end", done)
-    socket.on("close", done)
-    socket.on("error", () => undefined)
-    return Effect.sync(() => socket.destroy())
-  }).pipe(
-    Effect.timeoutTo({
-      duration: ASK_TIMEOUT,
-      onSuccess: (h) => h,
-      onTimeout: () => ({ pid: undefined, what: undefined })
-    })
-  )
-
-/** One try: the bound server when the lock is ours, else LockHeld naming the holder. */
-const tryTake = (name: string, path: string, what: string) =>
-  Effect.flatMap(
-    tryBind(name, path, what),
-    Option.match({
-      onSome: (server) => Effect.succeed(server),
-      onNone: () =>
-        Effect.flatMap(askHolder(name), (holder) =>
-          Effect.fail(new LockHeld({ path, holderPid: holder.pid ?? -1, holderWhat: holder.what }))
+      )
+    )
+    child.once("close", (code) => {
+      if (code === 0) resume(Effect.succeed(true))
+      else if (code === 75) resume(Effect.succeed(false))
+      else
+        resume(
+          Effect.fail(new LockUnavailable({ path, detail: `flock(1) exited with ${code}: ${stderr.trim()}` }))
         )
     })
-  )
+  })
+
+/** Closes a descriptor (releasing any flock on it when it was the last one). */
+export const closeFd = (fd: number) =>
+  Effect.sync(() => {
+    try {
+      fs.closeSync(fd)
+    } catch {
+      // already closed
+    }
+  })
+
+/** Reads the holder a lock file names (written by whoever holds it). */
+export const readHolder = (path: string): LockHolder => {
+  try {
+    const parsed = JSON.parse(fs.readFileSync(path, "utf8").split("\n")[0] ?? "") as {
+      pid?: unknown
+      what?: unknown
+      since?: unknown
+    }
+    const pid = typeof parsed.pid === "number" && pidAlive(parsed.pid) ? parsed.pid : undefined
+    return {
+      pid,
+      what:
+        pid !== undefined && typeof parsed.what === "string" && parsed.what !== "" ? parsed.what : undefined,
+      since: pid !== undefined && typeof parsed.since === "number" ? parsed.since : undefined
+    }
+  } catch {
+    return { pid: undefined, what: undefined, since: undefined }
+  }
+}
+
+/** Writes the holder record into the lock file we hold (best effort: a waiter then says less). */
+const writeHolder = (fd: number, what: string) =>
+  Effect.sync(() => {
+    try {
+      const body = Buffer.from(`${JSON.stringify({ pid: process.pid, what, since: Date.now() })}\n`)
+      fs.ftruncateSync(fd, 0)
+      fs.writeSync(fd, body, 0, body.length, 0)
+    } catch {
+      // a full disk must not cost the lock itself
+    }
+  })
+
+/** A lock we hold: its descriptor (the lock goes when it closes). */
+export interface HeldLock {
+  readonly fd: number
+  readonly path: string
+}
+
+/** One try: the lock when it is ours, else LockHeld naming the holder its file names. */
+const tryTake = (path: string, label: string, what: string) =>
+  Effect.gen(function* () {
+    const fd = yield* openLockFile(path)
+    const ours = yield* flockOnce(fd, path).pipe(Effect.tapError(() => closeFd(fd)))
+    if (!ours) {
+      yield* closeFd(fd)
+      const holder = readHolder(path)
+      return yield* new LockHeld({ path: label, holderPid: holder.pid ?? -1, holderWhat: holder.what })
+    }
+    yield* writeHolder(fd, what)
+    return { fd, path } satisfies HeldLock
+  })
+
+const release = (lock: HeldLock) => closeFd(lock.fd)
 
 export interface LockOptions {
   /** How long to wait for the holder to let go (0 or absent: fail at once with LockHeld). */
@@ -172,19 +304,22 @@ export interface LockOptions {
   readonly onWait?: (holder: LockHeld) => Effect.Effect<void>
   /** What this process does while it holds the lock, for waiters' messages. */
   readonly what?: string
+  /** How the lock is named in messages (default: its path). */
+  readonly label?: string
 }
 
 const defaultWhat = () => `hyperloom ${process.argv.slice(2, 4).join(" ")}`.trim()
 
 /**
- * Holds the kernel-released lock `name` for the enclosing scope (released when the scope closes,
- * or by the kernel when this process dies). `label` names the lock in messages.
+ * Holds the lock file at `path` for the enclosing scope (released when the scope closes, or by
+ * the kernel when this process dies). Its directory must exist.
  */
-export const holdNamedLock = (name: string, label: string, options: LockOptions = {}) =>
+export const holdLockFile = (path: string, options: LockOptions = {}) =>
   Effect.gen(function* () {
     const what = options.what ?? defaultWhat()
+    const label = options.label ?? path
     let told = false
-    const take = tryTake(name, label, what).pipe(
+    const take = tryTake(path, label, what).pipe(
       Effect.tapError((e) =>
         e._tag === "LockHeld" && !told && options.onWait !== undefined
           ? Effect.zipRight(
@@ -196,11 +331,11 @@ export const holdNamedLock = (name: string, label: string, options: LockOptions 
           : Effect.void
       )
     )
-    // Each try is one uninterruptible acquire (bind, or ask the holder); the waits between tries
-    // stay interruptible, so Ctrl-C ends a waiter at once.
+    // Each try is one uninterruptible acquire (open, flock, say who we are); the waits between
+    // tries stay interruptible, so Ctrl-C ends a waiter at once.
     const once = Effect.acquireRelease(take, release)
     const waitMs = options.waitMs ?? 0
-    yield* waitMs > 0
+    return yield* waitMs > 0
       ? once.pipe(
           Effect.retry({
             schedule: lockRetry.pipe(Schedule.upTo(Duration.millis(waitMs))),
@@ -208,23 +343,4 @@ export const holdNamedLock = (name: string, label: string, options: LockOptions 
           })
         )
       : once
-  })
-
-/**
- * Holds the lock file at `path` for the enclosing scope. The lock is not a file: it is the
- * kernel-released lock named by the directory's identity (device and inode, so every path to the
- * same directory, through symlinks or bind mounts, names the same lock) and the file name. The
- * directory must exist.
- */
-export const holdLockFile = (path: string, options: LockOptions = {}) =>
-  Effect.flatMap(lockFileName(path), (name) => holdNamedLock(name, path, options))
-
-/** The lock name of the lock file at `path`: its directory's device and inode, and its file name. */
-export const lockFileName = (path: string) =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const dirPath = nodePath.dirname(path)
-    const dir = yield* fs.stat(dirPath)
-    const identity = Option.isSome(dir.ino) ? `${dir.dev}:${dir.ino.value}` : yield* fs.realPath(dirPath)
-    return `hyperloom-lock:${identity}/${nodePath.basename(path)}`
   })

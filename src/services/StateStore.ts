@@ -16,9 +16,9 @@ export { pidAlive }
  *   `StateFromFuture`.
  * - `save` is atomic (temp file in the same directory, write, fsync, rename, fsync of the directory)
  *   and refuses to replace a file that `load` would refuse, so an unreadable state is never overwritten.
- * - `lock` holds the session's lock for the scope: one run per session. It is the kernel-released
- *   lock of LockFile.ts named by the session directory's identity (device, inode) and `.lock`: no
- *   file is written, the kernel frees it when the holder dies, so there is no stale lock to judge.
+ * - `lock` holds the session's lock for the scope: one run per session. It is LockFile.ts's lock on
+ *   `<session>/.lock` (flock(2), the file 0600 and ours): the kernel frees it when the holder dies,
+ *   so there is no stale lock to judge, and a user who cannot open the file cannot hold it.
  */
 
 export const STATE_FILE = "state.json"
@@ -164,7 +164,9 @@ export const makeFileStateStore = Effect.gen(function* () {
       Effect.mapError((e): SessionLocked | StateIoFailed =>
         e._tag === "LockHeld"
           ? new SessionLocked({ path: lockPath, pid: e.holderPid })
-          : io("take the lock", lockPath)(e)
+          : e._tag === "LockUnavailable"
+            ? new StateIoFailed({ path: lockPath, operation: "take the lock", detail: e.detail })
+            : io("take the lock", lockPath)(e)
       )
     )
   })

@@ -1,26 +1,16 @@
 import { Effect, Layer, Scope } from "effect"
-import { holdNamedLock, type LockHeld } from "./LockFile.js"
+import { holdLockFile, hostFile, type LockHeld, type LockUnavailable } from "./LockFile.js"
 
 /** How long to wait for another hyperloom process that is working on the host's Ray head. */
 const HOST_LOCK_WAIT_MS = 300_000
 
 /**
- * The host lock's name: one fixed abstract socket name for the whole host (its network namespace),
- * whatever a process's RAY_TMPDIR/TMPDIR, because `ray stop --force` kills every Ray process on
- * the host whatever temp dir it was started with.
+ * The host lock's file in the host's hyperloom directory (`/tmp/hyperloom-<uid>/host.lock`,
+ * LockFile.ts): one path for every process of this user on the host, whatever its
+ * RAY_TMPDIR/TMPDIR, because `ray stop --force` kills every Ray process it may kill on the host
+ * whatever temp dir it was started with.
  */
-export const HOST_LOCK_NAME = "hyperloom-ray-host-lock"
-
-/**
- * TEST ONLY, fixed when a test bundles the CLI (test/support/bundle.ts, an esbuild `define`): the
- * unit tests run the real CLI against stand-in `ray` executables beside the real-Ray tests, and
- * must never wait behind the host's lock those hold. Nothing sets it at run time (no variable, no
- * option): the shipped CLI and the library always take HOST_LOCK_NAME, so no process can step out
- * of the host's exclusion.
- */
-declare const __HYPERLOOM_TEST_HOST_LOCK__: string | undefined
-const hostLockName: string =
-  typeof __HYPERLOOM_TEST_HOST_LOCK__ === "string" ? __HYPERLOOM_TEST_HOST_LOCK__ : HOST_LOCK_NAME
+export const HOST_LOCK_FILE = "host.lock"
 
 /**
  * The one permit that keeps lease work (connect, feasibility check, actor creation) and repair
@@ -32,28 +22,19 @@ const hostLockName: string =
  *
  * Provide it once (main.ts composes it once): a second instance would be a second semaphore.
  */
-const makeWorkGate = (lockName: string) =>
+const makeWorkGate = (holdHostLock: Effect.Effect<unknown, LockHeld | LockUnavailable, Scope.Scope>) =>
   Effect.gen(function* () {
     const permit = yield* Effect.makeSemaphore(1)
     let leaseSubmitted = false
     const ownJobs = new Set<string>()
-    const holdHostLock = holdNamedLock(lockName, `the host's Ray lock (${lockName})`, {
-      waitMs: HOST_LOCK_WAIT_MS,
-      onWait: (held) =>
-        Effect.logInfo(
-          `waiting for ${held.holderPid > 0 ? `hyperloom process ${held.holderPid}` : "another hyperloom process"}` +
-            `${held.holderWhat !== undefined ? ` (${held.holderWhat})` : ""}, which is working on the Ray head`
-        )
-    }).pipe(
-      // A socket that cannot be bound at all (not Linux) is an OS impossibility here.
-      Effect.catchTag("LockUnavailable", (e) => Effect.die(e))
-    )
     return {
       /**
        * Runs `effect` holding the one permit and the host-wide lock. Resources `effect` adds to
        * the caller's scope (a lease) outlive both: only the work itself is exclusive.
        */
-      withPermit: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | LockHeld, R> =>
+      withPermit: <A, E, R>(
+        effect: Effect.Effect<A, E, R>
+      ): Effect.Effect<A, E | LockHeld | LockUnavailable, R> =>
         permit.withPermits(1)(
           Effect.acquireUseRelease(
             Scope.make(),
@@ -68,29 +49,39 @@ const makeWorkGate = (lockName: string) =>
       leaseSubmitted: Effect.sync(() => leaseSubmitted),
       addOwnJob: (jobId: string) => Effect.sync(() => ownJobs.add(jobId.toLowerCase())),
       removeOwnJob: (jobId: string) => Effect.sync(() => ownJobs.delete(jobId.toLowerCase())),
-      ownJobIds: Effect.sync((): ReadonlyArray<string> => [...ownJobs]),
-      hostLockName: lockName
+      ownJobIds: Effect.sync((): ReadonlyArray<string> => [...ownJobs])
     }
   })
 
+/** The host's Ray lock, waited for up to HOST_LOCK_WAIT_MS, saying whom it waits for. */
+const holdHostLock = Effect.flatMap(hostFile(HOST_LOCK_FILE), (path) =>
+  holdLockFile(path, {
+    label: `the host's Ray lock (${path})`,
+    waitMs: HOST_LOCK_WAIT_MS,
+    onWait: (held) =>
+      Effect.logInfo(
+        `waiting for ${held.holderPid > 0 ? `hyperloom process ${held.holderPid}` : "another hyperloom process"}` +
+          `${held.holderWhat !== undefined ? ` (${held.holderWhat})` : ""}, which is working on the Ray head`
+      )
+  })
+)
+
 export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/WorkGate", {
-  effect: makeWorkGate(hostLockName)
+  effect: makeWorkGate(holdHostLock)
 }) {}
 
-export type { LockHeld }
+export type { LockHeld, LockUnavailable }
 
-/** The live layer: one permit and the host's Ray lock (HOST_LOCK_NAME). */
+/** The live layer: one permit and the host's Ray lock (HOST_LOCK_FILE). */
 export const layer: Layer.Layer<WorkGate> = WorkGate.Default
 
-let testGates = 0
-
 /**
- * A test layer: the same permit and process-wide facts, with a host lock of its own name (so
- * tests never contend with this host's hyperloom processes for the real one). Fresh per build.
+ * A test layer: the same permit and process-wide facts, without the host-wide lock (the permit
+ * alone excludes within the test's process; tests never contend with this host's hyperloom
+ * processes, and the host lock itself is tested in LockFile.test.ts and on real heads). Fresh per
+ * build.
  */
 export const layerTest: Layer.Layer<WorkGate> = Layer.effect(
   WorkGate,
-  Effect.suspend(() =>
-    Effect.map(makeWorkGate(`hyperloom-test-gate:${process.pid}:${++testGates}`), (g) => WorkGate.make(g))
-  )
+  Effect.suspend(() => Effect.map(makeWorkGate(Effect.void), (g) => WorkGate.make(g)))
 )

@@ -154,7 +154,8 @@ describe("hyperloom state show", () => {
     const b = run(["baseline", "run", "--session", dir, "--gpus", "0", "--", "true"])
     assert.strictEqual(b.code, 8, b.stderr)
     assert.strictEqual(fs.readFileSync(path.join(dir, "state.json"), "utf8"), bytes)
-    assert.deepStrictEqual(fs.readdirSync(dir), ["state.json"])
+    // Nothing but the state and the session's lock file (the lock is flock(2) on it).
+    assert.deepStrictEqual(fs.readdirSync(dir).sort(), [".lock", "state.json"])
   })
 
   it("a state from a newer hyperloom: exit 8, one line", () => {

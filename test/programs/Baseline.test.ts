@@ -663,7 +663,8 @@ describe("Baseline.run", () => {
       assert.isTrue(Exit.isFailure(exit))
       assert.strictEqual(fs.readFileSync(file, "utf8"), bytes)
       assert.strictEqual(runner.specs.length, 0)
-      assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["state.json"])
+      // Nothing but the state and the session's lock file (LockFile.ts: the lock is flock(2) on it).
+      assert.deepStrictEqual(fs.readdirSync(dir).sort(), [".lock", "state.json"])
       fs.rmSync(dir, { recursive: true, force: true })
     })
   )

@@ -1,24 +1,18 @@
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Scope, TestClock } from "effect"
-import {
-  abstractName,
-  holdLockFile,
-  holdNamedLock,
-  type LockHeld,
-  lockFileName
-} from "../../src/services/LockFile.js"
+import { holdLockFile, hostDir, type LockHeld } from "../../src/services/LockFile.js"
+import { canActAsForeignUser, startSquatter } from "../support/foreignUser.js"
 import { lockHolderProcess } from "../support/lockHolder.js"
 
 const tempLock = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-lock-")), "x.lock")
 
-/** A lock name no other test (or test run) uses. */
-let counter = 0
-const freshName = () => `hyperloom-test-lock:${process.pid}:${Date.now()}:${++counter}`
+/** A lock no other test (or test run) uses. */
+const freshName = tempLock
 
 /** Real time passes (the lock's socket I/O is real) until `cond` holds, or fails after `ms`. */
 const realUntil = (what: string, cond: Effect.Effect<boolean>, ms = 5_000) =>
@@ -41,7 +35,7 @@ const waiterSleeps = realUntil(
   )
 )
 
-describe("holdNamedLock: a lock the kernel releases", () => {
+describe("holdLockFile: a lock the kernel releases", () => {
   it.scoped("a waiter waits on the Clock: TestClock drives it to its waitMs, and not a moment sooner", () =>
     Effect.gen(function* () {
       // 10 s on the Clock, while this test gives real time only 3 s: a wait timed by Date.now()
@@ -49,11 +43,11 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       // Every retry's bind and question to the holder is real socket I/O, and TestClock.adjust
       // wakes each retry in turn on its way (~90 of them).
       const name = freshName()
-      yield* holdNamedLock(name, "L", { what: "holding it" })
+      yield* holdLockFile(name, { label: "L", what: "holding it" })
       const waited: Array<LockHeld> = []
       const waiter = yield* Effect.fork(
         Effect.scoped(
-          holdNamedLock(name, "L", { waitMs: 10_000, onWait: (h) => Effect.sync(() => waited.push(h)) })
+          holdLockFile(name, { label: "L", waitMs: 10_000, onWait: (h) => Effect.sync(() => waited.push(h)) })
         )
       )
       yield* waiterSleeps
@@ -81,8 +75,10 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       const name = freshName()
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* holdNamedLock(name, "the test lock", { what: "holding it for the test" })
-          const second = yield* Effect.scoped(holdNamedLock(name, "the test lock")).pipe(Effect.flip)
+          yield* holdLockFile(name, { label: "the test lock", what: "holding it for the test" })
+          const second = yield* Effect.scoped(holdLockFile(name, { label: "the test lock" })).pipe(
+            Effect.flip
+          )
           assert.strictEqual(second._tag, "LockHeld")
           if (second._tag === "LockHeld") {
             assert.strictEqual(second.holderPid, process.pid)
@@ -95,7 +91,7 @@ describe("holdNamedLock: a lock the kernel releases", () => {
         })
       )
       // Released with the scope: the next taker gets it at once.
-      yield* Effect.scoped(holdNamedLock(name, "the test lock"))
+      yield* Effect.scoped(holdLockFile(name, { label: "the test lock" }))
     })
   )
 
@@ -103,11 +99,11 @@ describe("holdNamedLock: a lock the kernel releases", () => {
     Effect.gen(function* () {
       const name = freshName()
       const holder = yield* Scope.make()
-      yield* Scope.extend(holdNamedLock(name, "L", { what: "first" }), holder)
+      yield* Scope.extend(holdLockFile(name, { label: "L", what: "first" }), holder)
       const waited: Array<LockHeld> = []
       const waiter = yield* Effect.fork(
         Effect.scoped(
-          holdNamedLock(name, "L", { waitMs: 5_000, onWait: (h) => Effect.sync(() => waited.push(h)) })
+          holdLockFile(name, { label: "L", waitMs: 5_000, onWait: (h) => Effect.sync(() => waited.push(h)) })
         )
       )
       yield* Effect.sleep(Duration.millis(400))
@@ -125,9 +121,9 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       const name = freshName()
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* holdNamedLock(name, "L")
+          yield* holdLockFile(name, { label: "L" })
           const started = Date.now()
-          const e = yield* Effect.flip(Effect.scoped(holdNamedLock(name, "L", { waitMs: 300 })))
+          const e = yield* Effect.flip(Effect.scoped(holdLockFile(name, { label: "L", waitMs: 300 })))
           assert.strictEqual(e._tag, "LockHeld")
           assert.isAtLeast(Date.now() - started, 250)
         })
@@ -140,7 +136,7 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       const name = freshName()
       const scope = yield* Scope.make()
       const child = yield* Scope.extend(lockHolderProcess(name, "another run"), scope)
-      const e = yield* Effect.flip(Effect.scoped(holdNamedLock(name, "L")))
+      const e = yield* Effect.flip(Effect.scoped(holdLockFile(name, { label: "L" })))
       assert.strictEqual(e._tag, "LockHeld")
       if (e._tag === "LockHeld") {
         assert.strictEqual(e.holderPid, child.pid)
@@ -153,7 +149,7 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       yield* exited
       // Nothing stale to judge: no file, no pid; the kernel freed the name with the process.
       const started = Date.now()
-      yield* Effect.scoped(holdNamedLock(name, "L", { waitMs: 2_000 }))
+      yield* Effect.scoped(holdLockFile(name, { label: "L", waitMs: 2_000 }))
       assert.isBelow(Date.now() - started, 1_000)
       yield* Scope.close(scope, Exit.void)
     })
@@ -165,12 +161,12 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       const name = freshName()
       const child = yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* holdNamedLock(name, "L")
+          yield* holdLockFile(name, { label: "L" })
           return spawn("sleep", ["30"], { stdio: "ignore", detached: true })
         })
       )
       try {
-        yield* Effect.scoped(holdNamedLock(name, "L"))
+        yield* Effect.scoped(holdLockFile(name, { label: "L" }))
       } finally {
         child.kill("SIGKILL")
       }
@@ -188,7 +184,7 @@ describe("holdNamedLock: a lock the kernel releases", () => {
         const holder = yield* Scope.extend(lockHolderProcess(name), scope)
         const waiter = Effect.scoped(
           Effect.gen(function* () {
-            yield* holdNamedLock(name, "L", { waitMs: 10_000 })
+            yield* holdLockFile(name, { label: "L", waitMs: 10_000 })
             inside += 1
             entered += 1
             most = Math.max(most, inside)
@@ -211,19 +207,10 @@ describe("holdNamedLock: a lock the kernel releases", () => {
       assert.strictEqual(most, 1, "two waiters held the lock at once")
     })
   )
-
-  it("a name too long for an abstract socket keeps a readable prefix and a digest", () => {
-    const long = `hyperloom-lock:${"x".repeat(200)}`
-    const a = abstractName(long)
-    assert.isAtMost(Buffer.byteLength(a), 107)
-    assert.isTrue(a.startsWith("hyperloom-lock:"))
-    assert.notStrictEqual(abstractName(`${long}y`), a)
-    assert.strictEqual(abstractName("short"), "short")
-  })
 })
 
 describe("holdLockFile", () => {
-  it.live("writes no file, and one directory reached by two paths is one lock", () =>
+  it.live("one file reached by two paths is one lock; the file is 0600", () =>
     Effect.gen(function* () {
       const file = tempLock()
       const dir = path.dirname(file)
@@ -232,7 +219,7 @@ describe("holdLockFile", () => {
       yield* Effect.scoped(
         Effect.gen(function* () {
           yield* holdLockFile(file)
-          assert.deepStrictEqual(fs.readdirSync(dir), [])
+          assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600)
           const e = yield* Effect.flip(Effect.scoped(holdLockFile(path.join(link, "x.lock"))))
           assert.strictEqual(e._tag, "LockHeld")
           // Another file name in the same directory is another lock.
@@ -248,8 +235,10 @@ describe("holdLockFile", () => {
       // The pid-file lock made a waiter wait 300 s on a reused or its own pid.
       for (const leftover of [`${process.pid}\n`, "2147483646\n", "garbage"]) {
         const file = tempLock()
-        fs.writeFileSync(file, leftover)
+        fs.writeFileSync(file, leftover, { mode: 0o644 })
         yield* Effect.scoped(holdLockFile(file))
+        // Ours, and open to others: made 0600, so nobody else can open it to lock it.
+        assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600)
       }
     }).pipe(Effect.provide(NodeFileSystem.layer))
   )
@@ -257,11 +246,101 @@ describe("holdLockFile", () => {
   it.live("the lock another process holds on the same file is refused with its pid", () =>
     Effect.gen(function* () {
       const file = tempLock()
-      const name = yield* lockFileName(file)
-      const child = yield* lockHolderProcess(name)
+      const child = yield* lockHolderProcess(file)
       const e = yield* Effect.flip(Effect.scoped(holdLockFile(file)))
       assert.strictEqual(e._tag, "LockHeld")
       if (e._tag === "LockHeld") assert.strictEqual(e.holderPid, child.pid)
     }).pipe(Effect.scoped, Effect.provide(NodeFileSystem.layer))
+  )
+})
+
+describe("a foreign local user cannot squat or lie through a lock (SPEC §13)", () => {
+  it.live.skipIf(!canActAsForeignUser())(
+    "a session lock: uid 65534 claiming it first (its old abstract name, the file) is neither obeyed nor quoted",
+    () =>
+      Effect.gen(function* () {
+        const file = tempLock()
+        const dir = path.dirname(file)
+        // A session directory as users make them: readable by everyone.
+        fs.chmodSync(dir, 0o755)
+        // An earlier run of ours left whatever the lock leaves in it.
+        yield* Effect.scoped(holdLockFile(file))
+        const st = fs.statSync(dir)
+        // The name the abstract-socket lock of this file had: anyone could bind it first.
+        const squat = yield* Effect.promise(() =>
+          startSquatter([`hyperloom-lock:${st.dev}:${st.ino}/x.lock`], [file])
+        )
+        try {
+          assert.notInclude(squat.got.join("\n"), `locked ${file}`, "the foreign user holds our lock file")
+          const got = yield* Effect.either(Effect.scoped(holdLockFile(file, { waitMs: 1_000 })))
+          assert.isTrue(
+            got._tag === "Right",
+            `a foreign user's squat kept the lock: ${got._tag === "Left" ? got.left.message : ""}`
+          )
+        } finally {
+          squat.child.kill("SIGKILL")
+        }
+      }).pipe(Effect.provide(NodeFileSystem.layer))
+  )
+})
+
+describe("the host's directory: ours alone, never trusted when someone else made it", () => {
+  const base = () => fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-base-"))
+  const uid = process.geteuid!()
+
+  it.live("is made 0700 and reused; one open to others is closed to them", () =>
+    Effect.gen(function* () {
+      const b = base()
+      const dir = yield* hostDir(b)
+      assert.strictEqual(dir, path.join(b, `hyperloom-${uid}`))
+      assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
+      fs.chmodSync(dir, 0o755)
+      assert.strictEqual(yield* hostDir(b), dir)
+      assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
+    })
+  )
+
+  it.live("a symlink in its place is refused, never followed", () =>
+    Effect.gen(function* () {
+      const b = base()
+      fs.symlinkSync(
+        fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-elsewhere-")),
+        path.join(b, `hyperloom-${uid}`)
+      )
+      const e = yield* Effect.flip(hostDir(b))
+      assert.strictEqual(e._tag, "LockUnavailable")
+      assert.include(e.message, "not a directory")
+    })
+  )
+
+  it.live.skipIf(!canActAsForeignUser())(
+    "made first by uid 65534: refused at once, naming that user; its lock files are refused too",
+    () =>
+      Effect.gen(function* () {
+        const b = base()
+        fs.chmodSync(b, 0o1777)
+        const squatted = path.join(b, `hyperloom-${uid}`)
+        const made = spawnSync("setpriv", [
+          "--reuid=65534",
+          "--regid=65534",
+          "--clear-groups",
+          "sh",
+          "-c",
+          `mkdir -m 700 ${squatted} && echo '{"pid":1,"what":"made-up story"}' > ${squatted}/host.lock`
+        ])
+        assert.strictEqual(made.status, 0, String(made.stderr))
+        const e = yield* Effect.flip(hostDir(b))
+        assert.strictEqual(e._tag, "LockUnavailable")
+        assert.include(e.message, "uid 65534")
+        assert.include(e.message, "another user made it first")
+        // A lock file of a foreign user (in a directory of ours) is not trusted either.
+        const mine = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-mine-"))
+        const theirs = path.join(mine, "x.lock")
+        fs.writeFileSync(theirs, '{"pid":1,"what":"made-up story"}\n')
+        fs.chownSync(theirs, 65534, 65534)
+        const f = yield* Effect.flip(Effect.scoped(holdLockFile(theirs)))
+        assert.strictEqual(f._tag, "LockUnavailable")
+        assert.notInclude(f.message, "made-up story")
+      })
   )
 })

@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as NodePath from "node:path"
 import { FileSystem } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -6,7 +7,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Scope } from "effect"
 import { foldSignature } from "../../src/domain/Signature.js"
 import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
-import { lockFileName } from "../../src/services/LockFile.js"
 import { LOCK_FILE, layer, layerTest, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
 import { lockHolderProcess } from "../support/lockHolder.js"
 
@@ -196,7 +196,7 @@ describe("StateStore.layer", () => {
 
 describe("StateStore.layer lock", () => {
   it.scopedLive(
-    "holds the session's lock without writing a file, refuses a second holder, releases on scope close",
+    "holds the session's lock (a 0600 file), refuses a second holder, releases on scope close",
     () =>
       Effect.gen(function* () {
         const store = yield* StateStore
@@ -209,8 +209,10 @@ describe("StateStore.layer lock", () => {
         if (second._tag === "SessionLocked") assert.strictEqual(second.pid, process.pid)
         assert.include(second.message, `process ${process.pid}`)
         assert.include(second.message, NodePath.join(session, LOCK_FILE))
-        // Nothing written: a killed holder leaves nothing behind to judge.
-        assert.deepStrictEqual(yield* listDir(session), [])
+        // The lock is the kernel's on this file, open to nobody else: a killed holder leaves only a
+        // file whose lock went with it.
+        assert.deepStrictEqual(yield* listDir(session), [LOCK_FILE])
+        assert.strictEqual(fs.statSync(NodePath.join(session, LOCK_FILE)).mode & 0o777, 0o600)
 
         yield* Scope.close(scope, Exit.void)
         yield* Effect.scoped(store.lock(session))
@@ -222,7 +224,7 @@ describe("StateStore.layer lock", () => {
       const store = yield* StateStore
       const session = yield* tempDir
       const child = yield* lockHolderProcess(
-        yield* lockFileName(NodePath.join(session, LOCK_FILE)),
+        NodePath.join(session, LOCK_FILE),
         "baseline run --session elsewhere"
       )
       const e = yield* Effect.flip(Effect.scoped(store.lock(session)))
