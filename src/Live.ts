@@ -15,6 +15,7 @@ import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
 import * as GcsClient from "./services/GcsClient.js"
 import * as GroupBridge from "./services/GroupBridge.js"
+import * as HostQueue from "./services/HostQueue.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
 import * as ProcFs from "./services/ProcFs.js"
 import * as RayCli from "./services/RayCli.js"
@@ -32,6 +33,7 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
     WorkGate.layer,
     LeaseBridge.layer,
     GroupBridge.layer,
+    HostQueue.layer,
     StateStore.layer,
     AttemptFiles.layer,
     Enablement.layer,

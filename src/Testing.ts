@@ -15,6 +15,7 @@ import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
 import * as GcsClient from "./services/GcsClient.js"
 import * as GroupBridge from "./services/GroupBridge.js"
+import * as HostQueue from "./services/HostQueue.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
 import * as ProcFs from "./services/ProcFs.js"
 import * as RayCli from "./services/RayCli.js"
@@ -135,6 +136,7 @@ export const layer = (options: Options = {}) => {
     WorkGate.layerTest.pipe(Layer.provide(NodeFileSystem.layer)),
     LeaseBridge.layerTest(options.lease),
     GroupBridge.layerTest(options.group),
+    HostQueue.layerTest(),
     StateStore.layerTest(options.stateFiles),
     AttemptFiles.layerTest(),
     Enablement.layerTest(),

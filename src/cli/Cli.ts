@@ -12,6 +12,7 @@ import type { SettingsOverrides } from "../services/Settings.js"
 import { VERSION } from "../version.js"
 import { baselineRun } from "./commands/baseline.js"
 import { leaseRun } from "./commands/lease.js"
+import { queueCommand } from "./commands/queue.js"
 import { doctorCommand, ensureCommand, repairCommand, statusCommand } from "./commands/ray.js"
 import { reportCommand } from "./commands/report.js"
 import { showCommand } from "./commands/state.js"
@@ -92,7 +93,8 @@ export const makeRootCommand = (layers: Layers) => {
         ),
         Command.withSubcommands([provide(sweepRun), provide(sweepShow)])
       ),
-      provide(reportCommand)
+      provide(reportCommand),
+      provide(queueCommand)
     ])
   )
 }

@@ -25,6 +25,7 @@ export const EXIT = {
   enablementStalled: 12,
   sessionTimeExhausted: 13,
   sweepNoFeasiblePoint: 14,
+  waitExpired: 15,
   leaseTimeout: 124,
   leaseFailed: 125,
   commandNotExecutable: 126,
@@ -51,8 +52,9 @@ export const EXIT_CODES_HELP = `Exit codes:
   12   baseline stopped: enablement_stalled
   13   baseline stopped: session_time_exhausted (--deadline)
   14   sweep run: sweep_no_feasible_point (no point met every SLO)
+  15   lease_wait_expired: the lease was not granted within --wait S (the holder is named; nothing ran)
   124  lease run: the command exceeded --timeout
-  125  lease run: hyperloom itself failed (codes 3-9 above); the precise code is in the error line
+  125  lease run: hyperloom itself failed (codes 3-9 and 15 above); the precise code is in the error line
        and in --json's "exit_code"
   126  lease run: CMD is not executable
   127  lease run: CMD was not found
@@ -109,7 +111,8 @@ const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = 
   LeaseBridgeStartFailed: EXIT.lease,
   LeaseBridgeProtocolError: EXIT.lease,
   LeaseRayInitFailed: EXIT.lease,
-  LeaseActorFailed: EXIT.lease
+  LeaseActorFailed: EXIT.lease,
+  LeaseWaitExpired: EXIT.waitExpired
 }
 
 /** The exit code of a failure; @effect/cli's usage errors (InvalidValue, MissingValue, …) exit 2. */

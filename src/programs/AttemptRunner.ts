@@ -21,9 +21,11 @@ import type {
   RayCommandTimeout,
   RayNotFound
 } from "../domain/Errors.js"
+import type { LeaseWaitExpired } from "../domain/Queue.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
 import type { ClusterInspector } from "../services/ClusterInspector.js"
 import type { GroupBridge } from "../services/GroupBridge.js"
+import type { HostQueue } from "../services/HostQueue.js"
 import type { LeaseBridge, LeaseBridgeError, LeaseOutput, LeaseStarted } from "../services/LeaseBridge.js"
 import type { ProcFs } from "../services/ProcFs.js"
 import type { RayCli } from "../services/RayCli.js"
@@ -61,6 +63,7 @@ export type AttemptError =
   | EnsureRefused
   | LockHeld
   | LockUnavailable
+  | LeaseWaitExpired
   | LeaseBridgeError
 
 export interface AttemptRunnerShape {
@@ -82,6 +85,7 @@ export type AttemptRunnerServices =
   | WorkGate
   | LeaseBridge
   | GroupBridge
+  | HostQueue
   | ClusterInspector
   | RayCli
   | ProcFs

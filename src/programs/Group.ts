@@ -154,6 +154,14 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
   nodes: number,
   options: GroupOptions = {}
 ) {
+  if (spec.waitSec !== undefined) {
+    return yield* new InvalidSetting({
+      name: "--wait",
+      value: String(spec.waitSec),
+      reason:
+        "applies to single-node leases: a group (--nodes >= 2) is not queued on the host and waits in Ray's own order (docs/reliability.md)"
+    })
+  }
   const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }
   const onOutput = (o: LeaseOutput & { readonly rank: number }) => {

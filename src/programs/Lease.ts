@@ -1,10 +1,12 @@
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { isSlotResource } from "../domain/Group.js"
+import { LeaseWaitExpired } from "../domain/Queue.js"
 import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
 import { keepTail } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
+import { HostQueue } from "../services/HostQueue.js"
 import {
   LeaseBridge,
   type LeaseOutput,
@@ -13,6 +15,7 @@ import {
 } from "../services/LeaseBridge.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { ensureLocked } from "./Cluster.js"
+import { awaitTurn, type WaitNotes } from "./Queue.js"
 
 export interface LeaseRunSpec {
   readonly request: LeaseRequest
@@ -26,6 +29,12 @@ export interface LeaseRunSpec {
    * bounds (a session deadline, interruption) still cover the wait.
    */
   readonly timeoutSec?: number | undefined
+  /**
+   * Bounds the wait for the lease (the host's queue, then Ray's grant), from the lease's start
+   * (SPEC §13 `--wait`): past it the lease fails with LeaseWaitExpired naming the holder, and
+   * nothing runs. Unset: the wait is bounded by the caller only.
+   */
+  readonly waitSec?: number | undefined
   readonly name?: string | undefined
   /** Each output line as it comes. */
   readonly onOutput?: ((output: LeaseOutput) => Effect.Effect<void>) | undefined
@@ -125,7 +134,7 @@ export const reportWaiting = (
   gcsAddress: string,
   what: string,
   holderOf: (snapshot: ClusterSnapshot) => string | undefined,
-  said: { waited: boolean } = { waited: false }
+  said: WaitNotes = { waited: false }
 ) =>
   Effect.gen(function* () {
     const inspector = yield* ClusterInspector
@@ -135,6 +144,7 @@ export const reportWaiting = (
       Effect.map((snapshot) => {
         const holder = holderOf(snapshot)
         quietLooks = holder === undefined ? quietLooks + 1 : 0
+        if (holder !== undefined) said.holder = holder
         if (holder !== undefined) return `held by ${holder}`
         return quietLooks >= contentionQuietLooks
           ? "not granted yet, though nothing visibly holds it"
@@ -156,7 +166,7 @@ const reportContention = (
   gcsAddress: string,
   request: LeaseRequest,
   session: LeaseSession,
-  said: { waited: boolean }
+  said: WaitNotes
 ) =>
   reportWaiting(
     gcsAddress,
@@ -209,6 +219,7 @@ export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<Leas
  * when the command starts: a lease that waits behind another holder is not timed out by it.
  */
 export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
+  const queue = yield* HostQueue
   const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }
   const onOutput = (o: LeaseOutput) =>
@@ -228,17 +239,35 @@ export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
     }
   const outcome = yield* Effect.scoped(
     Effect.gen(function* () {
-      const lease = yield* acquireLease({ ...spec, onOutput })
-      progress.gcsAddress = lease.gcsAddress
       const waitStart = yield* Clock.currentTimeMillis
-      const said = { waited: false }
-      const reporter = yield* Effect.fork(
-        Effect.delay(
-          reportContention(lease.gcsAddress, spec.request, lease.session, said),
-          contentionFirstLook
+      const said: WaitNotes = { waited: false }
+      // SPEC §13: a lease for the slot waits its turn in the host's queue before it submits its actor.
+      const ticket = spec.request.servingSlot ? yield* queue.join({ gpus: spec.request.gpus }) : undefined
+      const grant = Effect.gen(function* () {
+        if (ticket !== undefined) yield* awaitTurn(ticket, said)
+        const lease = yield* acquireLease({ ...spec, onOutput })
+        progress.gcsAddress = lease.gcsAddress
+        const reporter = yield* Effect.fork(
+          Effect.delay(
+            reportContention(lease.gcsAddress, spec.request, lease.session, said),
+            contentionFirstLook
+          )
         )
-      )
-      progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+        progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+        return lease
+      })
+      const lease = yield* spec.waitSec === undefined
+        ? grant
+        : Effect.timeoutFail(grant, {
+            duration: Duration.seconds(spec.waitSec),
+            onTimeout: () =>
+              new LeaseWaitExpired({
+                waitSec: spec.waitSec ?? 0,
+                holder: said.holder,
+                ahead: said.ahead ?? 0
+              })
+          })
+      if (ticket !== undefined) yield* ticket.markHolding(lease.session.actorId)
       progress.startedAt = yield* Clock.currentTimeMillis
       progress.waitedSec = (progress.startedAt - waitStart) / 1000
       // Only after a line that said it waits: a worker slow to start is no wait for anyone.

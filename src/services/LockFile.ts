@@ -233,6 +233,44 @@ export const flockOnce = (
     })
   })
 
+/** The flock(2) locks the kernel shows in /proc/locks now, as `major:minor:inode` keys. */
+export const heldInodes = (): ReadonlySet<string> => {
+  const held = new Set<string>()
+  try {
+    for (const line of fs.readFileSync("/proc/locks", "utf8").split("\n")) {
+      // "1: FLOCK  ADVISORY  WRITE 123 fe:00:456 0 EOF"; "1: -> FLOCK …" lines are blocked waiters.
+      const f = line.trim().split(/\s+/)
+      if (f[1] !== "FLOCK") continue
+      const id = f[5]?.split(":")
+      if (id?.length !== 3) continue
+      held.add(`${Number.parseInt(id[0]!, 16)}:${Number.parseInt(id[1]!, 16)}:${id[2]}`)
+    }
+  } catch {
+    // no /proc/locks: every question is asked with a try of the lock instead
+  }
+  return held
+}
+
+/** The `major:minor:inode` key of a file, as /proc/locks writes it (Linux's dev_t encoding). */
+export const inodeKey = (st: fs.Stats) => {
+  const major = (st.dev >> 8) & 0xfff
+  const minor = (st.dev & 0xff) | ((st.dev >> 12) & 0xfff00)
+  return `${major}:${minor}:${st.ino}`
+}
+
+/**
+ * Whether /proc/locks shows a flock on the file behind `fd` right now. A yes is the kernel's
+ * (someone holds it); a no is only a hint (a holder in another PID namespace is not listed there),
+ * so a no is always followed by a real try.
+ */
+const visiblyHeld = (fd: number) => {
+  try {
+    return heldInodes().has(inodeKey(fs.fstatSync(fd)))
+  } catch {
+    return false
+  }
+}
+
 /** Closes a descriptor (releasing any flock on it when it was the last one). */
 export const closeFd = (fd: number) =>
   Effect.sync(() => {
@@ -285,7 +323,8 @@ export interface HeldLock {
 const tryTake = (path: string, label: string, what: string) =>
   Effect.gen(function* () {
     const fd = yield* openLockFile(path)
-    const ours = yield* flockOnce(fd, path).pipe(Effect.tapError(() => closeFd(fd)))
+    // A waiter's retries ask /proc/locks first, and spawn flock(1) only when the lock looks free.
+    const ours = visiblyHeld(fd) ? false : yield* flockOnce(fd, path).pipe(Effect.tapError(() => closeFd(fd)))
     if (!ours) {
       yield* closeFd(fd)
       const holder = readHolder(path)

@@ -18,6 +18,7 @@ import { isGroupResult, runGroupLeased, runServing } from "../../src/programs/Gr
 import type { LeaseRunSpec } from "../../src/programs/Lease.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
+import * as HostQueue from "../../src/services/HostQueue.js"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
@@ -53,6 +54,7 @@ const layers = (
     rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray")
   })
   const gate = workGateTest
+  const queue = HostQueue.layerTest()
   const spying = Layer.effect(
     GroupBridge.GroupBridge,
     Effect.gen(function* () {
@@ -76,6 +78,7 @@ const layers = (
   )
   const layer = Layer.mergeAll(
     spying,
+    queue,
     settings,
     rayCliLayer,
     ProcFs.layerTest([]),
@@ -243,6 +246,20 @@ describe("runServing with --nodes 2 holds a group", () => {
       assert.strictEqual((yield* logOf).opened.length, 0)
     }).pipe(Effect.provide(layer))
   })
+
+  it.effect(
+    "--wait is a usage error for a group (groups are not queued on the host), before anything is asked of Ray",
+    () => {
+      const { layer, rayCli } = layers(() => ({}))
+      return Effect.gen(function* () {
+        const error = yield* Effect.flip(runServing({ ...spec(), waitSec: 5 }))
+        assert.instanceOf(error, InvalidSetting)
+        assert.include(error.message, "--wait")
+        assert.deepStrictEqual(rayCli.calls, [])
+        assert.strictEqual((yield* logOf).opened.length, 0)
+      }).pipe(Effect.provide(layer))
+    }
+  )
 
   it.effect("no cluster answers: refused, never starts a head", () => {
     const { layer, rayCli } = layers(() => ({}), { answers: false })

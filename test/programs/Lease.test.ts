@@ -15,6 +15,7 @@ import { Duration, Effect, Exit, Fiber, Layer, Logger, TestClock } from "effect"
 import { RayClusterInfeasible } from "../../src/domain/Errors.js"
 import { acquireLease, type LeaseRunSpec, runLeased } from "../../src/programs/Lease.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
+import * as HostQueue from "../../src/services/HostQueue.js"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
 import * as RayCli from "../../src/services/RayCli.js"
@@ -43,6 +44,7 @@ const layers = (
   const seenAtOpen: boolean[] = []
   const settings = Settings.layerTest({ rayTempDir: path.join(fs.mkdtempSync(path.join(tmp, "t-")), "ray") })
   const gate = workGateTest
+  const queue = HostQueue.layerTest()
   const spying = Layer.effect(
     LeaseBridge.LeaseBridge,
     Effect.gen(function* () {
@@ -60,6 +62,7 @@ const layers = (
   ).pipe(Layer.provideMerge(LeaseBridge.layerTest(script)), Layer.provideMerge(gate))
   const layer = Layer.mergeAll(
     spying,
+    queue,
     settings,
     RayCli.layerTest(),
     ProcFs.layerTest([]),
@@ -433,5 +436,82 @@ describe("runLeased: while it waits for the slot it says for whom, on the Clock"
       assert.strictEqual(r.commandSec, 1)
       assert.deepStrictEqual(lines.slice(2), ["lease granted after waiting 7.0 s"])
     }).pipe(Effect.provide(Layer.merge(layer, logs)))
+  })
+})
+
+describe("runLeased: the host's queue (SPEC §13 fair)", () => {
+  it.effect("a lease submits its actor only once the lease that arrived before it holds the slot", () => {
+    // (n counts opens from 0.) Lease 1 waits 5 s in Ray before its command starts; lease 2 arrives meanwhile.
+    const { layer } = layers((_, n) =>
+      n === 0
+        ? { startAfter: "5 seconds", runFor: "10 seconds", exitCode: 0 }
+        : { runFor: "1 second", exitCode: 0 }
+    )
+    const { lines, logger } = contentionLines()
+    return Effect.gen(function* () {
+      const first = yield* Effect.fork(runLeased(spec()))
+      yield* opened
+      const second = yield* Effect.fork(runLeased(spec()))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(
+        (yield* logOf).opened.length,
+        1,
+        "the second lease submitted while the first still waited"
+      )
+      assert.isTrue(
+        lines.some((l) => l.startsWith("waiting for the serving slot in the host's queue: position 2")),
+        lines.join("\n")
+      )
+      yield* TestClock.adjust("4 seconds")
+      // The first holds the slot now: the second is the queue's head and submits (Ray grants it in turn).
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* logOf).opened.length, 2)
+      yield* TestClock.adjust("20 seconds")
+      assert.strictEqual((yield* Fiber.join(first)).exitCode, 0)
+      const r = yield* Fiber.join(second)
+      assert.strictEqual(r.exitCode, 0)
+      assert.isAtLeast(r.waitedSec, 5)
+      // Both left the queue with their leases.
+      assert.deepStrictEqual((yield* (yield* HostQueue.HostQueue).view).entries, [])
+    }).pipe(Effect.provide(Layer.merge(layer, logger)))
+  })
+
+  it.effect(
+    "--wait: a lease not granted in time fails naming the holder, and nothing of it was submitted",
+    () => {
+      const { layer } = layers((_, n) =>
+        n === 0 ? { startAfter: "100 seconds", exitCode: 0 } : { exitCode: 0 }
+      )
+      return Effect.gen(function* () {
+        const first = yield* Effect.fork(runLeased(spec()))
+        yield* opened
+        const second = yield* Effect.fork(Effect.flip(runLeased({ ...spec(), waitSec: 3 })))
+        yield* TestClock.adjust("2 seconds")
+        assert.isTrue((yield* Fiber.poll(second))._tag === "None", "gave up before its 3 s")
+        yield* TestClock.adjust("2 seconds")
+        const e = yield* Fiber.join(second)
+        assert.strictEqual(e._tag, "LeaseWaitExpired")
+        assert.include(e.message, "lease_wait_expired: the lease was not granted within --wait 3 s")
+        assert.include(e.message, "lease test-1 of test")
+        assert.strictEqual((yield* logOf).opened.length, 1)
+        // It left the queue: only the first is in it.
+        assert.deepStrictEqual(
+          (yield* (yield* HostQueue.HostQueue).view).entries.map((x) => x.ticket),
+          [1]
+        )
+        yield* Fiber.interrupt(first)
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.effect("a lease without the slot (--no-serving-slot) does not queue", () => {
+    const { layer } = layers(() => ({ runFor: "1 second", exitCode: 0 }))
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(runLeased({ ...spec(), request: { gpus: 1, servingSlot: false } }))
+      yield* opened
+      assert.deepStrictEqual((yield* (yield* HostQueue.HostQueue).view).entries, [])
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* Fiber.join(fiber)).exitCode, 0)
+    }).pipe(Effect.provide(layer))
   })
 })

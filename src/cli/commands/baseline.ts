@@ -25,6 +25,7 @@ import {
   rankEnv,
   strictCommand
 } from "../Shared.js"
+import { waitOption } from "./queue.js"
 import { session } from "./state.js"
 
 const attemptTimeout = positiveSeconds(
@@ -70,6 +71,7 @@ const OPTIONS = [
   "--gpus",
   "--no-serving-slot",
   "--attempt-timeout",
+  "--wait",
   "--deadline",
   "--enablement-cmd",
   "--nodes",
@@ -90,6 +92,7 @@ export const baselineRun = Command.make(
     gpus,
     noServingSlot,
     attemptTimeout,
+    wait: waitOption,
     deadline,
     enablementCmd,
     nodes,
@@ -133,6 +136,7 @@ export const baselineRun = Command.make(
           request: leaseRequestOf(o),
           argv,
           attemptTimeoutSec: Option.getOrUndefined(o.attemptTimeout),
+          waitSec: Option.getOrUndefined(o.wait),
           deadlineSec: Option.getOrUndefined(o.deadline),
           enablementCmd: Option.getOrUndefined(o.enablementCmd),
           env: settings.env,

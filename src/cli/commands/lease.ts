@@ -16,6 +16,7 @@ import {
   rankEnv,
   strictCommand
 } from "../Shared.js"
+import { waitOption } from "./queue.js"
 
 const timeout = positiveSeconds(
   "timeout",
@@ -26,7 +27,16 @@ const cmd = commandArgs(
   "The command to run inside the lease, after `--` (no shell: pass `sh -c '…'` for one)."
 )
 
-const OPTIONS = ["--json", "--gpus", "--no-serving-slot", "--timeout", "--nodes", "--rank-cwd", "--rank-env"]
+const OPTIONS = [
+  "--json",
+  "--gpus",
+  "--no-serving-slot",
+  "--timeout",
+  "--wait",
+  "--nodes",
+  "--rank-cwd",
+  "--rank-env"
+]
 
 const write = (stream: NodeJS.WriteStream, line: string) =>
   Effect.async<void>((resume) => {
@@ -59,7 +69,7 @@ const asLeaseFailure = (e: Failure): Effect.Effect<never, Failure> => {
 
 export const leaseRun = Command.make(
   "run",
-  { json, gpus, noServingSlot, timeout, nodes, rankCwd, rankEnv, cmd },
+  { json, gpus, noServingSlot, timeout, wait: waitOption, nodes, rankCwd, rankEnv, cmd },
   (o) =>
     present(
       o.json,
@@ -73,6 +83,7 @@ export const leaseRun = Command.make(
             env: process.env,
             cwd: process.cwd(),
             timeoutSec: Option.getOrUndefined(o.timeout),
+            waitSec: Option.getOrUndefined(o.wait),
             // With --json stdout carries only the final document: the command's output goes to stderr.
             onOutput: ({ stream, line }) =>
               write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)

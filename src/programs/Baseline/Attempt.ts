@@ -94,6 +94,7 @@ const attemptSpec = (run: Run, { n, paths, output }: OpenAttempt): AttemptSpec =
     },
     cwd: options.cwd,
     timeoutSec: options.attemptTimeoutSec,
+    waitSec: options.waitSec,
     onOutput: (o: LeaseOutput) =>
       Effect.zipRight(
         Effect.sync(() => {

@@ -1,0 +1,86 @@
+import * as Command from "@effect/cli/Command"
+import { Clock, Effect } from "effect"
+import { estimateWaitSec, fmtSec, splitQueue, typicalHoldSec } from "../../domain/Queue.js"
+import { HostQueue } from "../../services/HostQueue.js"
+import { present } from "../Run.js"
+import { json, positiveSeconds } from "../Shared.js"
+
+/** `--wait S` of the commands that hold leases (SPEC §13). */
+export const waitOption = positiveSeconds(
+  "wait",
+  "Give up if the lease is not granted within S seconds (its wait in the host's queue and for Ray's grant): nothing runs, the holder of the slot is named, and hyperloom exits 15 (lease run: 125, with code 15 in the error line). Single-node leases only (a group is not queued). Ctrl-C also ends the wait and leaves the queue."
+)
+
+/** `hyperloom queue` (SPEC §13): who holds the host's slot and who waits for it, in order. */
+const queueReport = Effect.gen(function* () {
+  const queue = yield* HostQueue
+  const view = yield* queue.view
+  const now = yield* Clock.currentTimeMillis
+  const { holders, waiters } = splitQueue(view.entries)
+  const typical = typicalHoldSec(view.history)
+  const round = (n: number) => Number(n.toFixed(1))
+  return {
+    queue: view.path,
+    holders: holders.map((h) => ({
+      lease_id: h.leaseId,
+      user: h.user,
+      uid: h.uid,
+      pid: h.pid,
+      command: h.command,
+      gpus: h.gpus,
+      since: new Date(h.holding?.since ?? h.joinedAt).toISOString(),
+      held_sec: round((now - (h.holding?.since ?? now)) / 1000),
+      actor_id: h.holding?.actorId ?? null
+    })),
+    waiters: waiters.map((w, i) => {
+      const estimate = estimateWaitSec(i + 1, holders, view.history, now)
+      return {
+        position: i + 1,
+        lease_id: w.leaseId,
+        user: w.user,
+        uid: w.uid,
+        pid: w.pid,
+        command: w.command,
+        gpus: w.gpus,
+        joined_at: new Date(w.joinedAt).toISOString(),
+        waited_sec: round((now - w.joinedAt) / 1000),
+        estimate_sec: estimate === undefined ? null : round(estimate)
+      }
+    }),
+    typical_lease_sec: typical === undefined ? null : round(typical),
+    recent_leases: view.history.length
+  }
+})
+
+type QueueReport = Effect.Effect.Success<typeof queueReport>
+
+const render = (r: QueueReport): string => {
+  const lines = [`host queue ${r.queue}: ${r.holders.length} holding, ${r.waiters.length} waiting`]
+  for (const h of r.holders) {
+    lines.push(
+      `  holding  lease ${h.lease_id}  ${h.user}  pid ${h.pid}  ${h.gpus} GPU(s)  since ${h.since} (${fmtSec(h.held_sec)})  ${h.command}`
+    )
+  }
+  for (const w of r.waiters) {
+    const estimate = w.estimate_sec === null ? "no estimate yet" : `about ${fmtSec(w.estimate_sec)} more`
+    lines.push(
+      `  ${String(w.position).padStart(2)}.  lease ${w.lease_id}  ${w.user}  pid ${w.pid}  ${w.gpus} GPU(s)  waited ${fmtSec(w.waited_sec)}, ${estimate}  ${w.command}`
+    )
+  }
+  if (r.holders.length === 0 && r.waiters.length === 0)
+    lines.push("  nobody holds or waits for the serving slot")
+  lines.push(
+    r.typical_lease_sec === null
+      ? "  estimates: no finished lease recorded on this host yet"
+      : `  estimates from the median of the last ${Math.min(r.recent_leases, 20)} lease(s) on this host: ${fmtSec(r.typical_lease_sec)} each`
+  )
+  return lines.join("\n")
+}
+
+export const queueCommand = Command.make("queue", { json }, (o) =>
+  present(o.json, queueReport, { render })
+).pipe(
+  Command.withDescription(
+    "Show the host's queue for the serving slot (SPEC §13): the leases that hold it (lease id, user, pid, command, GPUs, since when) and the leases waiting for it in arrival order (position, user, command, waited so far, an estimate from the host's recent lease times). Leases of this host are granted in this order, whatever order Ray would choose: only the queue's head submits its actor. A waiter that dies or is stopped (Ctrl-C) leaves at once. Reads only the host's queue (no Ray call)."
+  )
+)
