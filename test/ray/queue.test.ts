@@ -81,15 +81,29 @@ const recorder = (order: string, name: string, flag?: string) =>
     ? `echo ${name} >> ${order}; sleep 0.3`
     : `echo ${name} >> ${order}; while [ -e ${flag} ]; do sleep 0.1; done`
 
+/**
+ * A holder lease with `gpus` GPUs whose command records itself in `<work>/order-<name>` and runs
+ * until `release()`; resolves once it holds the slot in the queue.
+ */
+const startHolder = async (name: string, gpus: number) => {
+  const order = path.join(work, `order-${name}`)
+  const flag = path.join(work, `hold-${name}`)
+  fs.writeFileSync(flag, "")
+  const holder = lease(gpus, recorder(order, "holder", flag))
+  try {
+    await untilQueued(holder.child.pid!, "holder")
+  } catch (e) {
+    holder.child.kill("SIGKILL")
+    throw e
+  }
+  return { order, holder, release: () => fs.rmSync(flag) }
+}
+
 describe("the host's queue for the serving slot (real head)", () => {
   it("waiters with mixed GPU requests are granted in arrival order; `hyperloom queue` shows them in order", async () => {
-    const order = path.join(work, "order-1")
-    const flag = path.join(work, "hold-1")
-    fs.writeFileSync(flag, "")
-    const holder = lease(1, recorder(order, "holder", flag))
+    const { order, holder, release } = await startHolder("1", 1)
     const waiters: Array<Lease> = []
     try {
-      await untilQueued(holder.child.pid!, "holder")
       // Each joins only once the one before it is in the queue: a well-defined arrival order.
       const gpus = [2, 0, 3, 1]
       for (const [i, g] of gpus.entries()) {
@@ -108,7 +122,7 @@ describe("the host's queue for the serving slot (real head)", () => {
         q.waiters.map((w) => [w.position, w.pid, w.gpus]),
         waiters.map((w, i) => [i + 1, w.child.pid, gpus[i]])
       )
-      fs.rmSync(flag)
+      release()
       const ends = await Promise.all([holder.exited, ...waiters.map((w) => w.exited)])
       assert.deepStrictEqual(
         ends.map((e) => e.code),
@@ -130,13 +144,9 @@ describe("the host's queue for the serving slot (real head)", () => {
   })
 
   it("a waiter SIGKILLed or Ctrl-C'd leaves the queue at once; --wait fails naming the holder", async () => {
-    const order = path.join(work, "order-2")
-    const flag = path.join(work, "hold-2")
-    fs.writeFileSync(flag, "")
-    const holder = lease(0, recorder(order, "holder", flag))
+    const { order, holder, release } = await startHolder("2", 0)
     const others: Array<Lease> = []
     try {
-      await untilQueued(holder.child.pid!, "holder")
       const killed = lease(1, recorder(order, "killed"))
       const interrupted = lease(2, recorder(order, "interrupted"))
       const last = lease(0, recorder(order, "last"))
@@ -178,7 +188,7 @@ describe("the host's queue for the serving slot (real head)", () => {
       assert.include(r.stderr, `pid ${holder.child.pid}`)
       assert.include(r.stderr, "(hyperloom exit code 15)")
       assert.isBelow(Date.now() - started, 60_000)
-      fs.rmSync(flag)
+      release()
       assert.strictEqual((await holder.exited).code, 0, holder.stderr())
       assert.strictEqual((await last.exited).code, 0, last.stderr())
       assert.deepStrictEqual(fs.readFileSync(order, "utf8").trim().split("\n"), ["holder", "last"])
