@@ -17,7 +17,7 @@ const bytes = (n: number) => {
 
 const isMemory = (name: string) => name === "memory" || name === "object_store_memory"
 
-/** `name avail/total` for the resources an operator cares about (node:… markers left out). */
+/** `name used/total`, as `ray status` prints them, for the resources an operator cares about (node:… markers left out). */
 export const renderResources = (total: Record<string, number>, available: Record<string, number>) =>
   Object.keys(total)
     // node:… markers, and the per-placement-group resources Ray adds (`GPU_group_0_<pg>`…)
@@ -25,7 +25,8 @@ export const renderResources = (total: Record<string, number>, available: Record
     .sort((a, b) => (a === "CPU" ? -1 : b === "CPU" ? 1 : a.localeCompare(b)))
     .map((k) => {
       const f = isMemory(k) ? bytes : amount
-      return `${k} ${f(available[k] ?? 0)}/${f(total[k] ?? 0)}`
+      const all = total[k] ?? 0
+      return `${k} ${f(Math.max(0, all - (available[k] ?? 0)))}/${f(all)}`
     })
     .join(", ")
 
@@ -58,7 +59,7 @@ export const renderStatus = (r: StatusReport): string => {
     lines.push(`  ${short(n.node_id)} ${n.state}${n.is_head ? " head" : ""} ${n.address}${slot}`)
   }
   lines.push(
-    `resources  ${renderResources(r.resources.total, r.resources.available) || "none"}   (available/total)`
+    `resources  ${renderResources(r.resources.total, r.resources.available) || "none"}   (used/total)`
   )
   const liveActors = r.actors.filter((a) => a.state !== "DEAD")
   lines.push(`actors     ${liveActors.length} live, ${r.actors.length - liveActors.length} dead`)

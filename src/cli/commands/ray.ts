@@ -11,7 +11,7 @@ export const statusCommand = Command.make("status", { json }, (o) =>
   present(o.json, status(), { render: renderStatus })
 ).pipe(
   Command.withDescription(
-    "The cluster snapshot read from the GCS: address, Ray version, nodes, resources total/available, actors, jobs, and the host's Ray daemons."
+    "The cluster snapshot read from the GCS: address, Ray version, nodes, resources used/total (as `ray status` counts them), actors, jobs, and the host's Ray daemons."
   )
 )
 
