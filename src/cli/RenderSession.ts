@@ -2,6 +2,7 @@ import { errorHead } from "../domain/Attempt.js"
 import { isMeasurement } from "../domain/Results.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
 import { FAILURE_LIMIT, STALL_LIMIT } from "../domain/StopRules.js"
+import { fixed2, formatSeconds, formatThroughput } from "../domain/Text.js"
 
 const MARKER = "ray_cluster_infeasible"
 
@@ -22,7 +23,7 @@ export const whyStopped = (s: SessionState): string => {
   const n = last !== undefined ? `attempt ${last.number}` : "no attempt"
   switch (s.status) {
     case "succeeded":
-      return `${n} succeeded with throughput ${s.baseline_tput}${s.enablement.succeeded ? " (revalidation after enablement)" : ""}`
+      return `${n} succeeded with throughput ${formatThroughput(s.baseline_tput)}${s.enablement.succeeded ? " (revalidation after enablement)" : ""}`
     case "running": {
       const open = s.baseline_attempts.find((a) => a.ended_at === null)
       return open !== undefined
@@ -67,14 +68,10 @@ export const whyStopped = (s: SessionState): string => {
   }
 }
 
-const fmtRuntime = (s: number | null) =>
-  s === null ? "-" : s < 10 ? `${s.toFixed(1)}s` : `${Math.round(s)}s`
-
 const pad = (text: string, width: number) =>
   text.length >= width ? text : text + " ".repeat(width - text.length)
 
-const num = (n: number | undefined, digits = 1) =>
-  n === undefined ? "-" : Math.abs(n) >= 100 ? String(Math.round(n)) : n.toFixed(digits)
+const num = fixed2
 
 /**
  * One line of an attempt's serving metrics (SPEC §10): format, output and total token throughput,
@@ -99,7 +96,7 @@ export const renderMetrics = (a: AttemptRecord): string | undefined => {
     a.result_format !== null ? `[${a.result_format}]` : undefined,
     m.output_throughput !== undefined ? `out ${num(m.output_throughput)} tok/s` : undefined,
     m.total_token_throughput !== undefined ? `total ${num(m.total_token_throughput)} tok/s` : undefined,
-    m.request_throughput !== undefined ? `${num(m.request_throughput, 2)} req/s` : undefined,
+    m.request_throughput !== undefined ? `${num(m.request_throughput)} req/s` : undefined,
     m.completed !== undefined ? `${m.completed} completed` : undefined,
     lat("ttft"),
     lat("tpot"),
@@ -118,7 +115,7 @@ export const renderSession = (sessionDir: string, s: SessionState): string => {
   lines.push(`session     ${sessionDir}`)
   lines.push(`status      ${status}${s.stop_ts !== null ? ` at ${s.stop_ts}` : ""}`)
   lines.push(`why         ${whyStopped(s)}`)
-  lines.push(`throughput  ${s.baseline_tput ?? "-"}`)
+  lines.push(`throughput  ${formatThroughput(s.baseline_tput)}`)
   lines.push(`attempts    ${s.baseline_attempts.length}`)
   for (const a of s.baseline_attempts) {
     const what = a.ended_at === null ? "in flight" : (a.error_class ?? "succeeded")
@@ -127,10 +124,10 @@ export const renderSession = (sessionDir: string, s: SessionState): string => {
       a.ended_at === null
         ? `since ${a.started_at}`
         : a.error_class === null
-          ? `throughput ${a.throughput}`
+          ? `throughput ${formatThroughput(a.throughput)}`
           : errorHead(a.error, a.error_class, 100)
     lines.push(
-      `  #${pad(String(a.number), 3)} ${pad(what, 24)} ${pad(exit, 8)} ${pad(fmtRuntime(a.runtime_sec), 7)} ${detail}`
+      `  #${pad(String(a.number), 3)} ${pad(what, 24)} ${pad(exit, 8)} ${pad(formatSeconds(a.runtime_sec), 9)} ${detail}`
     )
     const metrics = renderMetrics(a)
     if (metrics !== undefined) lines.push(`       ${metrics}`)

@@ -10,6 +10,7 @@ import {
 } from "./Failure.js"
 import { foldSignature } from "./Signature.js"
 import { type AttemptRecord, inflightAttempt, type SessionState, type StopReason } from "./State.js"
+import { formatThroughput } from "./Text.js"
 
 /**
  * The baseline stop rules (SPEC §6, rules 1–6) as one pure function of the state and a classified
@@ -192,7 +193,7 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
       },
       decision: Decision.succeeded({
         throughput,
-        why: `${n} succeeded with throughput ${throughput}${engaged ? " (revalidation after enablement)" : ""}`
+        why: `${n} succeeded with throughput ${formatThroughput(throughput)}${engaged ? " (revalidation after enablement)" : ""}`
       })
     }
   }

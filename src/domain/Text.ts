@@ -26,3 +26,14 @@ export class Tail {
     return this.lines.slice(-n).join(" | ")
   }
 }
+
+/**
+ * Numbers as `vllm bench serve` prints its results (two decimals, the unit named): a throughput
+ * `2761.41 tok/s`, a duration `12.35 s`, a latency `212.40 ms`; `-` when there is none.
+ */
+export const fixed2 = (n: number | null | undefined): string =>
+  n === null || n === undefined || !Number.isFinite(n) ? "-" : n.toFixed(2)
+export const formatThroughput = (n: number | null | undefined, unit = "tok/s"): string =>
+  n === null || n === undefined ? "-" : `${fixed2(n)} ${unit}`
+export const formatSeconds = (s: number | null | undefined): string =>
+  s === null || s === undefined ? "-" : `${fixed2(s)} s`

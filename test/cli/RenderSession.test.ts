@@ -178,8 +178,34 @@ describe("state show: per-attempt serving metrics (SPEC §10)", () => {
     const text = renderSession("/s", s)
     assert.include(
       text,
-      "[vllm] · out 4102 tok/s · total 20510 tok/s · 16.02 req/s · 1000 completed · TTFT 212/188/611 ms · TPOT 14.8/14.6/19.7 ms (mean/median/p99)"
+      "[vllm] · out 4101.90 tok/s · total 20509.50 tok/s · 16.02 req/s · 1000 completed · TTFT 212.40/187.90/611.20 ms · TPOT 14.80/14.60/19.70 ms (mean/median/p99)"
     )
-    assert.notInclude(renderSession("/s", { ...s, baseline_attempts: [attempt(1)] }), "tok/s")
+    assert.notInclude(renderSession("/s", { ...s, baseline_attempts: [attempt(1)] }), "req/s")
+  })
+})
+
+describe("numbers as `vllm bench serve` prints them", () => {
+  it("a throughput has two decimals and its unit, everywhere the session is shown", () => {
+    const tput = 2761.4136788198753
+    const s: SessionState = {
+      ...initialState(),
+      status: "succeeded",
+      baseline_tput: tput,
+      baseline_attempts: [
+        attempt(1, {
+          error_class: null,
+          exit_code: 0,
+          error: null,
+          signature: null,
+          throughput: tput,
+          runtime_sec: 12.3456789
+        })
+      ]
+    }
+    const text = renderSession("/s", s)
+    assert.notInclude(text, "2761.4136")
+    assert.include(text, "throughput  2761.41 tok/s")
+    assert.include(text, "why         attempt 1 succeeded with throughput 2761.41 tok/s")
+    assert.match(text, /#1 +succeeded +exit 0 +12\.35 s +throughput 2761\.41 tok\/s/)
   })
 })

@@ -69,9 +69,9 @@ describe("hyperloom state show", () => {
     assert.include(r.stdout, "why         attempt 2 failed the same way as attempt 1 (same signature)")
     assert.match(
       r.stdout,
-      /#1 +subprocess_nonzero +exit 1 +3\.5s +RuntimeError: worker pid 101 lost its connection/
+      /#1 +subprocess_nonzero +exit 1 +3\.50 s +RuntimeError: worker pid 101 lost its connection/
     )
-    assert.match(r.stdout, /#2 +subprocess_nonzero +exit 1 +3\.5s +RuntimeError: worker pid 102/)
+    assert.match(r.stdout, /#2 +subprocess_nonzero +exit 1 +3\.50 s +RuntimeError: worker pid 102/)
     assert.include(r.stdout, "streaks     failure 2, arg-error 0, total failures 2")
     assert.include(r.stdout, "signature   v1:RuntimeError: worker pid <n>")
     assert.include(r.stdout, "enablement  not engaged")
@@ -119,10 +119,10 @@ describe("hyperloom state show", () => {
     assert.include(r.stdout, "status      succeeded")
     assert.include(
       r.stdout,
-      "why         attempt 2 succeeded with throughput 812.5 (revalidation after enablement)"
+      "why         attempt 2 succeeded with throughput 812.50 tok/s (revalidation after enablement)"
     )
-    assert.include(r.stdout, "throughput  812.5")
-    assert.match(r.stdout, /#2 +succeeded +exit 0 +2\.0s +throughput 812\.5/)
+    assert.include(r.stdout, "throughput  812.50 tok/s")
+    assert.match(r.stdout, /#2 +succeeded +exit 0 +2\.00 s +throughput 812\.50 tok\/s/)
     assert.include(
       r.stdout,
       "enablement  1 run(s), stall 0/5, revalidated, launch log /s/attempts/1/launch.log"

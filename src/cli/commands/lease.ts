@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import { Effect, Option } from "effect"
 import { rayExecutorBackendRefusal } from "../../domain/Group.js"
+import { formatSeconds } from "../../domain/Text.js"
 import { isGroupResult, runServing } from "../../programs/Group.js"
 import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.js"
 import { present } from "../Run.js"
@@ -123,8 +124,8 @@ export const leaseRun = Command.make(
       {
         render: (r) =>
           r.timed_out
-            ? `hyperloom: lease timed out after ${r.runtime_sec} s; the command was stopped`
-            : `hyperloom: command exited with code ${r.exit_code} after ${r.runtime_sec} s`,
+            ? `hyperloom: lease timed out after ${formatSeconds(r.runtime_sec)}; the command was stopped`
+            : `hyperloom: command exited with code ${r.exit_code} after ${formatSeconds(r.runtime_sec)}`,
         exitCode: (r) => (r.timed_out ? EXIT.leaseTimeout : (r.exit_code ?? EXIT.internal)),
         // the command's own output went to stdout; the summary goes to stderr
         humanTo: "stderr"
