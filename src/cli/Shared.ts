@@ -146,6 +146,20 @@ export const strictCommand = (
     const stray = extra[0] ?? parsed[0] ?? ""
     if (stray.startsWith("-")) {
       const name = stray.split("=")[0]!
+      if (knownOptions.includes(name)) {
+        // A known option lands in CMD when it is given twice or has no value (`--server --`).
+        const given = (dashes < 0 ? args : args.slice(0, dashes)).filter(
+          (a) => a === name || a.startsWith(`${name}=`)
+        ).length
+        return Effect.fail(
+          new UsageError({
+            detail:
+              given > 1
+                ? `option ${name} given more than once; give it once`
+                : `option ${name} needs a value (${name} VALUE); options go before \`--\`, the command after it`
+          })
+        )
+      }
       const near = knownOptions
         .map((o) => ({ o, d: distance(name, o) }))
         .filter(({ d }) => d <= 2)

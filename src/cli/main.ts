@@ -10,8 +10,9 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Logger, LogLevel, Option } from "effect"
 import * as Live from "../Live.js"
-import { makeCli } from "./Cli.js"
+import { makeCli, makeRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
+import { commandPathError, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
 import { CommandLine, errorJson } from "./Run.js"
 
 const ANSI = /\u001b\[[0-9;]*m/g
@@ -86,12 +87,12 @@ const wrapLine = (line: string, width: number): Array<string> => {
  * `$ run …`), wrapped to the terminal width, without colour codes when stdout is not a terminal.
  */
 const presentHelp = (text: string, words: ReadonlyArray<string>, tty: boolean) => {
-  const plain = text.replace(ANSI, "")
   const path: Array<string> = []
   for (const w of words) {
     if (w.startsWith("-")) break
     if (COMMAND_NAMES.has(w)) path.push(w)
   }
+  const plain = tidyHelp(text.replace(ANSI, ""), path.length === 0)
   const width = Math.max(40, (tty ? process.stdout.columns : Number(process.env.COLUMNS)) || 80)
   return plain
     .split("\n")
@@ -119,9 +120,11 @@ const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArr
       ? arg
       : isHelp(arg)
         ? presentHelp(arg, words, tty)
-        : tty
-          ? arg
-          : arg.replace(ANSI, "")
+        : isCompletions(arg)
+          ? tidyCompletions(arg)
+          : tty
+            ? arg
+            : arg.replace(ANSI, "")
   return Effect.flatMap(Console.consoleWith(Effect.succeed), (console) =>
     Effect.withConsole(effect, {
       ...console,
@@ -189,14 +192,17 @@ const level = commandLine.logLevel === undefined ? undefined : LEVELS[commandLin
 
 const cli = makeCli(Live.layerWith)
 
+const usageError =
+  commandLine.logLevel !== undefined && level === undefined
+    ? new UsageError({
+        detail: `--log-level must be one of ${Object.keys(LEVELS).join(", ")}, got '${commandLine.logLevel}'`
+      })
+    : commandPathError(makeRootCommand(Live.layerWith), commandLine.args)
+
 /** The whole CLI: its error channel must be known failures only (an unmapped one fails here). */
 const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodeContext.NodeContext> =
-  commandLine.logLevel !== undefined && level === undefined
-    ? Effect.fail(
-        new UsageError({
-          detail: `--log-level must be one of ${Object.keys(LEVELS).join(", ")}, got '${commandLine.logLevel}'`
-        })
-      ).pipe(
+  usageError !== undefined
+    ? Effect.fail(usageError).pipe(
         Effect.tapError((e) =>
           commandLine.json ? Console.log(JSON.stringify(errorJson(e), null, 2)) : Effect.void
         )

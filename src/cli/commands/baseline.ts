@@ -39,6 +39,7 @@ const deadline = positiveSeconds(
 )
 
 const enablementCmd = Options.text("enablement-cmd").pipe(
+  Options.withPseudoName("CMD"),
   Options.withDescription(
     "A shell command line (one string, run with /bin/sh -c) that tries to fix what made an attempt fail: after a counted failure with output, it runs with HYPERLOOM_LAUNCH_LOG naming a file holding the failure's output tail, then the baseline runs again (revalidation). While it is engaged, the same-failure and three-failure stops stand down; 5 failed revalidations stop as enablement_stalled."
   ),
@@ -46,13 +47,15 @@ const enablementCmd = Options.text("enablement-cmd").pipe(
 )
 
 const server = Options.text("server").pipe(
+  Options.withPseudoName("'SERVER CMD'"),
   Options.withDescription(
-    "A serving benchmark (SPEC §10): the serving engine's command line, ONE string run with `sh -c` in a process group of its own, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT'. Each attempt, on the leased node: a free port (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and the client), the server started, GET <base>/<ready-path> polled until it answers 200 (progress every 5 s: elapsed, the server log's last line), then CMD runs as the client; the server's whole process group is stopped (TERM, grace, KILL) before the lease is released. A server that exits or is not ready in time fails the attempt with its log's tail. Kept in <session>/attempts/<n>/: server.log, client.log, serve.json, the result file; <session>/environment.json records what ran on what."
+    "A serving benchmark: the serving engine's command line, ONE string run with `sh -c` in a process group of its own, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT'. Each attempt, on the leased node: a free port (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and the client), the server started, GET <base>/<ready-path> polled until it answers 200 (progress every 5 s: elapsed, the server log's last line), then CMD runs as the client; the server's whole process group is stopped (TERM, grace, KILL) before the lease is released. A server that exits or is not ready in time fails the attempt with its log's tail. Kept in <session>/attempts/<n>/: server.log, client.log, serve.json, the result file; <session>/environment.json records what ran on what."
   ),
   Options.optional
 )
 
 const readyPath = Options.text("ready-path").pipe(
+  Options.withPseudoName("P"),
   Options.withDescription(`With --server: the path polled for readiness (default ${DEFAULT_READY_PATH}).`),
   Options.optional
 )

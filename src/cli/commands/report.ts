@@ -13,12 +13,14 @@ import { json } from "../Shared.js"
 import { SessionNotFound } from "./state.js"
 
 const sessions = Options.text("session").pipe(
+  Options.withPseudoName("DIR"),
   Options.atLeast(1),
   Options.withDescription("A session directory; repeat --session to compare sessions side by side."),
   Options.map((dirs) => dirs.map((d) => path.resolve(d)))
 )
 
 const out = Options.file("out").pipe(
+  Options.withPseudoName("FILE"),
   Options.withDescription(
     "Where to write the HTML page (default: hyperloom-report.html in the working directory)."
   ),

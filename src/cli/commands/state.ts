@@ -19,6 +19,7 @@ export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ reado
 
 /** `--session DIR`, resolved against the working directory. */
 export const session = Options.text("session").pipe(
+  Options.withPseudoName("DIR"),
   Options.withDescription("The session directory (holds state.json, the lock and one folder per attempt)."),
   Options.mapEffect((dir) =>
     dir.trim() === ""

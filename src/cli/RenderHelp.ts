@@ -1,0 +1,176 @@
+/**
+ * Help, completions and command-path errors as a user reads them, laid over what @effect/cli
+ * generates (its CliApp prints a banner and a version line on every page, a type sentence and
+ * "This setting is optional." under every option, a command table whose descriptions start at the
+ * widest usage's column; its bash completions never reach a leaf command's options and every
+ * shell is offered the `--wizard` mode hyperloom does not support).
+ */
+import { UsageError } from "./Exit.js"
+
+/** The paragraphs @effect/cli writes under every option and argument, which say nothing here. */
+const BOILERPLATE = [
+  /^A user-defined piece of text( that is confidential)?\.$/,
+  /^A true or false value\.$/,
+  /^An integer\.$/,
+  /^A floating point number\.$/,
+  /^This setting is optional\.( Defaults to: .*)?$/,
+  /^This (argument|option) must be repeated at least 1 times\.$/
+]
+
+const SECTION = /^[A-Z][A-Z ]+$/
+
+/**
+ * The help text (plain, before wrapping) without the banner, the version line and the boilerplate
+ * paragraphs; the version stays on the root page. In COMMANDS, each entry's usage on a line of its
+ * own and its description under it, indented, so that wrapping keeps it aligned.
+ */
+export const tidyHelp = (plain: string, root: boolean): string => {
+  const lines = plain.split("\n")
+  const usageAt = lines.indexOf("USAGE")
+  const head = usageAt < 0 ? [] : lines.slice(0, usageAt).filter((l) => /^\S+ \S+$/.test(l.trim()))
+  const out: Array<string> = root && head.length > 0 ? [head[head.length - 1]!.trim(), ""] : []
+  let section = ""
+  for (const line of usageAt < 0 ? lines : lines.slice(usageAt)) {
+    const trimmed = line.trim()
+    if (SECTION.test(line)) section = line
+    if (BOILERPLATE.some((b) => b.test(trimmed))) continue
+    if (section === "COMMANDS" && line.startsWith("  ")) {
+      const entry = /^ {2}- (.*?)(?: {2,}(\S.*))?$/.exec(line)
+      if (entry !== null) {
+        out.push(`  ${entry[1]!.trimEnd()}`)
+        if (entry[2] !== undefined) out.push(`      ${entry[2]}`)
+      } else {
+        out.push(`      ${trimmed}`)
+      }
+      continue
+    }
+    if (trimmed === "" && out.length > 0 && out[out.length - 1]!.trim() === "") continue
+    out.push(line)
+  }
+  while (out.length > 0 && out[out.length - 1]!.trim() === "") out.pop()
+  return out.join("\n")
+}
+
+/** Options whose value is a number: bash completes no file names for them. */
+const NUMERIC_OPTIONS = [
+  "--gpus",
+  "--nodes",
+  "--timeout",
+  "--attempt-timeout",
+  "--deadline",
+  "--ready-timeout",
+  "--wait",
+  "--repeats",
+  "--point-timeout",
+  "--gpu-clean-timeout"
+]
+
+/** Is this a completion script @effect/cli generated (bash, zsh or fish)? */
+export const isCompletions = (text: string): boolean =>
+  text.startsWith("function _") || text.startsWith("#compdef ") || text.startsWith("complete -c ")
+
+/**
+ * The completion script without `--wizard`; in bash, the case labels that find the command being
+ * completed match the names the loop builds (`hyperloom__ray,status`, where @effect/cli writes
+ * `hyperloom,ray,status`, so a leaf's options were never offered), and numeric options complete
+ * nothing instead of file names.
+ */
+export const tidyCompletions = (
+  text: string,
+  numericOptions: ReadonlyArray<string> = NUMERIC_OPTIONS
+): string => {
+  if (text.startsWith("#compdef "))
+    return text
+      .split("\n")
+      .filter((l) => !l.includes("'--wizard["))
+      .join("\n")
+  if (text.startsWith("complete -c "))
+    return text
+      .split("\n")
+      .filter((l) => !l.includes(" -l wizard "))
+      .join("\n")
+  const lines = text.split("\n").map((line) =>
+    line
+      .replace(/ --wizard(?= |")/g, "")
+      .replace(/^(\s+)([\w-]+(?:,[\w-]+){2,})\)$/, (_, indent: string, label: string) => {
+        const words = label.split(",")
+        return `${indent}${words.slice(0, -1).join("__")},${words[words.length - 1]})`
+      })
+  )
+  // `--gpus)` is followed by `COMPREPLY=( $(compgen -f "${cur}") )`: a number, not a file.
+  for (let i = 0; i + 1 < lines.length; i++) {
+    const option = /^\s+(--[\w-]+)\)$/.exec(lines[i]!)?.[1]
+    if (option !== undefined && numericOptions.includes(option)) {
+      lines[i + 1] = lines[i + 1]!.replace(/COMPREPLY=\( \$\(compgen -f "\$\{cur\}"\) \)/, "COMPREPLY=()")
+    }
+  }
+  return lines.join("\n")
+}
+
+const distance = (a: string, b: string): number => {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]!
+    row[0] = i
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]!
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
+      diagonal = above
+    }
+  }
+  return row[b.length]!
+}
+
+/**
+ * A command's subcommands by name, read from its descriptor's instructions (`Map` wraps,
+ * `Subcommands` holds the parent and its children): @effect/cli's getSubcommands returns each child
+ * without its own children, so it cannot walk more than one level.
+ */
+type Instruction = { readonly _tag: string; readonly [k: string]: any }
+const unwrap = (d: Instruction): Instruction => (d._tag === "Map" ? unwrap(d.command) : d)
+const nameOf = (d: Instruction): string => {
+  const u = unwrap(d)
+  return u._tag === "Subcommands" ? nameOf(u.parent) : String(u.name)
+}
+const childrenOf = (d: Instruction): Map<string, Instruction> => {
+  const u = unwrap(d)
+  return u._tag === "Subcommands"
+    ? new Map((u.children as ReadonlyArray<Instruction>).map((c) => [nameOf(c), c]))
+    : new Map()
+}
+
+/**
+ * A command word that names no command (`hyperloom ray stauts`): a usage error suggesting the
+ * nearest command of that level, or listing them. @effect/cli reports any mismatch below the root
+ * as "Invalid subcommand for hyperloom" with the top-level commands. Undefined when the words
+ * before the first option name commands (or reach a leaf).
+ */
+export const commandPathError = (
+  root: { readonly descriptor: unknown },
+  args: ReadonlyArray<string>
+): UsageError | undefined => {
+  let children = childrenOf(root.descriptor as Instruction)
+  const path = ["hyperloom"]
+  for (const word of args) {
+    if (word.startsWith("-") || children.size === 0) return undefined
+    const next = children.get(word)
+    if (next !== undefined) {
+      path.push(word)
+      children = childrenOf(next)
+      continue
+    }
+    const names = [...children.keys()]
+    const near = names
+      .map((n) => ({ n, d: distance(word, n) }))
+      .filter(({ d }) => d <= 2)
+      .sort((a, b) => a.d - b.d)[0]
+    return new UsageError({
+      detail:
+        `unknown command \`${[...path, word].join(" ")}\`` +
+        (near !== undefined
+          ? ` (did you mean \`${[...path, near.n].join(" ")}\`?)`
+          : `; the commands of \`${path.join(" ")}\` are ${names.join(", ")}`)
+    })
+  }
+  return undefined
+}
