@@ -76,20 +76,25 @@ export const headRestartResources = (
  * The manual fix for a head without the slot: the installer's command, on the same port, with the
  * CPUs, GPUs and custom resources the automatic repair would keep (`headRestartResources`).
  */
-export const manualSlotFix = (snapshot: ClusterSnapshot): string => {
+export const manualSlotFix = (snapshot: ClusterSnapshot): string =>
+  `restart it with: ray stop --force && ${headStartArgv(snapshot).join(" ")} ` +
+  "(ray stop --force kills every Ray process on this host)"
+
+/** The text of a `no_serving_slot` infeasibility: what is missing, then the fix. */
+export const noSlotDetail = (fix: string): string =>
+  `existing Ray head has no ${SERVING_SLOT} resource; ${fix}`
+
+/** `ray start --head …` for this head's resources plus the slot, on its port (or `port`). */
+export const headStartArgv = (snapshot: ClusterSnapshot, port?: string): Array<string> => {
   const { numCpus, numGpus, resources } = headRestartResources(snapshot)
-  const argv = [
+  return [
     "ray start --head",
-    `--port=${portOf(snapshot.gcsAddress) ?? "<port>"}`,
+    `--port=${port ?? portOf(snapshot.gcsAddress) ?? "<port>"}`,
     ...(numCpus !== undefined ? [`--num-cpus=${numCpus}`] : []),
     `--num-gpus=${numGpus}`,
     `--resources=${shellQuote(resourcesJson(resources))}`,
     "--disable-usage-stats"
   ]
-  return (
-    `restart it with: ray stop --force && ${argv.join(" ")} ` +
-    "(ray stop --force kills every Ray process on this host)"
-  )
 }
 
 const ID_SHOWN = 12
@@ -140,11 +145,7 @@ export const checkFeasibility = (snapshot: ClusterSnapshot, request: LeaseReques
   const totals = totalResources(snapshot)
   const warnings = slotWarnings(snapshot)
   if (request.servingSlot && (totals[SERVING_SLOT] ?? 0) < 1 - RESOURCE_EPSILON) {
-    return infeasible(
-      "no_serving_slot",
-      `existing Ray head has no ${SERVING_SLOT} resource; ${manualSlotFix(snapshot)}`,
-      warnings
-    )
+    return infeasible("no_serving_slot", noSlotDetail(manualSlotFix(snapshot)), warnings)
   }
   const gpus = totals["GPU"] ?? 0
   if (gpus < request.gpus - RESOURCE_EPSILON) {

@@ -1,6 +1,8 @@
 import { Either } from "effect"
 import type { RayAddress } from "./Address.js"
-import { RESOURCE_EPSILON } from "./Feasibility.js"
+import { rayletGcsAddresses } from "./Daemons.js"
+import { RayClusterInfeasible } from "./Errors.js"
+import { headStartArgv, noSlotDetail, RESOURCE_EPSILON } from "./Feasibility.js"
 import type { ActorInfo, ClusterSnapshot, JobInfo, PlacementGroupInfo, RayDaemon } from "./Snapshot.js"
 
 /** The repair guards' stable ids (SPEC §4), in report order. */
@@ -284,3 +286,40 @@ export const repairAllowed = (results: ReadonlyArray<GuardResult>): boolean =>
 /** The failed guards' reasons, in order: appended to the infeasibility error when the repair is refused. */
 export const refusalReasons = (results: ReadonlyArray<GuardResult>): Array<string> =>
   results.filter((r) => !r.ok).map((r) => r.reason ?? `guard ${r.id} failed`)
+
+/** The guards that say every Ray process on this host is the connected cluster's, and visible. */
+const HOST_IS_OURS: ReadonlyArray<GuardId> = ["one_local_node", "only_our_daemons", "cluster_inspectable"]
+
+/**
+ * A head without the slot, advised as far as is safe on this host. The installer's fix
+ * (`ray stop --force`, then `ray start`) kills every Ray process on the host: it is suggested only
+ * when the guards show that every Ray process here is the connected cluster's. Otherwise (other
+ * clusters, daemons of other PID namespaces, processes /proc hides) nothing that stops Ray is
+ * suggested: with several clusters the message names them and asks for RAY_ADDRESS, else it
+ * offers a head of the user's own on a free port.
+ */
+export const adviseForHost = (
+  infeasible: RayClusterInfeasible,
+  snapshot: ClusterSnapshot,
+  guards: ReadonlyArray<GuardResult>,
+  daemons: Either.Either<ReadonlyArray<RayDaemon>, string>
+): RayClusterInfeasible => {
+  if (infeasible.reason !== "no_serving_slot") return infeasible
+  if (HOST_IS_OURS.every((id) => guards.some((g) => g.id === id && g.ok))) return infeasible
+  const clusters = Either.isRight(daemons) ? rayletGcsAddresses(daemons.right) : []
+  const start = headStartArgv(snapshot, "<free port>").join(" ")
+  const fix =
+    clusters.length > 1
+      ? `this host runs several Ray clusters (GCS ${clusters.join(", ")}) and hyperloom read the one at ` +
+        `${snapshot.gcsAddress}; set RAY_ADDRESS to the GCS host:port of the one to use (its head must ` +
+        "declare serving_slot); stopping Ray here would stop all of them"
+      : "other Ray processes run on this host, or hyperloom cannot see them all, and stopping Ray here " +
+        `would stop them too: start a head of your own with the slot (${start}) and set RAY_ADDRESS to ` +
+        "it, or ask whoever runs this head to restart it with serving_slot"
+  return new RayClusterInfeasible({
+    reason: infeasible.reason,
+    detail: noSlotDetail(fix),
+    refusals: infeasible.refusals,
+    restartFailure: infeasible.restartFailure
+  })
+}

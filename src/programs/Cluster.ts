@@ -2,7 +2,7 @@ import { Duration, Effect } from "effect"
 import { formatHostPort } from "../domain/Address.js"
 import { EnsureRefused, InvalidAddress, type RayClusterInfeasible } from "../domain/Errors.js"
 import { checkFeasibility, type FeasibilityVerdict, type LeaseRequest } from "../domain/Feasibility.js"
-import { type GuardResult, refusalReasons, repairAllowed } from "../domain/Guards.js"
+import { adviseForHost, type GuardResult, refusalReasons, repairAllowed } from "../domain/Guards.js"
 import { type RestartPlan, restartPlan, SLOT } from "../domain/Restart.js"
 import { headReadyPoll } from "../domain/Schedules.js"
 import { totalResources } from "../domain/Snapshot.js"
@@ -101,7 +101,11 @@ export const repairLocked = Effect.fn("repair")(function* (
     }) satisfies RepairOutcome
   if (verdict.infeasible?.reason !== "no_serving_slot") return outcome("none", first, null)
   const infeasible: RayClusterInfeasible = verdict.infeasible
-  if (!repairAllowed(guards)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(guards)))
+  if (!repairAllowed(guards)) {
+    return yield* Effect.fail(
+      adviseForHost(infeasible, first.snapshot, guards, first.daemons).withRefusals(refusalReasons(guards))
+    )
+  }
   if (options.dryRun) {
     return outcome(
       "would_repair",
@@ -120,7 +124,13 @@ export const repairLocked = Effect.fn("repair")(function* (
   const again = checkFeasibility(current.snapshot, request)
   if (again.infeasible?.reason !== "no_serving_slot") return outcome("none", current, null)
   const recheck = yield* guardsFor(current)
-  if (!repairAllowed(recheck)) return yield* Effect.fail(infeasible.withRefusals(refusalReasons(recheck)))
+  if (!repairAllowed(recheck)) {
+    return yield* Effect.fail(
+      adviseForHost(infeasible, current.snapshot, recheck, current.daemons).withRefusals(
+        refusalReasons(recheck)
+      )
+    )
+  }
   const plan = restartPlan(current.snapshot, current.resolved.port, settings.numGpusOverride)
   // The stop's, the start's and the wait's errors: tagged errors with a message, or the wait's text.
   const restartFailed = (e: string | { readonly message: string }) =>
@@ -210,7 +220,7 @@ export const ensureLocked = Effect.fn("ensure")(function* (request: LeaseRequest
     )
     return yield* Effect.fail(
       new EnsureRefused({
-        detail: `${why}, but Ray daemons run on this host: ${named.join(", ")}; not touching them (stop them with \`ray stop\` if they are yours, or set RAY_ADDRESS to their GCS)`
+        detail: `${why}, but Ray daemons run on this host: ${named.join(", ")}; not touching them (hyperloom cannot tell whose they are, and stopping Ray here would stop them all): set RAY_ADDRESS to their GCS host:port if one of them is the cluster to use`
       })
     )
   }

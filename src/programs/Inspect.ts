@@ -2,7 +2,7 @@ import { Effect, Either } from "effect"
 import { INFEASIBLE_MARKER, type InfeasibleReason } from "../domain/Errors.js"
 import { checkFeasibility, type LeaseRequest } from "../domain/Feasibility.js"
 import { checkGroupFeasibility, slotHolders } from "../domain/Group.js"
-import { evaluateGuards, type GuardResult, repairAllowed } from "../domain/Guards.js"
+import { adviseForHost, evaluateGuards, type GuardResult, repairAllowed } from "../domain/Guards.js"
 import {
   availableResources,
   type ClusterSnapshot,
@@ -101,6 +101,10 @@ export const doctorReport = (
   const group = nodes >= 2 ? checkGroupFeasibility(inspection.snapshot, { ...request, nodes }) : undefined
   const verdict = group ?? checkFeasibility(inspection.snapshot, request)
   const warnings = [...verdict.warnings]
+  const infeasible =
+    verdict.infeasible === undefined
+      ? undefined
+      : adviseForHost(verdict.infeasible, inspection.snapshot, guards, inspection.daemons)
   if (Either.isLeft(inspection.daemons))
     warnings.push(`could not read the host's processes: ${inspection.daemons.left}`)
   return {
@@ -112,13 +116,9 @@ export const doctorReport = (
     request: { gpus: request.gpus, serving_slot: request.servingSlot },
     feasible: verdict.feasible,
     infeasible:
-      verdict.infeasible === undefined
+      infeasible === undefined
         ? null
-        : {
-            marker: INFEASIBLE_MARKER,
-            reason: verdict.infeasible.reason,
-            message: verdict.infeasible.message
-          },
+        : { marker: INFEASIBLE_MARKER, reason: infeasible.reason, message: infeasible.message },
     repair: { allowed: repairAllowed(guards), guards },
     warnings,
     group:
