@@ -6,6 +6,7 @@
 import { isMeasurement, type MetricKey } from "../domain/Results.js"
 import type { EnvironmentRecord } from "../domain/Serving.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
+import { errorHead } from "../programs/Baseline.js"
 
 export interface ReportSession {
   /** How the session is named on the page (its directory). */
@@ -15,6 +16,15 @@ export interface ReportSession {
 }
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+
+/**
+ * Session i's colour: the palette, then hues spread by the golden angle at three lightnesses, so
+ * that no two sessions of a page share one (the palette alone repeated from the ninth on).
+ */
+export const colorFor = (i: number): string =>
+  i < COLORS.length
+    ? COLORS[i]!
+    : `hsl(${(((i - COLORS.length) * 137.508 + 20) % 360) | 0}, 65%, ${[42, 30, 54][i % 3]}%)`
 
 export const escapeHtml = (text: string): string =>
   text.replace(
@@ -56,12 +66,14 @@ const niceMax = (max: number): number => {
 /** A line chart as inline SVG: attempts on x, the metric on y, one line per series, gaps for nulls. */
 export const lineChart = (title: string, unit: string, series: ReadonlyArray<Series>): string => {
   const W = 720
-  const H = 300
   const L = 70
   const R = 20
-  // the legend sits between the title and the plot, three entries a row
+  // the legend sits between the title and the plot, three entries a row; the chart grows with it,
+  // so that the plot keeps its height however many series there are
   const T = 34 + Math.ceil(series.length / 3) * 16 + 8
   const B = 46
+  const PLOT = 220
+  const H = T + PLOT + B
   const xs = series.flatMap((s) => s.points.map((p) => p.x))
   const ys = series.flatMap((s) => s.points.flatMap((p) => (p.y === null ? [] : [p.y])))
   const xMax = Math.max(1, ...xs)
@@ -155,10 +167,32 @@ export const representative = (s: SessionState): AttemptRecord | undefined => {
   )
 }
 
+/**
+ * An attempt's error as the report shows it: the line that sums it up and, where the classifier
+ * found one, its root cause (a server that died before it was ready: the exception, not the exit);
+ * the whole stored text folds out beneath.
+ */
+const errorCell = (a: AttemptRecord): string => {
+  if (a.error === null || a.error.trim() === "") return ""
+  const lines = a.error
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "")
+  const first = lines[0]!
+  const root = lines.find((l) => /^root cause:/i.test(l))
+  const head = errorHead(a.error, a.error_class, 240)
+  const cause = root ?? (head !== "" && head !== first ? head : undefined)
+  const summary = cause === undefined ? first : `${first}\n${cause}`
+  const full = lines.join("\n")
+  return full === summary
+    ? escapeHtml(summary)
+    : `${escapeHtml(summary)}<details><summary>whole error</summary><pre>${escapeHtml(a.error.trim())}</pre></details>`
+}
+
 const short = (name: string) => name.replace(/\/+$/, "").split("/").slice(-2).join("/")
 
 export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt: string): string => {
-  const named = sessions.map((s, i) => ({ ...s, label: short(s.name), color: COLORS[i % COLORS.length]! }))
+  const named = sessions.map((s, i) => ({ ...s, label: short(s.name), color: colorFor(i) }))
   const throughput = lineChart(
     "Output token throughput per attempt",
     "tok/s",
@@ -275,7 +309,7 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
         '<table class="attempts"><tr><th>#</th><th>class</th><th>exit</th><th>runtime (s)</th><th>tok/s</th><th>TTFT mean (ms)</th><th>TPOT mean (ms)</th><th>error</th></tr>',
         ...finished(s.state).map(
           (a) =>
-            `<tr><td>${a.number}</td><td>${escapeHtml(a.error_class ?? "succeeded")}</td><td>${a.exit_code ?? "–"}</td><td>${fmt(a.runtime_sec)}</td><td>${fmt(isMeasurement(a.throughput, a.metrics) ? (a.throughput ?? metric(a, "output_throughput")) : null)}</td><td>${fmt(measured(a, "mean_ttft_ms"))}</td><td>${fmt(measured(a, "mean_tpot_ms"))}</td><td class="err">${escapeHtml((a.error ?? "").split("\n")[0]!.slice(0, 160))}</td></tr>`
+            `<tr><td>${a.number}</td><td>${escapeHtml(a.error_class ?? "succeeded")}</td><td>${a.exit_code ?? "–"}</td><td>${fmt(a.runtime_sec)}</td><td>${fmt(isMeasurement(a.throughput, a.metrics) ? (a.throughput ?? metric(a, "output_throughput")) : null)}</td><td>${fmt(measured(a, "mean_ttft_ms"))}</td><td>${fmt(measured(a, "mean_tpot_ms"))}</td><td class="err">${errorCell(a)}</td></tr>`
         ),
         "</table>"
       ].join("\n")
@@ -297,7 +331,8 @@ svg .title { font-size: 14px; font-weight: 600; fill: #222; } svg .tick { font-s
 svg .axis { font-size: 12px; fill: #333; } svg .legend { font-size: 12px; fill: #222; }
 svg .grid { stroke: #eee; } svg .axisline { stroke: #999; }
 table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f6f6f6; } td.k { color: #555; white-space: nowrap; } td.err { color: #a33; font-family: ui-monospace, monospace; font-size: 12px; }
+th { background: #f6f6f6; } td.k { color: #555; white-space: nowrap; } td.err { color: #a33; font-family: ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; max-width: 60em; }
+td.err details { color: #555; } td.err pre { white-space: pre-wrap; margin: 4px 0 0; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; border-radius: 2px; }
 </style>
 </head>

@@ -148,3 +148,19 @@ describe("shell completions", () => {
       assert.notInclude(run(["--completions", shell]).stdout, "wizard", shell)
   })
 })
+
+describe("the docs say what --help says", () => {
+  it("--attempt-timeout: docs/baseline.md counts from the command's start, the wait for a slot excluded", () => {
+    const doc = fs.readFileSync(path.join(import.meta.dirname, "..", "..", "docs", "baseline.md"), "utf8")
+    const item = doc.split("\n- ").find((p) => p.startsWith("`--attempt-timeout S`"))
+    assert.isDefined(item, "docs/baseline.md has no --attempt-timeout item")
+    assert.notMatch(item!, /waiting for the lease included/)
+    assert.include(item!.replace(/\s+/g, " "), "counted from when it starts")
+    assert.include(item!.replace(/\s+/g, " "), "not charged")
+    const help = run(["baseline", "run", "--help"]).stdout.replace(/\s+/g, " ")
+    assert.include(
+      help,
+      "counted from when it starts (time spent waiting for a slot held by another lease is not charged"
+    )
+  })
+})
