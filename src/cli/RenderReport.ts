@@ -3,10 +3,10 @@
  * CSS and SVG only: no script, no font, no image, no link of any kind is fetched, so the file opens
  * anywhere (a laptop on a plane). Pure: the sessions in, the page out.
  */
+import { errorHead } from "../domain/Attempt.js"
 import { isMeasurement, type MetricKey } from "../domain/Results.js"
 import type { EnvironmentRecord } from "../domain/Serving.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
-import { errorHead } from "../programs/Baseline.js"
 
 export interface ReportSession {
   /** How the session is named on the page (its directory). */

@@ -8,6 +8,7 @@ import type { LeaseRequest } from "./Feasibility.js"
 import { CLIENT_LOG, SERVE_STATUS_FILE, SERVER_LOG } from "./Serving.js"
 import type { SessionState } from "./State.js"
 import { type Decision, STALL_LIMIT } from "./StopRules.js"
+import { formatThroughput } from "./Text.js"
 
 /** Where an attempt's files live. */
 export const attemptPaths = (sessionDir: string, n: number) => {
@@ -47,7 +48,7 @@ export const describeAttempt = (state: SessionState, decision: Decision): string
   const what =
     a === undefined
       ? "no attempt"
-      : `attempt ${a.number}: ${a.error_class ?? `succeeded, throughput ${a.throughput}`}` +
+      : `attempt ${a.number}: ${a.error_class ?? `succeeded, throughput ${formatThroughput(a.throughput)}`}` +
         `${a.exit_code !== null ? `, exit ${a.exit_code}` : ""}${a.runtime_sec !== null ? `, ${fmtSec(a.runtime_sec)}` : ""}`
   const e = state.enablement
   const streaks =

@@ -30,6 +30,7 @@ import {
   type SessionState
 } from "../domain/State.js"
 import { applyAttempt, stopByRun } from "../domain/StopRules.js"
+import { formatThroughput } from "../domain/Text.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
 import { Enablement } from "../services/Enablement.js"
 import { StateStore } from "../services/StateStore.js"
@@ -83,7 +84,7 @@ const resume = Effect.fn("Baseline.resume")(function* (run: Run, isNew: boolean,
   if (isTerminal(reopened)) {
     const why =
       reopened.status === "succeeded"
-        ? `the session already succeeded (throughput ${reopened.baseline_tput}); nothing to run (use a new --session directory to run the baseline again)`
+        ? `the session already succeeded (throughput ${formatThroughput(reopened.baseline_tput)}); nothing to run (use a new --session directory to run the baseline again)`
         : `the session already stopped (${reopened.stop_reason}); nothing to run (use a new --session directory to run the baseline again)`
     yield* Effect.logInfo(why)
     return why
@@ -192,7 +193,7 @@ const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions)
   const final = yield* current(run)
   yield* Effect.logInfo(
     final.status === "succeeded"
-      ? `baseline succeeded: throughput ${final.baseline_tput} (${why})`
+      ? `baseline succeeded: throughput ${formatThroughput(final.baseline_tput)} (${why})`
       : `baseline ${final.status}: ${final.stop_reason ?? "no reason"} (${why})`
   )
   return {
