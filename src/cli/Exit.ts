@@ -1,5 +1,6 @@
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Data } from "effect"
+import type { SessionSpecMismatch } from "../domain/SessionSpec.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
 import type { ExperimentChanged } from "../programs/Sweep.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
@@ -37,7 +38,7 @@ export const EXIT_CODES_HELP = `Exit codes:
   0    success (lease run: the command's own exit code)
   1    internal error (a bug: please report it)
   2    bad usage: an unknown or invalid option, a missing \`-- CMD\`, an invalid RAY_ADDRESS or
-       HYPERLOOM_* setting (nothing runs)
+       HYPERLOOM_* setting, a baseline session run with other arguments (nothing runs)
   3    no ray executable found (pip install -U "ray==2.58.0", then put ray on PATH or set HYPERLOOM_RAY)
   4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
   5    a ray command failed or did not finish in time
@@ -78,6 +79,7 @@ export class UsageError extends Data.TaggedError("UsageError")<{ readonly detail
 export type Failure =
   | ExitWith
   | UsageError
+  | SessionSpecMismatch
   | SessionNotFound
   // Everything a lease can fail with: settings, addresses, `ray`, the cluster, the lock, the bridge.
   | AttemptError
@@ -91,6 +93,7 @@ export type Failure =
 const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
   UsageError: EXIT.usage,
   ExperimentChanged: EXIT.usage,
+  SessionSpecMismatch: EXIT.usage,
   InvalidSetting: EXIT.usage,
   InvalidAddress: EXIT.usage,
   RayNotFound: EXIT.rayNotFound,

@@ -1,6 +1,7 @@
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, isCounted } from "./Failure.js"
 import { METRIC_KEYS, type MetricKey, RESULT_FORMATS } from "./Results.js"
+import { BaselineSpec } from "./SessionSpec.js"
 import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
 import { oneLine } from "./Text.js"
 
@@ -111,7 +112,9 @@ export const SessionState = Schema.Struct({
   baseline_total_failures: Count,
   baseline_last_failure_signature: Schema.NullOr(Schema.String),
   enablement: EnablementState,
-  baseline_attempts: Schema.Array(AttemptRecord)
+  baseline_attempts: Schema.Array(AttemptRecord),
+  /** What the session measures (command, lease, server), for telling a resume from another experiment. */
+  baseline_spec: Schema.optional(BaselineSpec)
 })
 export type SessionState = typeof SessionState.Type
 

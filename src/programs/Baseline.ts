@@ -21,6 +21,7 @@
 import { Console, Effect, Option, Ref } from "effect"
 import { joinTails } from "../domain/Attempt.js"
 import { AttemptOutcome, classifyAttempt } from "../domain/Failure.js"
+import { baselineSpec, checkSessionSpec } from "../domain/SessionSpec.js"
 import {
   inflightAttempt,
   initialState,
@@ -160,7 +161,12 @@ const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions)
   const store = yield* StateStore
   const dir = options.sessionDir
   yield* store.lock(dir)
-  const loaded = yield* store.load(dir)
+  const spec = baselineSpec(options)
+  const loaded = yield* Effect.flatMap(store.load(dir), (state) =>
+    Option.isNone(state)
+      ? Effect.succeed(state)
+      : Effect.map(checkSessionSpec(dir, state.value, spec), Option.some)
+  )
   const runStart = yield* now
   const run: Run = {
     options,
@@ -172,7 +178,7 @@ const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions)
     print: options.onOutput ?? ((line: string) => Console.error(line)),
     enablementAvailable: options.enablementCmd !== undefined && options.enablementCmd.trim() !== "",
     deadlineAt: options.deadlineSec !== undefined ? runStart + options.deadlineSec * 1000 : undefined,
-    state: yield* Ref.make(Option.getOrElse(loaded, initialState)),
+    state: yield* Ref.make(Option.getOrElse(loaded, () => ({ ...initialState(), baseline_spec: spec }))),
     inFlight: yield* Ref.make<AttemptOutput | undefined>(undefined)
   }
 
