@@ -5,6 +5,8 @@
  * widest usage's column; its bash completions never reach a leaf command's options and every
  * shell is offered the `--wizard` mode hyperloom does not support).
  */
+
+import { editDistance } from "../domain/Text.js"
 import { UsageError } from "./Exit.js"
 
 /** The paragraphs @effect/cli writes under every option and argument, which say nothing here. */
@@ -107,20 +109,6 @@ export const tidyCompletions = (
   return lines.join("\n")
 }
 
-const distance = (a: string, b: string): number => {
-  const row = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0]!
-    row[0] = i
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j]!
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
-      diagonal = above
-    }
-  }
-  return row[b.length]!
-}
-
 /**
  * A command's subcommands by name, read from its descriptor's instructions (`Map` wraps,
  * `Subcommands` holds the parent and its children): @effect/cli's getSubcommands returns each child
@@ -161,7 +149,7 @@ export const commandPathError = (
     }
     const names = [...children.keys()]
     const near = names
-      .map((n) => ({ n, d: distance(word, n) }))
+      .map((n) => ({ n, d: editDistance(word, n) }))
       .filter(({ d }) => d <= 2)
       .sort((a, b) => a.d - b.d)[0]
     return new UsageError({

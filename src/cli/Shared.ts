@@ -6,6 +6,7 @@ import { Effect } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { DEFAULT_RANK_CWD, isEnvName } from "../domain/Group.js"
 import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
+import { editDistance } from "../domain/Text.js"
 import { UsageError } from "./Exit.js"
 import { CommandLine } from "./Run.js"
 
@@ -112,21 +113,6 @@ export const leaseRequestOf = (opts: {
 export const commandArgs = (description: string) =>
   Args.text({ name: "CMD" }).pipe(Args.withDescription(description), Args.atLeast(1))
 
-/** Edit distance, for "did you mean" on a misspelt option. */
-const distance = (a: string, b: string): number => {
-  const row = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0]!
-    row[0] = i
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j]!
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
-      diagonal = above
-    }
-  }
-  return row[b.length]!
-}
-
 /**
  * The CMD of a command that runs one, as SPEC §7 wants it: options end at `--`, everything after
  * it is CMD, and nothing before it may become part of CMD. @effect/cli hands an option it does
@@ -161,7 +147,7 @@ export const strictCommand = (
         )
       }
       const near = knownOptions
-        .map((o) => ({ o, d: distance(name, o) }))
+        .map((o) => ({ o, d: editDistance(name, o) }))
         .filter(({ d }) => d <= 2)
         .sort((a, b) => a.d - b.d)[0]
       return Effect.fail(

@@ -37,3 +37,18 @@ export const formatThroughput = (n: number | null | undefined, unit = "tok/s"): 
   n === null || n === undefined ? "-" : `${fixed2(n)} ${unit}`
 export const formatSeconds = (s: number | null | undefined): string =>
   s === null || s === undefined ? "-" : `${fixed2(s)} s`
+
+/** Levenshtein distance, for "did you mean" on a misspelt option or command. */
+export const editDistance = (a: string, b: string): number => {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]!
+    row[0] = i
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]!
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1))
+      diagonal = above
+    }
+  }
+  return row[b.length]!
+}
