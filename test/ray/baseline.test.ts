@@ -289,9 +289,15 @@ describe("baseline run on one shared slot head (1 GPU)", () => {
     assert.strictEqual(show.code, 0, show.stderr)
     assert.include(show.stdout, "status      succeeded")
     assert.include(show.stdout, "throughput  812.5")
-    // Running again on a finished session runs nothing and repeats its outcome.
-    const again = await baseline(session, [], [...bench])
+    // Running the same command again on a finished session runs nothing and repeats its outcome.
+    const again = await baseline(session, ["--gpus", "1"], [...bench, "--throughput=812.5"])
     assert.strictEqual(again.code, 0, again.stderr)
+    assert.strictEqual(readState(session).baseline_attempts.length, 1)
+    // Other arguments are another experiment: refused (exit 2) naming what differs, nothing runs.
+    const other = await baseline(session, [], [...bench])
+    assert.strictEqual(other.code, 2, other.stderr)
+    assert.include(other.stderr, "--gpus (session: 1; now: 0)")
+    assert.include(other.stderr, "the command (session:")
     assert.strictEqual(readState(session).baseline_attempts.length, 1)
   })
 
