@@ -81,6 +81,6 @@ export const queueCommand = Command.make("queue", { json }, (o) =>
   present(o.json, queueReport, { render })
 ).pipe(
   Command.withDescription(
-    "Show the host's queue for the serving slot (SPEC §13): the leases that hold it (lease id, user, pid, command, GPUs, since when) and the leases waiting for it in arrival order (position, user, command, waited so far, an estimate from the host's recent lease times). Leases of this host are granted in this order, whatever order Ray would choose: only the queue's head submits its actor. A waiter that dies or is stopped (Ctrl-C) leaves at once. Reads only the host's queue (no Ray call)."
+    "Show the host's queue for the serving slot: the leases that hold it (lease id, user, pid, command, GPUs, since when) and the leases waiting for it in arrival order (position, user, command, waited so far, an estimate from the host's recent lease times). Leases of this host are granted in this order, whatever order Ray would choose: only the queue's head submits its actor. A waiter that dies or is stopped (Ctrl-C) leaves at once. Reads only the host's queue (no Ray call)."
   )
 )
