@@ -14,6 +14,14 @@ import { makeCli, makeRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
 import { commandPathError, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
 import { CommandLine, errorJson } from "./Run.js"
+import {
+  EXIT_STDOUT_CLOSED,
+  EXIT_STDOUT_FAILED,
+  exitForStdoutFailure,
+  flushStdout,
+  stdoutFailure,
+  watchStdout
+} from "./Stdout.js"
 
 const ANSI = /\u001b\[[0-9;]*m/g
 
@@ -227,7 +235,24 @@ const program = run.pipe(
   })
 )
 
-NodeRuntime.runMain(program, {
+// stdout's write errors become exit codes (Stdout.ts), never an "Unhandled 'error' event" crash.
+watchStdout()
+
+/** After the program: everything on stdout flushed; a failed stdout decides the exit code. */
+const withStdoutChecked = <E>(effect: Effect.Effect<number, E, never>) =>
+  Effect.flatMap(effect, (code) =>
+    Effect.map(
+      Effect.promise(() => flushStdout()),
+      () => {
+        const failed = stdoutFailure()
+        return failed === undefined || code === EXIT_STDOUT_CLOSED || code === EXIT_STDOUT_FAILED
+          ? code
+          : exitForStdoutFailure(failed)
+      }
+    )
+  )
+
+NodeRuntime.runMain(withStdoutChecked(program), {
   disableErrorReporting: true,
   disablePrettyLogger: true,
   teardown: (exit, onExit) => {

@@ -17,6 +17,7 @@ import {
   rankEnv,
   strictCommand
 } from "../Shared.js"
+import { awaitStdoutFailure, exitForStdoutFailure, writeLine } from "../Stdout.js"
 import { waitOption } from "./queue.js"
 
 const timeout = positiveSeconds(
@@ -39,11 +40,16 @@ const OPTIONS = [
   "--rank-env"
 ]
 
-const write = (stream: NodeJS.WriteStream, line: string) =>
-  Effect.async<void>((resume) => {
-    if (stream.write(`${line}\n`)) resume(Effect.void)
-    else stream.once("drain", () => resume(Effect.void))
-  })
+// Never waits for the reader (Stdout.ts): the release must not wait on a pipe nobody reads.
+const write = (stream: NodeJS.WriteStream, line: string) => Effect.sync(() => writeLine(stream, line))
+
+/**
+ * The reader of stdout went away (EPIPE) or stdout failed: the command is stopped and the lease
+ * released (the race interrupts the lease, whose finalizers release it), then 141 or 74.
+ */
+const untilStdoutFails = Effect.flatMap(awaitStdoutFailure, (e) =>
+  Effect.fail(new ExitWith({ code: exitForStdoutFailure(e) }))
+)
 
 /**
  * `lease run` exits with CMD's code, so its own failures take the codes `env` and `timeout`
@@ -78,17 +84,20 @@ export const leaseRun = Command.make(
         const rayBackend = rayExecutorBackendRefusal(argv.join(" "))
         return Effect.zipRight(
           rayBackend === undefined ? Effect.void : Effect.fail(new UsageError({ detail: rayBackend })),
-          runServing({
-            request: leaseRequestOf(o),
-            argv,
-            env: process.env,
-            cwd: process.cwd(),
-            timeoutSec: Option.getOrUndefined(o.timeout),
-            waitSec: Option.getOrUndefined(o.wait),
-            // With --json stdout carries only the final document: the command's output goes to stderr.
-            onOutput: ({ stream, line }) =>
-              write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
-          })
+          Effect.raceFirst(
+            runServing({
+              request: leaseRequestOf(o),
+              argv,
+              env: process.env,
+              cwd: process.cwd(),
+              timeoutSec: Option.getOrUndefined(o.timeout),
+              waitSec: Option.getOrUndefined(o.wait),
+              // With --json stdout carries only the final document: the command's output goes to stderr.
+              onOutput: ({ stream, line }) =>
+                write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+            }),
+            untilStdoutFails
+          )
         )
       }).pipe(
         Effect.map((r) => ({
