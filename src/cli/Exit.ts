@@ -46,7 +46,8 @@ export const EXIT_CODES_HELP = `Exit codes:
        or another hyperloom process kept the host's Ray lock for 5 minutes, or the host's
        hyperloom directory (/tmp/hyperloom-<uid>) belongs to another user
   7    ray_cluster_infeasible: the cluster cannot grant the lease (repair refused or not possible)
-  8    session state unusable: corrupt, from a newer hyperloom, or locked by another run
+  8    session state unusable: corrupt, not a regular file, from a newer hyperloom, or locked
+       by another run
   9    the lease could not be held (bridge or actor failure)
   10   baseline stopped: baseline_failed
   11   baseline stopped: baseline_arg_error
@@ -54,12 +55,14 @@ export const EXIT_CODES_HELP = `Exit codes:
   13   baseline stopped: session_time_exhausted (--deadline)
   14   sweep run: sweep_no_feasible_point (no point met every SLO)
   15   lease_wait_expired: the lease was not granted within --wait S (the holder is named; nothing ran)
+  74   stdout could not be written (--json > /dev/full); one line on stderr
   124  lease run: the command exceeded --timeout
   125  lease run: hyperloom itself failed (codes 3-9 and 15 above); the precise code is in the error line
        and in --json's "exit_code"
   126  lease run: CMD is not executable
   127  lease run: CMD was not found
-  130  cancelled (Ctrl-C / SIGTERM)`
+  130  cancelled (Ctrl-C / SIGTERM)
+  141  stdout's reader went away (EPIPE, e.g. \`| head -1\`); lease run stops CMD and releases first`
 
 /** Ends the command with a given exit code after its output was written (not an error). */
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: number }> {}
