@@ -93,7 +93,8 @@ describe("help pages", () => {
       const first = r.stdout.split("\n").find((l) => l.trim() !== "")
       if (page.length > 1) assert.strictEqual(first, "USAGE", `${page.join(" ")} starts with a banner`)
     }
-  })
+    // one CLI start per help page, one after another: ~20 starts
+  }, 120_000)
 
   it("options show what their value is (--gpus N, --timeout S), not its type", () => {
     const r = run(["lease", "run", "--help"])

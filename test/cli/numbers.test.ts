@@ -97,13 +97,13 @@ describe("integer options are strict decimal whole numbers", () => {
   for (const o of integerOptions) {
     it(`${o.args("V").slice(0, 2).join(" ")} ${o.name}: ${sample.join(", ")} is refused`, async () => {
       for (const v of sample) await refused(o.args(v), o.name, v)
-    })
+    }, 60_000)
   }
 
   it(`lease run --gpus: ${notDecimal.join(", ")} and 2.5 are refused (0x10 is not 16 GPUs asked of Ray)`, async () => {
     for (const v of [...notDecimal, "2.5"])
       await refused(["lease", "run", "--gpus", v, ...touch], "--gpus", v)
-  })
+  }, 60_000)
 
   it("plain decimal values still parse (the lease is attempted and ray is asked)", async () => {
     for (const v of ["0", "016"]) {
