@@ -1,9 +1,9 @@
-import { Either, Schema } from "effect"
+import { Data, Either, Schema } from "effect"
 
 /**
- * Serving benchmarks (SPEC §10): what the serving runner (`python/hyperloom/serve.py`, the leased
- * command of a `baseline run --server` attempt) records in `<attempt>/serve.json`, and the session's
- * environment record (`<session>/environment.json`).
+ * Serving benchmarks: the leased command (a plain argv, or a serving command: a server, its
+ * readiness check and a client), the serving runner's flags and defaults, what the runner records
+ * in `<attempt>/serve.json`, and the session's environment record (`<session>/environment.json`).
  */
 
 export const SERVE_STATUS_FILE = "serve.json"
@@ -11,8 +11,85 @@ export const SERVER_LOG = "server.log"
 export const CLIENT_LOG = "client.log"
 export const ENVIRONMENT_FILE = "environment.json"
 
-export const DEFAULT_READY_PATH = "/health"
-export const DEFAULT_READY_TIMEOUT_SEC = 1800
+/**
+ * The serving runner's flags and their defaults, in one place: the runner is always given every
+ * flag, so its own defaults never decide anything.
+ */
+export const RUNNER_DEFAULTS = {
+  readyPath: "/health",
+  readyTimeoutSec: 1800,
+  /** Grace between TERM and KILL when the server is stopped. */
+  stopGraceSec: 1.5,
+  /** Seconds between progress lines while the server loads. */
+  progressEverySec: 5
+} as const
+
+export const DEFAULT_READY_PATH = RUNNER_DEFAULTS.readyPath
+export const DEFAULT_READY_TIMEOUT_SEC = RUNNER_DEFAULTS.readyTimeoutSec
+
+/** What a lease runs: a plain argv, or a serving command (the runner starts the server, waits, runs the client). */
+export type LeasedCommand = Data.TaggedEnum<{
+  Argv: { readonly argv: ReadonlyArray<string> }
+  Serving: {
+    /** The server command line (one string, run with `sh -c` in a process group of its own). */
+    readonly server: string
+    readonly readiness: { readonly path: string; readonly timeoutSec: number }
+    /** The client's argv, run once the server is ready. */
+    readonly client: ReadonlyArray<string>
+    /** Where the runner keeps server.log, client.log and serve.json. */
+    readonly dir: string
+    readonly stopGraceSec?: number | undefined
+    readonly progressEverySec?: number | undefined
+  }
+  /**
+   * A sweep's engine: the sweep runner starts the server, waits for it and keeps it up, running
+   * the client runs its control folder asks for (no client of its own).
+   */
+  Engine: {
+    readonly server: string
+    readonly readiness: { readonly path: string; readonly timeoutSec: number }
+    /** Where the runner keeps server.log, engine.json and control/. */
+    readonly dir: string
+    readonly stopGraceSec?: number | undefined
+    readonly progressEverySec?: number | undefined
+  }
+}>
+export const LeasedCommand = Data.taggedEnum<LeasedCommand>()
+export type ServingCommand = Data.TaggedEnum.Value<LeasedCommand, "Serving">
+export type EngineCommand = Data.TaggedEnum.Value<LeasedCommand, "Engine">
+/** A command the Python runner leads (serving or engine): its server can run alone on other ranks. */
+export type RunnerCommand = ServingCommand | EngineCommand
+
+/** A readiness check with the defaults filled in; the path always starts with `/`. */
+export const readiness = (path?: string, timeoutSec?: number) => {
+  const p = path ?? RUNNER_DEFAULTS.readyPath
+  return { path: p.startsWith("/") ? p : `/${p}`, timeoutSec: timeoutSec ?? RUNNER_DEFAULTS.readyTimeoutSec }
+}
+
+/**
+ * The runner's arguments for a serving or engine command (after the runner itself): every flag,
+ * then for a serving command the client after `--`.
+ */
+export const runnerArgs = (command: RunnerCommand, cwd: string): Array<string> => [
+  "--server",
+  command.server,
+  "--ready-path",
+  command.readiness.path,
+  "--ready-timeout",
+  String(command.readiness.timeoutSec),
+  "--stop-grace",
+  String(command.stopGraceSec ?? RUNNER_DEFAULTS.stopGraceSec),
+  "--progress-every",
+  String(command.progressEverySec ?? RUNNER_DEFAULTS.progressEverySec),
+  "--dir",
+  command.dir,
+  "--cwd",
+  cwd,
+  ...(command._tag === "Serving" ? ["--", ...command.client] : [])
+]
+
+/** The command line a serving command's server runs with on a rank of its own. */
+export const serverArgv = (command: RunnerCommand): ReadonlyArray<string> => ["sh", "-c", command.server]
 
 const NullableNumber = Schema.NullOr(Schema.Number)
 

@@ -1,12 +1,12 @@
 /**
- * AttemptRunner: runs one baseline attempt's command under a serving lease (SPEC §5, §6) and says
+ * AttemptRunner: runs one baseline attempt's command under a serving lease and says
  * how it ended, with the lease's failures in a typed error channel: the baseline program catches
  * `RayClusterInfeasible` by its tag (the attempt is then `ray_cluster_infeasible`, its message
  * starting with the marker) and ends the run on any other lease failure.
  *
- * The live runner is the lease program: `runLeased` on one node, or a group of `--nodes` ranks
- * (`runGroupLeased`, SPEC §11) when the settings say the run spans nodes. It lives beside the
- * programs it runs (programs → services → domain); the baseline program sees only this tag.
+ * The live runner is the lease entry (`Leased.runLeasedCommand`: one node, or a group of `--nodes`
+ * ranks). It lives beside the programs it runs; the baseline program sees only this tag, so tests
+ * script attempts with `layerTest`.
  */
 import { Context, Duration, Effect, Layer, Ref } from "effect"
 import type {
@@ -29,21 +29,13 @@ import type { HostQueue } from "../services/HostQueue.js"
 import type { LeaseBridge, LeaseBridgeError, LeaseOutput, LeaseStarted } from "../services/LeaseBridge.js"
 import type { ProcFs } from "../services/ProcFs.js"
 import type { RayCli } from "../services/RayCli.js"
-import { Settings } from "../services/Settings.js"
+import type { Settings } from "../services/Settings.js"
 import type { LockHeld, LockUnavailable, WorkGate } from "../services/WorkGate.js"
-import { runGroupLeased } from "./Group.js"
-import { appendToTail, type LeaseRunResult, type LeaseRunSpec, runLeased } from "./Lease.js"
+import { appendToTail, type LeaseRunResult } from "./Lease.js"
+import { type LeasedSpec, runLeasedCommand } from "./Leased.js"
 
 /** One attempt: the leased command, its environment, its timeout and its output callback. */
-export interface AttemptSpec extends LeaseRunSpec {
-  /**
-   * A serving attempt's engine command line (SPEC §10). When the attempt runs as a group
-   * (`--nodes` >= 2), every rank but 0 runs it alone (`sh -c`, on a port of its own node) and rank
-   * 0 runs `argv` (the serving runner: its engine, then the client); the group ends with rank 0.
-   * On one node `argv` alone is run.
-   */
-  readonly server?: string | undefined
-}
+export type AttemptSpec = LeasedSpec
 
 /**
  * Every way the lease around an attempt can fail: the cluster cannot serve the request
@@ -90,25 +82,12 @@ export type AttemptRunnerServices =
   | RayCli
   | ProcFs
 
-/** The live runner: a lease on one node, or a group when the settings' `nodes` is 2 or more. */
+/** The live runner: the lease entry (one node, or a group when the settings' `nodes` is 2 or more). */
 export const layer: Layer.Layer<AttemptRunner, never, AttemptRunnerServices> = Layer.effect(
   AttemptRunner,
-  Effect.gen(function* () {
-    const settings = yield* Settings
-    const services = yield* Effect.context<AttemptRunnerServices>()
-    const run = Effect.fn("AttemptRunner.run")(function* (spec: AttemptSpec) {
-      const { server, ...lease } = spec
-      if (settings.nodes < 2) return yield* runLeased(lease)
-      return server === undefined
-        ? yield* runGroupLeased(lease, settings.nodes)
-        : yield* runGroupLeased({ ...lease, argv: ["sh", "-c", server] }, settings.nodes, {
-            leaderArgv: lease.argv,
-            endWithLeader: true,
-            rankPorts: true
-          })
-    })
-    return AttemptRunner.of({ run: (spec) => Effect.provide(run(spec), services) })
-  })
+  Effect.map(Effect.context<AttemptRunnerServices>(), (services) =>
+    AttemptRunner.of({ run: (spec) => Effect.provide(runLeasedCommand(spec), services) })
+  )
 )
 
 // ---------------------------------------------------------------------------------------------

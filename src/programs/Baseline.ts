@@ -53,7 +53,7 @@ import {
 
 export { attemptPaths, describeAttempt, errorHead } from "../domain/Attempt.js"
 export type { BaselineOptions, BaselineReport } from "./Baseline/Run.js"
-export { type ServingOptions, servingArgv } from "./Baseline/Serving.js"
+export { type ServingOptions, servingCommand } from "./Baseline/Serving.js"
 
 /**
  * Loads the session: a new one is saved as it starts; an attempt a crash left in flight is

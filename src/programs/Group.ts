@@ -24,7 +24,7 @@ import { RayCli } from "../services/RayCli.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { inspect } from "./Inspect.js"
-import { appendToTail, type LeaseRunResult, type LeaseRunSpec, reportWaiting, runLeased } from "./Lease.js"
+import { appendToTail, type LeaseRunResult, type LeaseRunSpec, reportWaiting } from "./Lease.js"
 
 /**
  * SPEC §3 for a group, for a caller holding the work permit: the cluster must answer (a group
@@ -244,13 +244,5 @@ export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
 
 /** Whether a serving run's result is a group's. */
 export const isGroupResult = (r: LeaseRunResult): r is GroupRunResult => "placementGroupId" in r
-
-/** A lease on one node, or a group when the run spans nodes (--nodes / HYPERLOOM_NODES >= 2). */
-export const runServing = Effect.fn("runServing")(function* (spec: LeaseRunSpec) {
-  const settings = yield* Settings
-  const result: LeaseRunResult | GroupRunResult =
-    settings.nodes >= 2 ? yield* runGroupLeased(spec, settings.nodes) : yield* runLeased(spec)
-  return result
-})
 
 export type { LeaseRequest }

@@ -78,8 +78,6 @@ export interface SweepOptions {
   readonly readyTimeoutSec: number
   /** Bounds the whole run; past it the sweep stops (resumable) as session_time_exhausted. */
   readonly deadlineSec?: number | undefined
-  /** How the sweep runner starts (the lease's Python and the runner module). */
-  readonly runner: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
 }
@@ -356,7 +354,6 @@ const runCombination = (run: Run, index: number) =>
             dir,
             readyPath: run.options.readyPath,
             readyTimeoutSec: run.options.readyTimeoutSec,
-            runner: run.options.runner,
             env: run.options.env,
             cwd: run.options.cwd,
             onOutput: (o) => Effect.logDebug(`[combination ${index + 1}] ${o.line}`)

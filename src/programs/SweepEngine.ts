@@ -18,7 +18,7 @@ import {
   MAX_EVIDENCE_LINES
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { SERVER_LOG } from "../domain/Serving.js"
+import { LeasedCommand, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import type { ClientRequest, EngineStatus, RunDone } from "../domain/Sweep/Runner.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
@@ -35,8 +35,6 @@ export interface EngineSpec {
   readonly dir: string
   readonly readyPath: string
   readonly readyTimeoutSec: number
-  /** How the runner starts: the lease's Python and the runner module. */
-  readonly runner: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
   readonly onOutput?: ((o: LeaseOutput) => Effect.Effect<void>) | undefined
@@ -76,21 +74,6 @@ export class SweepEngine extends Context.Tag("hyperloom/programs/SweepEngine")<
   SweepEngine,
   SweepEngineShape
 >() {}
-
-/** The runner's argv for one engine. */
-export const runnerArgv = (spec: EngineSpec): Array<string> => [
-  ...spec.runner,
-  "--server",
-  spec.server,
-  "--dir",
-  spec.dir,
-  "--ready-path",
-  spec.readyPath,
-  "--ready-timeout",
-  String(spec.readyTimeoutSec),
-  "--cwd",
-  spec.cwd
-]
 
 /** How long the runner may take to stop the engine and exit before the lease is taken down anyway. */
 const STOP_WAIT = Duration.seconds(20)
@@ -143,8 +126,11 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
         const leaseFiber = yield* Effect.forkScoped(
           runner.run({
             request: spec.request,
-            argv: runnerArgv(spec),
-            server: spec.server,
+            command: LeasedCommand.Engine({
+              server: spec.server,
+              readiness: { path: spec.readyPath, timeoutSec: spec.readyTimeoutSec },
+              dir: spec.dir
+            }),
             env: spec.env,
             cwd: spec.cwd,
             onOutput: spec.onOutput

@@ -5,6 +5,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Option, TestClock } from "effect"
 import { EnsureRefused, RayClusterInfeasible } from "../../src/domain/Errors.js"
+import { LeasedCommand } from "../../src/domain/Serving.js"
 import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
 import { beginAttempt, initialState, renderState, type SessionState } from "../../src/domain/State.js"
 import * as AttemptRunner from "../../src/programs/AttemptRunner.js"
@@ -18,11 +19,16 @@ import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import * as Enablement from "../../src/services/Enablement.js"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
 import * as LeaseBridge from "../../src/services/LeaseBridge.js"
+import * as ServingRunner from "../../src/services/ServingRunner.js"
 import * as StateStore from "../../src/services/StateStore.js"
 import * as Testing from "../../src/Testing.js"
 import { node, nodeId, nodeResources } from "../support/snapshots.js"
 
 const SESSION = "/sessions/s1"
+
+/** A serving attempt's folder, where the runner leaves its files. */
+const servingDir = (spec: AttemptRunner.AttemptSpec) =>
+  spec.command._tag === "Serving" ? spec.command.dir : assert.fail("not a serving command")
 
 /** What the fake attempt runner does for one attempt. */
 interface FakeAttempt {
@@ -360,7 +366,7 @@ describe("Baseline.run", () => {
         assert.strictEqual(spec.env.HYPERLOOM_ATTEMPT, "1")
         assert.strictEqual(spec.env.PATH, "/usr/bin")
         assert.strictEqual(spec.timeoutSec, 600)
-        assert.deepStrictEqual(spec.argv, ["bench", "--model", "m"])
+        assert.deepStrictEqual(spec.command, LeasedCommand.Argv({ argv: ["bench", "--model", "m"] }))
         assert.deepStrictEqual(spec.request, { gpus: 1, servingSlot: true })
         assert.isTrue(t.memory.dirs.has(`${SESSION}/attempts/1`))
         assert.deepStrictEqual(t.lines, ["[attempt 1] done"])
@@ -791,8 +797,7 @@ describe("Baseline.run on the live AttemptRunner (the lease program over the pac
           serving: {
             server: "engine --port $HYPERLOOM_PORT",
             readyPath: "/health",
-            readyTimeoutSec: 60,
-            runner: ["py", "serve.py"]
+            readyTimeoutSec: 60
           }
         })
         const group = (yield* Effect.flatten(GroupBridge.FakeGroupBridgeLog)).opened[0]!
@@ -808,7 +813,10 @@ describe("Baseline.run on the live AttemptRunner (the lease program over the pac
         assert.isTrue(group.rankPorts)
         assert.strictEqual(group.nodes, 2)
         assert.strictEqual((yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened.length, 0)
-      }).pipe(Effect.provide(quiet(Testing.layer({ settings: { nodes: 2 }, snapshot: twoNodes() }))))
+      }).pipe(
+        Effect.provide(quiet(Testing.layer({ settings: { nodes: 2 }, snapshot: twoNodes() }))),
+        Effect.provide(ServingRunner.layerTest(["py", "serve.py"]))
+      )
   )
 
   it.effect("--nodes 2 without --server: every rank runs the command", () =>
@@ -989,8 +997,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
   const serving = {
     server: "vllm serve m --port $HYPERLOOM_PORT",
     readyPath: "/health",
-    readyTimeoutSec: 1800,
-    runner: ["py", "serve.py"]
+    readyTimeoutSec: 1800
   }
 
   it.effect(
@@ -1000,7 +1007,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
       // the runner leaves the server's log and its serve.json in the attempt's folder
       const runner = AttemptRunner.layerTest((spec) => ({
         effect: Effect.sync(() => {
-          const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
+          const dir = servingDir(spec)
           memory.files.set(`${dir}/server.log`, oomLog)
           memory.files.set(`${dir}/serve.json`, status("server_exited"))
         }),
@@ -1031,11 +1038,12 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
         assert.strictEqual(a.runtime_sec, 52.3)
         // the leased command: the runner, the server, the attempt's folder, then the client
         const spec = (yield* Effect.flatten(AttemptRunner.FakeAttemptRunnerLog)).specs[0]!
-        assert.strictEqual(spec.server, serving.server)
-        const argv = spec.argv
-        assert.deepStrictEqual(argv.slice(0, 4), ["py", "serve.py", "--server", serving.server])
-        assert.deepStrictEqual(argv.slice(argv.indexOf("--") + 1), ["vllm", "bench", "serve"])
-        assert.strictEqual(argv[argv.indexOf("--dir") + 1], `${SESSION}/attempts/1`)
+        assert.strictEqual(spec.command._tag, "Serving")
+        if (spec.command._tag !== "Serving") return
+        assert.strictEqual(spec.command.server, serving.server)
+        assert.deepStrictEqual(spec.command.readiness, { path: "/health", timeoutSec: 1800 })
+        assert.deepStrictEqual(spec.command.client, ["vllm", "bench", "serve"])
+        assert.strictEqual(spec.command.dir, `${SESSION}/attempts/1`)
         const env = JSON.parse(memory.files.get(`${SESSION}/environment.json`)!)
         assert.deepStrictEqual(env.engines, { vllm: "0.9.2" })
         assert.strictEqual(env.node.gpu_count, 2)
@@ -1059,7 +1067,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
     const memory = AttemptFiles.makeMemoryAttemptFiles()
     const runner = AttemptRunner.layerTest((spec) => ({
       effect: Effect.sync(() => {
-        const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
+        const dir = servingDir(spec)
         memory.files.set(`${dir}/server.log`, "INFO ready\n")
         memory.files.set(`${dir}/client.log`, "============ Serving Benchmark Result ============\n")
         memory.files.set(
@@ -1110,7 +1118,7 @@ describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
     const memory = AttemptFiles.makeMemoryAttemptFiles()
     const runner = AttemptRunner.layerTest((spec) => ({
       effect: Effect.sync(() => {
-        const dir = spec.argv[spec.argv.indexOf("--dir") + 1]!
+        const dir = servingDir(spec)
         memory.files.set(`${dir}/server.log`, "INFO Application startup complete.\n")
         memory.files.set(`${dir}/client.log`, attempt.clientLog)
         memory.files.set(

@@ -1,5 +1,5 @@
 /**
- * The group program (runServing with --nodes N >= 2) through test layers: the scripted
+ * The group program (the lease entry with --nodes N >= 2) through test layers: the scripted
  * GroupBridge fake, a two-node cluster from the ClusterInspector test layer, a scripted RayCli.
  * What it shows: a multi-node run takes the group path; ranks' output is prefixed; the exit code
  * is the first failing rank's; "lease submitted" is marked before the placement group is asked
@@ -14,8 +14,14 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Logger, TestClock } from "effect"
 import { EnsureRefused, InvalidSetting, RayClusterInfeasible } from "../../src/domain/Errors.js"
 import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
-import { isGroupResult, runGroupLeased, runServing } from "../../src/programs/Group.js"
+import { isGroupResult, runGroupLeased } from "../../src/programs/Group.js"
 import type { LeaseRunSpec } from "../../src/programs/Lease.js"
+import { LeasedCommand, runLeasedCommand } from "../../src/programs/Leased.js"
+
+/** The lease entry with a plain argv (one node, or a group when the settings say --nodes >= 2). */
+const runServing = (spec: LeaseRunSpec) =>
+  runLeasedCommand({ ...spec, command: LeasedCommand.Argv({ argv: spec.argv }) })
+
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as GroupBridge from "../../src/services/GroupBridge.js"
 import * as HostQueue from "../../src/services/HostQueue.js"

@@ -28,7 +28,6 @@ const options = (e: Experiment = experiment()): SweepOptions => ({
   request: { gpus: 0, servingSlot: true },
   readyPath: "/health",
   readyTimeoutSec: 10,
-  runner: ["python", "runner"],
   env: {},
   cwd: "/"
 })

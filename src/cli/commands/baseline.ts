@@ -2,11 +2,9 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { rayExecutorBackendRefusal } from "../../domain/Group.js"
-import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
+import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
-import { pythonEntry } from "../../services/PackagePaths.js"
-import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
 import { StateStore } from "../../services/StateStore.js"
 import { VERSION } from "../../version.js"
@@ -123,17 +121,11 @@ export const baselineRun = Command.make(
       if (rayBackend !== undefined) return yield* new UsageError({ detail: rayBackend })
       const program = Effect.gen(function* () {
         const settings = yield* Settings
+        const ready = readiness(Option.getOrUndefined(o.readyPath), Option.getOrUndefined(o.readyTimeout))
         const serving =
           serverCmd === undefined
             ? undefined
-            : {
-                server: serverCmd,
-                readyPath: ((p) => (p.startsWith("/") ? p : `/${p}`))(
-                  Option.getOrElse(o.readyPath, () => DEFAULT_READY_PATH)
-                ),
-                readyTimeoutSec: Option.getOrElse(o.readyTimeout, () => DEFAULT_READY_TIMEOUT_SEC),
-                runner: [yield* rayPython(settings), ...pythonEntry("serve")]
-              }
+            : { server: serverCmd, readyPath: ready.path, readyTimeoutSec: ready.timeoutSec }
         return yield* runBaseline({
           sessionDir: o.session,
           request: leaseRequestOf(o),

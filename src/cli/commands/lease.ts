@@ -2,7 +2,8 @@ import * as Command from "@effect/cli/Command"
 import { Effect, Option } from "effect"
 import { rayExecutorBackendRefusal } from "../../domain/Group.js"
 import { formatSeconds } from "../../domain/Text.js"
-import { isGroupResult, runServing } from "../../programs/Group.js"
+import { isGroupResult } from "../../programs/Group.js"
+import { LeasedCommand, runLeasedCommand } from "../../programs/Leased.js"
 import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.js"
 import { present } from "../Run.js"
 import {
@@ -85,9 +86,9 @@ export const leaseRun = Command.make(
         return Effect.zipRight(
           rayBackend === undefined ? Effect.void : Effect.fail(new UsageError({ detail: rayBackend })),
           Effect.raceFirst(
-            runServing({
+            runLeasedCommand({
               request: leaseRequestOf(o),
-              argv,
+              command: LeasedCommand.Argv({ argv }),
               env: process.env,
               cwd: process.cwd(),
               timeoutSec: Option.getOrUndefined(o.timeout),

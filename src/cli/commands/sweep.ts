@@ -1,7 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC } from "../../domain/Serving.js"
+import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
 import {
   checkPlaceholders,
   type Experiment,
@@ -15,8 +15,6 @@ import {
   type SweepDoc
 } from "../../domain/Sweep.js"
 import { runSweep } from "../../programs/Sweep.js"
-import { pythonEntry } from "../../services/PackagePaths.js"
-import { rayPython } from "../../services/RayInstall.js"
 import { Settings } from "../../services/Settings.js"
 import { SweepStore } from "../../services/SweepStore.js"
 import { EXIT, ExitWith, UsageError } from "../Exit.js"
@@ -208,6 +206,7 @@ export const sweepRun = Command.make(
         nodes: Option.getOrElse(o.nodes, () => settings.nodes),
         client
       })
+      const ready = readiness(Option.getOrUndefined(o.readyPath), Option.getOrUndefined(o.readyTimeout))
       const print = (doc: SweepDoc) =>
         o.json ? Console.log(renderSweep(doc).trimEnd()) : Console.log(renderSweepText(o.session, doc))
       const program = runSweep({
@@ -216,12 +215,9 @@ export const sweepRun = Command.make(
         request: { gpus: o.gpus, servingSlot: true },
         between: Option.getOrUndefined(o.between),
         pointTimeoutSec: Option.getOrUndefined(o.pointTimeout),
-        readyPath: ((p) => (p.startsWith("/") ? p : `/${p}`))(
-          Option.getOrElse(o.readyPath, () => DEFAULT_READY_PATH)
-        ),
-        readyTimeoutSec: Option.getOrElse(o.readyTimeout, () => DEFAULT_READY_TIMEOUT_SEC),
+        readyPath: ready.path,
+        readyTimeoutSec: ready.timeoutSec,
         deadlineSec: Option.getOrUndefined(o.deadline),
-        runner: [yield* rayPython(settings), ...pythonEntry("sweep")],
         env: settings.env,
         cwd: process.cwd()
       }).pipe(

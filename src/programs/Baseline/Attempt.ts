@@ -20,6 +20,7 @@ import {
   boundedErrorText,
   classifyAttempt
 } from "../../domain/Failure.js"
+import { LeasedCommand } from "../../domain/Serving.js"
 import { OutputDigest, outputSignature } from "../../domain/Signature.js"
 import { beginAttempt } from "../../domain/State.js"
 import { applyAttempt } from "../../domain/StopRules.js"
@@ -28,7 +29,7 @@ import type { LeaseOutput } from "../../services/LeaseBridge.js"
 import type { AttemptError, AttemptSpec } from "../AttemptRunner.js"
 import type { LeaseRunResult } from "../Lease.js"
 import { type AttemptOutput, current, iso, now, type Run, save, withinDeadline } from "./Run.js"
-import { recordEnvironment, servingArgv, servingOutcome } from "./Serving.js"
+import { recordEnvironment, servingCommand, servingOutcome } from "./Serving.js"
 
 /** An attempt opened by this run: its number, its files and its output so far. */
 export interface OpenAttempt {
@@ -84,8 +85,10 @@ const attemptSpec = (run: Run, { n, paths, output }: OpenAttempt): AttemptSpec =
   const serving = options.serving
   return {
     request: options.request,
-    argv: serving !== undefined ? servingArgv(serving, paths.dir, options.cwd, options.argv) : options.argv,
-    server: serving?.server,
+    command:
+      serving !== undefined
+        ? servingCommand(serving, paths.dir, options.argv)
+        : LeasedCommand.Argv({ argv: options.argv }),
     env: {
       ...options.env,
       HYPERLOOM_RESULT_FILE: paths.resultFile,

@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import type { AttemptPaths } from "../../domain/Attempt.js"
 import { keepEvidence } from "../../domain/Attempt.js"
 import { AttemptOutcome, classifyAttempt, MAX_ERROR_CHARS } from "../../domain/Failure.js"
-import { ENVIRONMENT_FILE, environmentRecord, type ServeStatus } from "../../domain/Serving.js"
+import { ENVIRONMENT_FILE, environmentRecord, LeasedCommand, type ServeStatus } from "../../domain/Serving.js"
 import { OutputDigest } from "../../domain/Signature.js"
 import type { AttemptFilesShape } from "../../services/AttemptFiles.js"
 import type { LeaseRunResult } from "../Lease.js"
@@ -16,37 +16,22 @@ export interface ServingOptions {
   readonly server: string
   readonly readyPath: string
   readonly readyTimeoutSec: number
-  /** How the runner is started: the lease's Python and `python/ serve` (`pythonEntry`). */
-  readonly runner: ReadonlyArray<string>
-  /** Grace between TERM and KILL when the server is stopped (default: the runner's, 1.5 s). */
+  /** Grace between TERM and KILL when the server is stopped (default `RUNNER_DEFAULTS`). */
   readonly stopGraceSec?: number | undefined
-  /** Seconds between progress lines while the server loads (default 5). */
+  /** Seconds between progress lines while the server loads (default `RUNNER_DEFAULTS`). */
   readonly progressEverySec?: number | undefined
 }
 
-/** The leased command of a serving attempt: the runner with the server, the client after `--`. */
-export const servingArgv = (
-  serving: ServingOptions,
-  attemptDir: string,
-  cwd: string,
-  client: ReadonlyArray<string>
-) => [
-  ...serving.runner,
-  "--server",
-  serving.server,
-  "--ready-path",
-  serving.readyPath,
-  "--ready-timeout",
-  String(serving.readyTimeoutSec),
-  ...(serving.stopGraceSec !== undefined ? ["--stop-grace", String(serving.stopGraceSec)] : []),
-  ...(serving.progressEverySec !== undefined ? ["--progress-every", String(serving.progressEverySec)] : []),
-  "--dir",
-  attemptDir,
-  "--cwd",
-  cwd,
-  "--",
-  ...client
-]
+/** A serving attempt's leased command: the server, its readiness check, the client; files in the attempt's folder. */
+export const servingCommand = (serving: ServingOptions, attemptDir: string, client: ReadonlyArray<string>) =>
+  LeasedCommand.Serving({
+    server: serving.server,
+    readiness: { path: serving.readyPath, timeoutSec: serving.readyTimeoutSec },
+    client,
+    dir: attemptDir,
+    stopGraceSec: serving.stopGraceSec,
+    progressEverySec: serving.progressEverySec
+  })
 
 /**
  * A serving attempt's outcome from the runner's `serve.json` and the whole logs: a server that
