@@ -1,68 +1,108 @@
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Data } from "effect"
+import type { SessionNotFound } from "../domain/Errors.js"
 import type { SessionSpecMismatch } from "../domain/SessionSpec.js"
+import type { SessionState, StopReason } from "../domain/State.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
 import type { ExperimentChanged } from "../programs/Sweep.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
-import type { SessionNotFound } from "./commands/state.js"
 
 /**
- * The CLI's exit codes (stable; listed in `--help` and the README). Every error tag maps to one
- * code in `exitCodeFor`; nothing else decides an exit code.
+ * The CLI's exit codes (stable; listed in `--help` and the README), one row each: its name, its
+ * code and what it means. `EXIT` and the help text are both read off this table; every error tag
+ * maps to one code in `exitCodeFor`, every stop reason in `exitCodeForSession`.
  */
-export const EXIT = {
-  ok: 0,
-  internal: 1,
-  usage: 2,
-  rayNotFound: 3,
-  clusterUnreachable: 4,
-  rayCommandFailed: 5,
-  ensureRefused: 6,
-  infeasible: 7,
-  state: 8,
-  lease: 9,
-  baselineFailed: 10,
-  baselineArgError: 11,
-  enablementStalled: 12,
-  sessionTimeExhausted: 13,
-  sweepNoFeasiblePoint: 14,
-  waitExpired: 15,
-  leaseTimeout: 124,
-  leaseFailed: 125,
-  commandNotExecutable: 126,
-  commandNotFound: 127,
-  cancelled: 130
-} as const
+const TABLE = [
+  ["ok", 0, "success (lease run: the command's own exit code)"],
+  ["internal", 1, "internal error (a bug: please report it)"],
+  [
+    "usage",
+    2,
+    "bad usage: an unknown or invalid option, a missing `-- CMD`, an invalid RAY_ADDRESS or HYPERLOOM_* setting, a baseline session run with other arguments (nothing runs)"
+  ],
+  [
+    "rayNotFound",
+    3,
+    'no ray executable found (pip install -U "ray==2.58.0", then put ray on PATH or set HYPERLOOM_RAY)'
+  ],
+  [
+    "clusterUnreachable",
+    4,
+    "no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)"
+  ],
+  ["rayCommandFailed", 5, "a ray command failed or did not finish in time"],
+  [
+    "ensureRefused",
+    6,
+    "ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons), or another hyperloom process kept the host's Ray lock for 5 minutes, or the host's hyperloom directory (/tmp/hyperloom-<uid>) belongs to another user"
+  ],
+  [
+    "infeasible",
+    7,
+    "ray_cluster_infeasible: the cluster cannot grant the lease (repair refused or not possible)"
+  ],
+  [
+    "state",
+    8,
+    "session state unusable: corrupt, not a regular file, from a newer hyperloom, or locked by another run"
+  ],
+  ["lease", 9, "the lease could not be held (bridge or actor failure)"],
+  ["baselineFailed", 10, "baseline stopped: baseline_failed"],
+  ["baselineArgError", 11, "baseline stopped: baseline_arg_error"],
+  ["enablementStalled", 12, "baseline stopped: enablement_stalled"],
+  ["sessionTimeExhausted", 13, "baseline stopped: session_time_exhausted (--deadline)"],
+  ["sweepNoFeasiblePoint", 14, "sweep run: sweep_no_feasible_point (no point met every SLO)"],
+  [
+    "waitExpired",
+    15,
+    "lease_wait_expired: the lease was not granted within --wait S (the holder is named; nothing ran)"
+  ],
+  ["stdoutFailed", 74, "stdout could not be written (--json > /dev/full); one line on stderr"],
+  ["leaseTimeout", 124, "lease run: the command exceeded --timeout"],
+  [
+    "leaseFailed",
+    125,
+    'lease run: hyperloom itself failed (codes 3-9 and 15 above); the precise code is in the error line and in --json\'s "exit_code"'
+  ],
+  ["commandNotExecutable", 126, "lease run: CMD is not executable"],
+  ["commandNotFound", 127, "lease run: CMD was not found"],
+  ["cancelled", 130, "cancelled (Ctrl-C / SIGTERM)"],
+  [
+    "stdoutClosed",
+    141,
+    "stdout's reader went away (EPIPE, e.g. `| head -1`); lease run stops CMD and releases first"
+  ]
+] as const
 
-export const EXIT_CODES_HELP = `Exit codes:
-  0    success (lease run: the command's own exit code)
-  1    internal error (a bug: please report it)
-  2    bad usage: an unknown or invalid option, a missing \`-- CMD\`, an invalid RAY_ADDRESS or
-       HYPERLOOM_* setting, a baseline session run with other arguments (nothing runs)
-  3    no ray executable found (pip install -U "ray==2.58.0", then put ray on PATH or set HYPERLOOM_RAY)
-  4    no Ray cluster found or its GCS does not answer (or several clusters and no RAY_ADDRESS)
-  5    a ray command failed or did not finish in time
-  6    ensure refused to start a head (explicit address, multi-node run, foreign Ray daemons),
-       or another hyperloom process kept the host's Ray lock for 5 minutes, or the host's
-       hyperloom directory (/tmp/hyperloom-<uid>) belongs to another user
-  7    ray_cluster_infeasible: the cluster cannot grant the lease (repair refused or not possible)
-  8    session state unusable: corrupt, not a regular file, from a newer hyperloom, or locked
-       by another run
-  9    the lease could not be held (bridge or actor failure)
-  10   baseline stopped: baseline_failed
-  11   baseline stopped: baseline_arg_error
-  12   baseline stopped: enablement_stalled
-  13   baseline stopped: session_time_exhausted (--deadline)
-  14   sweep run: sweep_no_feasible_point (no point met every SLO)
-  15   lease_wait_expired: the lease was not granted within --wait S (the holder is named; nothing ran)
-  74   stdout could not be written (--json > /dev/full); one line on stderr
-  124  lease run: the command exceeded --timeout
-  125  lease run: hyperloom itself failed (codes 3-9 and 15 above); the precise code is in the error line
-       and in --json's "exit_code"
-  126  lease run: CMD is not executable
-  127  lease run: CMD was not found
-  130  cancelled (Ctrl-C / SIGTERM)
-  141  stdout's reader went away (EPIPE, e.g. \`| head -1\`); lease run stops CMD and releases first`
+type Row = (typeof TABLE)[number]
+
+export const EXIT = Object.fromEntries(TABLE.map(([name, code]) => [name, code])) as {
+  readonly [R in Row as R[0]]: R[1]
+}
+
+/** Help lines are wrapped to this width; a code's further lines are indented under its text. */
+const HELP_WIDTH = 100
+const INDENT = "       "
+
+const wrap = (text: string): Array<string> => {
+  const out: Array<string> = []
+  let line = ""
+  for (const word of text.split(" ")) {
+    if (line !== "" && INDENT.length + line.length + 1 + word.length > HELP_WIDTH) {
+      out.push(line)
+      line = word
+    } else line = line === "" ? word : `${line} ${word}`
+  }
+  return [...out, line]
+}
+
+/** The exit codes as `--help` lists them: a code, then its text wrapped under itself. */
+export const EXIT_CODES_HELP = [
+  "Exit codes:",
+  ...TABLE.flatMap(([, code, what]) =>
+    wrap(what).map((l, i) => (i === 0 ? `  ${String(code).padEnd(5)}${l}` : `${INDENT}${l}`))
+  )
+].join("\n")
 
 /** Ends the command with a given exit code after its output was written (not an error). */
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: number }> {}
@@ -129,28 +169,25 @@ export const exitCodeFor = (error: Failure | ValidationError.ValidationError): n
       ? error.code
       : byTag[error._tag]
 
+/** Each stop reason's exit code: exhaustive (a new stop reason fails the typecheck until it has one). */
+const byStopReason: { readonly [K in StopReason]: number } = {
+  baseline_failed: EXIT.baselineFailed,
+  baseline_arg_error: EXIT.baselineArgError,
+  enablement_stalled: EXIT.enablementStalled,
+  session_time_exhausted: EXIT.sessionTimeExhausted,
+  orchestrator_cancelled: EXIT.cancelled
+}
+
 /**
  * The exit code of `baseline run` from the session's outcome: succeeded 0, each stop reason its
- * own code, cancelled 130. (`state show` exits 0 whenever it could show the state.)
+ * own code, cancelled 130. (`state show` exits 0 whenever it could show the state.) A stopped
+ * session without a reason cannot be written by hyperloom: it is internal.
  */
-export const exitCodeForSession = (state: {
-  readonly status: string
-  readonly stop_reason: string | null
-}): number => {
-  if (state.status === "cancelled") return EXIT.cancelled
-  if (state.status !== "stopped") return EXIT.ok
-  switch (state.stop_reason) {
-    case "baseline_failed":
-      return EXIT.baselineFailed
-    case "baseline_arg_error":
-      return EXIT.baselineArgError
-    case "enablement_stalled":
-      return EXIT.enablementStalled
-    case "session_time_exhausted":
-      return EXIT.sessionTimeExhausted
-    case "orchestrator_cancelled":
-      return EXIT.cancelled
-    default:
-      return EXIT.internal
-  }
-}
+export const exitCodeForSession = (state: Pick<SessionState, "status" | "stop_reason">): number =>
+  state.status === "cancelled"
+    ? EXIT.cancelled
+    : state.status !== "stopped"
+      ? EXIT.ok
+      : state.stop_reason === null
+        ? EXIT.internal
+        : byStopReason[state.stop_reason]

@@ -14,9 +14,10 @@
  * lease after its command ended.
  */
 import { Effect } from "effect"
+import { EXIT } from "./Exit.js"
 
-export const EXIT_STDOUT_CLOSED = 141
-export const EXIT_STDOUT_FAILED = 74
+export const EXIT_STDOUT_CLOSED = EXIT.stdoutClosed
+export const EXIT_STDOUT_FAILED = EXIT.stdoutFailed
 
 /** What stdout may hold unread before output is dropped (per stream). */
 export const MAX_UNREAD_BYTES = 16 * 1024 * 1024

@@ -133,3 +133,10 @@ export class EnsureRefused extends Data.TaggedError("EnsureRefused")<{
     return `not starting a local Ray head: ${this.detail}`
   }
 }
+
+/** `state show` or `report` on a directory that holds no session state. */
+export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionDir: string }> {
+  override get message(): string {
+    return `no baseline session in ${this.sessionDir} (no state.json there); start one with \`hyperloom baseline run --session ${this.sessionDir} --gpus N -- CMD…\``
+  }
+}

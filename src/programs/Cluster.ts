@@ -77,7 +77,7 @@ const testPause = (step: RepairStep) =>
  * the outcome's verdict is the feasibility checked again. The caller holds the work permit, which
  * includes the host-wide lock (WorkGate.withPermit).
  */
-export const repairLocked = Effect.fn("repair")(function* (
+export const repairLocked = Effect.fn("Cluster.repairLocked")(function* (
   request: LeaseRequest,
   options: { readonly dryRun: boolean }
 ) {
@@ -167,7 +167,7 @@ export interface EnsureOutcome {
  * slot — never behind an explicit address, on a multi-node run, or over daemons the probe could
  * not reach. Fails with the infeasibility error when the lease can still not be granted.
  */
-export const ensureLocked = Effect.fn("ensure")(function* (request: LeaseRequest) {
+export const ensureLocked = Effect.fn("Cluster.ensureLocked")(function* (request: LeaseRequest) {
   const settings = yield* Settings
   const rayCli = yield* RayCli
   const address = settings.rayAddress

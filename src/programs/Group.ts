@@ -30,7 +30,7 @@ import { appendToTail, type LeaseRunResult, type LeaseRunSpec, reportWaiting } f
  * SPEC §3 for a group, for a caller holding the work permit: the cluster must answer (a group
  * never starts a head) and be able to place the group (never repaired). Returns its GCS address.
  */
-export const ensureGroupLocked = Effect.fn("ensureGroup")(function* (request: GroupRequest) {
+export const ensureGroupLocked = Effect.fn("Group.ensureGroupLocked")(function* (request: GroupRequest) {
   const settings = yield* Settings
   const rayCli = yield* RayCli
   if (settings.rayAddress._tag === "RayClient") {
@@ -107,7 +107,7 @@ const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
  * it, mark "lease submitted", and ask for the placement group. The permit is released once that
  * is sent; the group lives until the scope closes (every rank stopped, placement group removed).
  */
-export const acquireGroup = Effect.fn("acquireGroup")(function* (
+export const acquireGroup = Effect.fn("Group.acquireGroup")(function* (
   spec: Omit<LeaseRunSpec, "timeoutSec" | "onOutput">,
   nodes: number,
   onOutput: (o: LeaseOutput & { readonly rank: number }) => Effect.Effect<void>,
@@ -149,7 +149,7 @@ export const acquireGroup = Effect.fn("acquireGroup")(function* (
  * Holds a group, runs the command as its ranks (output lines prefixed `[rank r] `), and releases
  * it on every exit path. The exit code is the first failing rank's (the others are stopped).
  */
-export const runGroupLeased = Effect.fn("runGroupLeased")(function* (
+export const runGroupLeased = Effect.fn("Group.runGroupLeased")(function* (
   spec: LeaseRunSpec,
   nodes: number,
   options: GroupOptions = {}

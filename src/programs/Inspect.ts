@@ -13,7 +13,6 @@ import { ClusterInspector, type ResolvedCluster } from "../services/ClusterInspe
 import { ProcFs } from "../services/ProcFs.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
-import type { EnsureOutcome, RepairOutcome } from "./Cluster.js"
 
 /** The connected cluster and the host, read side by side. */
 export interface Inspection {
@@ -26,7 +25,7 @@ export interface Inspection {
 
 /** Resolves the cluster and reads it (GCS) and the host's daemons (/proc) concurrently. */
 // Stryker disable next-line StringLiteral: span names are for traces only
-export const inspect = Effect.fn("inspect")(function* () {
+export const inspect = Effect.fn("Inspect.inspect")(function* () {
   const inspector = yield* ClusterInspector
   const procFs = yield* ProcFs
   const resolved = yield* inspector.resolve
@@ -47,7 +46,7 @@ export const inspect = Effect.fn("inspect")(function* () {
 
 /** Every guard, evaluated on an inspection with this process's own facts. */
 // Stryker disable next-line StringLiteral: span names are for traces only
-export const guardsFor = Effect.fn("guardsFor")(function* (inspection: Inspection) {
+export const guardsFor = Effect.fn("Inspect.guardsFor")(function* (inspection: Inspection) {
   const settings = yield* Settings
   const gate = yield* WorkGate
   return evaluateGuards({
@@ -138,7 +137,7 @@ export const doctorReport = (
 }
 
 /** Feasibility of a lease and the repair verdict with every guard, without changing anything. */
-export const doctor = Effect.fn("doctor")(function* (request: LeaseRequest) {
+export const doctor = Effect.fn("Inspect.doctor")(function* (request: LeaseRequest) {
   const settings = yield* Settings
   const inspection = yield* inspect()
   const guards = yield* guardsFor(inspection)
@@ -146,7 +145,7 @@ export const doctor = Effect.fn("doctor")(function* (request: LeaseRequest) {
 })
 
 /** `hyperloom ray status`: the cluster snapshot and the host's daemons (SPEC §7). */
-export const status = Effect.fn("status")(function* () {
+export const status = Effect.fn("Inspect.status")(function* () {
   const inspection = yield* inspect()
   const { snapshot } = inspection
   const slots = slotHolders(snapshot)
@@ -234,37 +233,3 @@ export const status = Effect.fn("status")(function* () {
 })
 
 export type StatusReport = Effect.Effect.Success<ReturnType<typeof status>>
-
-/** The JSON documents of ensure and repair (`ray ensure --json`, `ray repair --json`), in the CLI contract's snake_case. */
-export const ensureReport = (r: EnsureOutcome) => ({
-  action: r.action,
-  address: r.gcsAddress,
-  feasible: r.verdict.feasible,
-  warnings: r.verdict.warnings,
-  guards: r.guards
-})
-
-export const repairReport = (r: RepairOutcome) => ({
-  action: r.action,
-  address: r.gcsAddress,
-  feasible: r.verdict.feasible,
-  infeasible:
-    r.verdict.infeasible === undefined
-      ? null
-      : {
-          marker: r.verdict.infeasible.marker,
-          reason: r.verdict.infeasible.reason,
-          message: r.verdict.infeasible.message
-        },
-  plan:
-    r.plan === null
-      ? null
-      : {
-          port: r.plan.port,
-          num_cpus: r.plan.numCpus ?? null,
-          num_gpus: r.plan.numGpus ?? null,
-          resources: r.plan.resources
-        },
-  repair: { allowed: r.action !== "none" || r.guards.every((g) => g.ok), guards: r.guards },
-  warnings: r.verdict.warnings
-})

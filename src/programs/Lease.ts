@@ -184,7 +184,9 @@ const reportContention = (
  * released once the creation is sent; the lease itself lives until the scope closes, which
  * stops the command's process tree and kills the actor.
  */
-export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<LeaseRunSpec, "timeoutSec">) {
+export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
+  spec: Omit<LeaseRunSpec, "timeoutSec">
+) {
   const gate = yield* WorkGate
   const bridge = yield* LeaseBridge
   // Python imports Ray (the bridge's slowest step) while the cluster is ensured.
@@ -218,7 +220,7 @@ export const acquireLease = Effect.fn("acquireLease")(function* (spec: Omit<Leas
  * Holds a lease, runs the command in it, and releases it on every exit path. `timeoutSec` starts
  * when the command starts: a lease that waits behind another holder is not timed out by it.
  */
-export const runLeased = Effect.fn("runLeased")(function* (spec: LeaseRunSpec) {
+export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunSpec) {
   const queue = yield* HostQueue
   const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }

@@ -2,7 +2,12 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { rayExecutorBackendRefusal } from "../../domain/Group.js"
-import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
+import {
+  DEFAULT_READY_PATH,
+  DEFAULT_READY_TIMEOUT_SEC,
+  RUNNER_DEFAULTS,
+  readiness
+} from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { runBaseline } from "../../programs/Baseline.js"
 import { Settings } from "../../services/Settings.js"
@@ -47,7 +52,7 @@ const enablementCmd = Options.text("enablement-cmd").pipe(
 const server = Options.text("server").pipe(
   Options.withPseudoName("'SERVER CMD'"),
   Options.withDescription(
-    "A serving benchmark: the serving engine's command line, ONE string run with `sh -c` in a process group of its own, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT'. Each attempt, on the leased node: a free port (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and the client), the server started, GET <base>/<ready-path> polled until it answers 200 (progress every 5 s: elapsed, the server log's last line), then CMD runs as the client; the server's whole process group is stopped (TERM, grace, KILL) before the lease is released. A server that exits or is not ready in time fails the attempt with its log's tail. Kept in <session>/attempts/<n>/: server.log, client.log, serve.json, the result file; <session>/environment.json records what ran on what."
+    `A serving benchmark: the serving engine's command line, ONE string run with \`sh -c\` in a process group of its own, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT'. Each attempt, on the leased node: a free port (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and the client), the server started, GET <base>/<ready-path> polled until it answers 200 (progress every ${RUNNER_DEFAULTS.progressEverySec} s: elapsed, the server log's last line), then CMD runs as the client; the server's whole process group is stopped (TERM, grace, KILL) before the lease is released. A server that exits or is not ready in time fails the attempt with its log's tail. Kept in <session>/attempts/<n>/: server.log, client.log, serve.json, the result file; <session>/environment.json records what ran on what.`
   ),
   Options.optional
 )
@@ -137,7 +142,7 @@ export const baselineRun = Command.make(
           env: settings.env,
           cwd: process.cwd(),
           // Each attempt runs through the AttemptRunner the command is provided with: a lease, or
-          // with --nodes N >= 2 (or HYPERLOOM_NODES) a group of N ranks (SPEC §11).
+          // with --nodes N >= 2 (or HYPERLOOM_NODES) a group of N ranks.
           serving,
           version: VERSION
         })

@@ -2,6 +2,7 @@ import * as path from "node:path"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Clock, Console, Effect, Option } from "effect"
+import { SessionNotFound } from "../../domain/Errors.js"
 import { ENVIRONMENT_FILE, type EnvironmentRecord } from "../../domain/Serving.js"
 import { AttemptFiles } from "../../services/AttemptFiles.js"
 import { StateStore } from "../../services/StateStore.js"
@@ -10,7 +11,6 @@ import { type ReportSession, renderReport } from "../RenderReport.js"
 import { renderSweepReport } from "../RenderSweepReport.js"
 import { withJsonErrors } from "../Run.js"
 import { json } from "../Shared.js"
-import { SessionNotFound } from "./state.js"
 
 const sessions = Options.text("session").pipe(
   Options.withPseudoName("DIR"),

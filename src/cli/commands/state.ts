@@ -3,19 +3,13 @@ import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Console, Data, Effect, Option } from "effect"
+import { Console, Effect, Option } from "effect"
+import { SessionNotFound } from "../../domain/Errors.js"
 import { renderState } from "../../domain/State.js"
 import { StateStore } from "../../services/StateStore.js"
 import { renderSession } from "../RenderSession.js"
 import { withJsonErrors } from "../Run.js"
 import { json } from "../Shared.js"
-
-/** `state show` on a directory that holds no session state. */
-export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionDir: string }> {
-  override get message(): string {
-    return `no baseline session in ${this.sessionDir} (no state.json there); start one with \`hyperloom baseline run --session ${this.sessionDir} --gpus N -- CMD…\``
-  }
-}
 
 /** `--session DIR`, resolved against the working directory. */
 export const session = Options.text("session").pipe(

@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import { SessionNotFound } from "../../domain/Errors.js"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
 import {
   checkPlaceholders,
@@ -21,7 +22,7 @@ import { EXIT, ExitWith, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
 import { commandArgs, gpus, json, nodes, positiveSeconds, strictCommand } from "../Shared.js"
-import { SessionNotFound, session } from "./state.js"
+import { session } from "./state.js"
 
 const server = Options.text("server").pipe(
   Options.withDescription(
