@@ -19,7 +19,7 @@ import type { LeaseRunSpec } from "../../src/programs/Lease.js"
 import { LeasedCommand, runLeasedCommand } from "../../src/programs/Leased.js"
 
 /** The lease entry with a plain argv (one node, or a group when the settings say --nodes >= 2). */
-const runServing = (spec: LeaseRunSpec) =>
+const runEntry = (spec: LeaseRunSpec) =>
   runLeasedCommand({ ...spec, command: LeasedCommand.Argv({ argv: spec.argv }) })
 
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
@@ -112,14 +112,14 @@ const opened = Effect.gen(function* () {
   yield* realSleep(50)
 })
 
-describe("runServing with --nodes 2 holds a group", () => {
+describe("the lease entry with --nodes 2 holds a group", () => {
   it.effect(
     "every rank gets a directory every node has and, of this environment, only HYPERLOOM_* (SPEC §11)",
     () => {
       const { layer } = layers(() => ({}))
       return Effect.gen(function* () {
         const fiber = yield* Effect.fork(
-          runServing({
+          runEntry({
             ...spec(),
             cwd: "/home/me/checkout",
             env: {
@@ -145,7 +145,7 @@ describe("runServing with --nodes 2 holds a group", () => {
     const { layer } = layers(() => ({}), { rankCwd: "/srv/engine", rankEnv: ["HF_TOKEN", "NCCL_DEBUG"] })
     return Effect.gen(function* () {
       const fiber = yield* Effect.fork(
-        runServing({ ...spec(), env: { PATH: "/launcher/bin", HYPERLOOM_ATTEMPT: "1", HF_TOKEN: "x" } })
+        runEntry({ ...spec(), env: { PATH: "/launcher/bin", HYPERLOOM_ATTEMPT: "1", HF_TOKEN: "x" } })
       )
       yield* opened
       yield* TestClock.adjust("1 second")
@@ -167,7 +167,7 @@ describe("runServing with --nodes 2 holds a group", () => {
       }))
       const s = spec()
       return Effect.gen(function* () {
-        const fiber = yield* Effect.fork(runServing(s))
+        const fiber = yield* Effect.fork(runEntry(s))
         yield* opened
         yield* TestClock.adjust("3 seconds")
         const r = yield* Fiber.join(fiber)
@@ -188,7 +188,7 @@ describe("runServing with --nodes 2 holds a group", () => {
   it.effect("one rank failing: the others are stopped, the exit code is the failing rank's", () => {
     const { layer } = layers(() => ({ ranks: [{ hang: true }, { runFor: "1 second", exitCode: 3 }] }))
     return Effect.gen(function* () {
-      const fiber = yield* Effect.fork(runServing(spec()))
+      const fiber = yield* Effect.fork(runEntry(spec()))
       yield* opened
       yield* TestClock.adjust("2 seconds")
       const r = yield* Fiber.join(fiber)
@@ -230,7 +230,7 @@ describe("runServing with --nodes 2 holds a group", () => {
   it.effect("a node without the slot: insufficient_nodes, nothing submitted, nothing started", () => {
     const { layer, seenAtOpen, rayCli } = layers(() => ({}), { snapshot: twoNodes({ CPU: 2, GPU: 2 }) })
     return Effect.gen(function* () {
-      const error = yield* Effect.flip(runServing(spec()))
+      const error = yield* Effect.flip(runEntry(spec()))
       assert.instanceOf(error, RayClusterInfeasible)
       assert.strictEqual((error as RayClusterInfeasible).reason, "insufficient_nodes")
       assert.deepStrictEqual(seenAtOpen, [])
@@ -246,7 +246,7 @@ describe("runServing with --nodes 2 holds a group", () => {
   it.effect("an empty bundle (no slot, no GPUs) is a usage error before anything is asked of Ray", () => {
     const { layer, rayCli } = layers(() => ({}))
     return Effect.gen(function* () {
-      const error = yield* Effect.flip(runServing({ ...spec(), request: { gpus: 0, servingSlot: false } }))
+      const error = yield* Effect.flip(runEntry({ ...spec(), request: { gpus: 0, servingSlot: false } }))
       assert.instanceOf(error, InvalidSetting)
       assert.deepStrictEqual(rayCli.calls, [])
       assert.strictEqual((yield* logOf).opened.length, 0)
@@ -258,7 +258,7 @@ describe("runServing with --nodes 2 holds a group", () => {
     () => {
       const { layer, rayCli } = layers(() => ({}))
       return Effect.gen(function* () {
-        const error = yield* Effect.flip(runServing({ ...spec(), waitSec: 5 }))
+        const error = yield* Effect.flip(runEntry({ ...spec(), waitSec: 5 }))
         assert.instanceOf(error, InvalidSetting)
         assert.include(error.message, "--wait")
         assert.deepStrictEqual(rayCli.calls, [])
@@ -270,7 +270,7 @@ describe("runServing with --nodes 2 holds a group", () => {
   it.effect("no cluster answers: refused, never starts a head", () => {
     const { layer, rayCli } = layers(() => ({}), { answers: false })
     return Effect.gen(function* () {
-      const error = yield* Effect.flip(runServing(spec()))
+      const error = yield* Effect.flip(runEntry(spec()))
       assert.instanceOf(error, EnsureRefused)
       assert.include((error as EnsureRefused).message, "multi-node run (2 nodes)")
       assert.deepStrictEqual(
@@ -285,7 +285,7 @@ describe("runServing with --nodes 2 holds a group", () => {
     () => {
       const { layer } = layers(() => ({ placeAfter: "30 seconds", ranks: [{ hang: true }, { hang: true }] }))
       return Effect.gen(function* () {
-        const fiber = yield* Effect.fork(runServing(spec(10)))
+        const fiber = yield* Effect.fork(runEntry(spec(10)))
         yield* opened
         yield* TestClock.adjust("30 seconds")
         yield* TestClock.adjust("5 seconds")
@@ -321,7 +321,7 @@ describe("a group waiting to be placed says so only when something visibly holds
     }))
     const { lines, logger } = waitingLines()
     return Effect.gen(function* () {
-      const fiber = yield* Effect.fork(runServing(spec()))
+      const fiber = yield* Effect.fork(runEntry(spec()))
       yield* opened
       yield* TestClock.adjust("4 seconds")
       assert.deepStrictEqual(lines, [], "Ray placing the group is no wait for anyone")
