@@ -8,7 +8,7 @@
  * restarts or stops it) share one head, started in beforeAll, and each must leave no lease actor
  * behind. Ctrl-C keeps its own head: it checks that the next lease gets the slot at once. Each test prints one `[baseline scenario]` line with its attempts and wall time.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -183,7 +183,8 @@ describe("baseline run on real heads", () => {
       assert.deepStrictEqual(classes(state), ["orchestrator_cancelled"])
       assert.isNotNull(state.baseline_attempts[0].ended_at)
       assert.strictEqual(state.baseline_total_failures, 0)
-      assert.isFalse(fs.existsSync(path.join(session, ".lock")))
+      // The session's lock is free again (flock(2) on <session>/.lock: the file stays, the lock goes).
+      assert.strictEqual(spawnSync("flock", ["-n", path.join(session, ".lock"), "true"]).status, 0)
       await waitGone("the benchmark process", () => pidsWithArg(`--tag=${tag}`), 10_000)
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL")
