@@ -132,9 +132,13 @@ def make_actor_class(ray):
             self._proc = None
             self._stopped = False
             self._lock = threading.Lock()
+            self._spawned = threading.Event()  # run has started the supervisor (or never will)
 
         @ray.method(num_returns="streaming")
-        def run(self, argv, env, cwd, grace, owner=None):
+        def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False):
+            """Streams CMD's events. `stdin`: CMD reads a pipe that `feed` writes (else /dev/null).
+            `raw_output`: output events carry byte chunks ({"data": bytes}) exactly as CMD wrote
+            them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split)."""
             pydir = runnable_dir(files)
             merged = dict(env or {})
             for k in DEVICE_VARS:
@@ -152,11 +156,12 @@ def make_actor_class(ray):
                 if self._stopped:  # released before CMD started: never start it
                     os.close(r)
                     os.close(w)
+                    self._spawned.set()
                     return
                 try:
                     proc = subprocess.Popen(
                         cmd,
-                        stdin=subprocess.DEVNULL,
+                        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
                         env=merged,
@@ -166,14 +171,21 @@ def make_actor_class(ray):
                     )
                 except BaseException:
                     os.close(r)
+                    self._spawned.set()
                     raise
                 finally:
                     os.close(w)
                 self._proc = proc
+                self._spawned.set()
             events = queue.Queue()
 
             def read_stream(name, pipe):
                 try:
+                    while raw_output:
+                        data = os.read(pipe.fileno(), MAX_LINE_BYTES)
+                        if not data:
+                            return
+                        events.put(("data", name, data))
                     while True:
                         raw = pipe.readline(MAX_LINE_BYTES)
                         if not raw:
@@ -234,6 +246,9 @@ def make_actor_class(ray):
                     if kind == "line":
                         ev = {"event": "output", "stream": a, "line": b}
                         (out if started else pending).append(ev)
+                    elif kind == "data":
+                        ev = {"event": "output", "stream": a, "data": b}
+                        (out if started else pending).append(ev)
                     elif kind == "eof":
                         open_streams.discard(a)
                     elif kind == "pid" and not started:
@@ -272,11 +287,33 @@ def make_actor_class(ray):
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             }
 
+        def feed(self, data):
+            """Writes `data` (bytes) to CMD's stdin, or closes it (None: EOF). Waits until run has
+            started the supervisor. False once CMD's stdin is gone (it ended, or closed it)."""
+            self._spawned.wait()
+            proc = self._proc
+            if proc is None or proc.stdin is None:
+                return False
+            try:
+                if data is None:
+                    proc.stdin.close()
+                    return False
+                proc.stdin.write(data)
+                proc.stdin.flush()
+                return True
+            except (OSError, ValueError):  # EPIPE: nobody reads it any more
+                try:
+                    proc.stdin.close()
+                except (OSError, ValueError):
+                    pass
+                return False
+
         def stop(self, grace):
             """TERM to the supervisor (it forwards to CMD's group, KILLs after `grace`)."""
             with self._lock:
                 self._stopped = True
                 proc = self._proc
+                self._spawned.set()
             if proc is None:
                 return None
             if proc.poll() is None:

@@ -13,10 +13,14 @@ hyperloom -> bridge (stdin):
     {"op": "lease", "address": "host:port", "gpus": N, "serving_slot": true,
      "argv": ["cmd", "arg", ...], "env": {"K": "V", ...}, "cwd": "/dir",
      "name": "optional actor name", "namespace": "optional, default hyperloom",
-     "stop_grace_sec": 3}
+     "stop_grace_sec": 3, "stdin": false, "raw_output": false}
         At most one per bridge. `gpus` >= 0 (fractions allowed), `serving_slot` defaults to true,
         `env` is the command's whole environment (default: the bridge's), `cwd` defaults to the
-        bridge's working directory.
+        bridge's working directory. `stdin`: CMD reads what `stdin` ops send (else /dev/null).
+        `raw_output`: `output` events carry CMD's bytes unchanged (`data`) instead of lines.
+    {"op": "stdin", "data": "<base64>"}  /  {"op": "stdin", "eof": true}
+        Bytes for CMD's stdin, in order, then its end (only with "stdin": true). Each data op is
+        answered by `stdin_written` once CMD's stdin took it (the sender bounds what is in flight).
     {"op": "release"}
         Stop the command's process tree, kill the actor, disconnect, exit. Also triggered by EOF
         on stdin (hyperloom went away), by SIGTERM/SIGINT/SIGHUP, and by stdout being closed.
@@ -31,6 +35,11 @@ bridge -> hyperloom (stdout), in this order:
                                                            null when CMD could not start)
     {"event": "output", "stream": "stdout"|"stderr", "line": "..."}   live, one per line (no
                                                            newline; lines over 64 KiB are split)
+    {"event": "output", "stream": "stdout"|"stderr", "data": "<base64>"}   with raw_output: the
+                                                           bytes as CMD wrote them, in order
+    {"event": "stdin_written", "bytes": N}                 a `stdin` op's N bytes were written
+    {"event": "stdin_closed"}                              CMD's stdin is gone (CMD ended or
+                                                           closed it): send no more
     {"event": "exit", "code": N}                           CMD ended: its exit code, 128+signal
                                                            when killed, 127 when it could not
                                                            start (with an explanatory stderr
@@ -55,7 +64,9 @@ itself stays until released so that hyperloom decides when it ends.
 """
 
 import argparse
+import base64
 import os
+import queue
 import sys
 import threading
 
@@ -74,6 +85,7 @@ class Bridge(JsonLinesEndpoint):
         self.actor = None
         self.started = False
         self.exited = False
+        self.stdin = None  # the queue of CMD's stdin chunks (None: EOF), when forwarded
 
     # -- lifecycle
 
@@ -98,10 +110,16 @@ class Bridge(JsonLinesEndpoint):
             return 1
         self.emit("submitted", actor_id=self.actor._actor_id.hex())
         try:
-            gen = self.actor.run.remote(spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info())
+            gen = self.actor.run.remote(
+                spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info(),
+                stdin=spec["stdin"], raw_output=spec["raw_output"],
+            )
         except Exception as e:
             self.emit_error("actor_failed", describe(e))
             return 1
+        if spec["stdin"]:
+            self.stdin = queue.SimpleQueue()
+            threading.Thread(target=self.feed_stdin, args=(self.actor,), daemon=True).start()
         threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
         return None
 
@@ -115,10 +133,41 @@ class Bridge(JsonLinesEndpoint):
         except BaseException as e:
             self.inbox.put(("pump_error", e))
 
+    def feed_stdin(self, held):
+        """Writes the `stdin` ops' bytes to CMD's stdin through the actor, one at a time, in order."""
+        open_ = True
+        while True:
+            data = self.stdin.get()
+            if open_:
+                try:
+                    open_ = self.ray.get(held.feed.remote(data))
+                except Exception:
+                    open_ = False
+                if not open_ and data is not None:
+                    self.emit("stdin_closed")  # once: later chunks are only acknowledged
+            if data is None:
+                return
+            self.emit("stdin_written", bytes=len(data))
+
+    def on_stdin(self, msg):
+        """A `stdin` op: its bytes (or EOF) for the feeder. False when it is not a valid one."""
+        if self.stdin is None:
+            return False
+        if msg.get("eof") is True:
+            self.stdin.put(None)
+            return True
+        try:
+            self.stdin.put(base64.b64decode(msg.get("data"), validate=True))
+        except (TypeError, ValueError):
+            return False
+        return True
+
     def serve(self):
         ray = self.ray
         while True:
             kind, payload = self.inbox.get()
+            if kind == "msg" and payload.get("op") == "stdin" and self.on_stdin(payload):
+                continue
             if kind == "batch":
                 self.relay(payload)
                 if self.exited:
@@ -153,6 +202,8 @@ class Bridge(JsonLinesEndpoint):
                 self.started = True
             elif name == "exit":
                 self.exited = True
+            if isinstance(ev.get("data"), bytes):
+                ev["data"] = base64.b64encode(ev["data"]).decode("ascii")
             self.emit(name, **ev)
 
     def kill_actor(self):
@@ -205,6 +256,10 @@ def parse_lease(msg):
     need(name is None or isinstance(name, str), "name must be a string")
     namespace = msg.get("namespace") or DEFAULT_NAMESPACE
     need(isinstance(namespace, str), "namespace must be a string")
+    stdin = msg.get("stdin", False)
+    need(isinstance(stdin, bool), "stdin must be a boolean")
+    raw_output = msg.get("raw_output", False)
+    need(isinstance(raw_output, bool), "raw_output must be a boolean")
     grace = msg.get("stop_grace_sec", DEFAULT_STOP_GRACE_SEC)
     need(isinstance(grace, (int, float)) and not isinstance(grace, bool) and grace >= 0, "stop_grace_sec must be >= 0")
     return {
@@ -217,6 +272,8 @@ def parse_lease(msg):
         "name": name,
         "namespace": namespace,
         "stop_grace_sec": float(grace),
+        "stdin": stdin,
+        "raw_output": raw_output,
     }
 
 

@@ -68,6 +68,16 @@ def _prctl():
         return None
 
 
+def _release_stdin():
+    """Points fd 0 at /dev/null: once CMD is gone, a writer to its stdin gets EPIPE, not a block."""
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except OSError:
+        pass
+
+
 class Supervisor:
     def __init__(self, ns):
         self.ns = ns
@@ -179,15 +189,15 @@ class Supervisor:
                 os.kill(os.getpid(), signal.SIGKILL)
 
         try:
-            proc = subprocess.Popen(
-                argv, cwd=cwd or None, stdin=subprocess.DEVNULL, close_fds=True, preexec_fn=cmd_preexec
-            )
+            # CMD reads our stdin (the lease's forwarded stdin, or /dev/null), which we then let go.
+            proc = subprocess.Popen(argv, cwd=cwd or None, close_fds=True, preexec_fn=cmd_preexec)
         except OSError as e:
             # As a shell, env or timeout do: 127 when CMD is not found, 126 when it cannot be executed.
             if isinstance(e, FileNotFoundError) and e.filename in (None, argv[0]):
                 return self.not_started("hyperloom: command not found: %s" % argv[0], 127)
             return self.not_started("hyperloom: cannot execute %s: %s" % (argv[0], e.strerror or e), 126)
         self.report("pid %d" % proc.pid)
+        _release_stdin()
 
         done = threading.Event()
 

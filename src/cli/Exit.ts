@@ -66,7 +66,8 @@ const TABLE = [
   ],
   ["commandNotExecutable", 126, "lease run: CMD is not executable"],
   ["commandNotFound", 127, "lease run: CMD was not found"],
-  ["cancelled", 130, "cancelled (Ctrl-C / SIGTERM)"],
+  ["hangup", 129, "cancelled by SIGHUP (the terminal closed): as Ctrl-C"],
+  ["cancelled", 130, "cancelled (Ctrl-C / SIGTERM); a second Ctrl-C never leaves a lease held behind"],
   [
     "stdoutClosed",
     141,

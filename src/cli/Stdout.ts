@@ -66,11 +66,14 @@ export const flushStdout = (): Promise<void> =>
 
 const dropped = new Map<NodeJS.WriteStream, number>()
 
+/** Writes one line as `writeBytes` does. */
+export const writeLine = (stream: NodeJS.WriteStream, line: string): void => writeBytes(stream, `${line}\n`)
+
 /**
- * Writes one line without waiting for the reader: past MAX_UNREAD_BYTES unread, the line is
- * dropped (counted; one note on stderr the first time). Nothing is written once the stream failed.
+ * Writes without waiting for the reader: past MAX_UNREAD_BYTES unread, the chunk is dropped
+ * (counted; one note on stderr the first time). Nothing is written once the stream failed.
  */
-export const writeLine = (stream: NodeJS.WriteStream, line: string): void => {
+export const writeBytes = (stream: NodeJS.WriteStream, chunk: Uint8Array | string): void => {
   if (stream.destroyed || (stream === process.stdout && failure !== undefined)) return
   if (stream.writableLength > MAX_UNREAD_BYTES) {
     const n = (dropped.get(stream) ?? 0) + 1
@@ -82,10 +85,10 @@ export const writeLine = (stream: NodeJS.WriteStream, line: string): void => {
     }
     return
   }
-  stream.write(`${line}\n`)
+  stream.write(chunk)
 }
 
-/** Lines dropped because nobody read them (stdout, stderr). */
+/** Writes (lines or chunks) dropped because nobody read them (stdout, stderr). */
 export const droppedLines = () => ({
   stdout: dropped.get(process.stdout) ?? 0,
   stderr: dropped.get(process.stderr) ?? 0

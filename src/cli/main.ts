@@ -14,6 +14,7 @@ import { makeCli, makeRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
 import { commandPathError, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
 import { CommandLine, errorJson } from "./Run.js"
+import { exitCodeAfterSignals, watchSignals } from "./Signals.js"
 import {
   EXIT_STDOUT_CLOSED,
   EXIT_STDOUT_FAILED,
@@ -237,6 +238,8 @@ const program = run.pipe(
 
 // stdout's write errors become exit codes (Stdout.ts), never an "Unhandled 'error' event" crash.
 watchStdout()
+// SIGHUP cancels like SIGINT/SIGTERM; a later signal never abandons a lease being released (Signals.ts).
+watchSignals()
 
 /** After the program: everything on stdout flushed; a failed stdout decides the exit code. */
 const withStdoutChecked = <E>(effect: Effect.Effect<number, E, never>) =>
@@ -261,7 +264,7 @@ NodeRuntime.runMain(withStdoutChecked(program), {
       : Cause.isInterruptedOnly(exit.cause)
         ? EXIT.cancelled
         : EXIT.internal
-    process.exitCode = code
-    onExit(code)
+    process.exitCode = exitCodeAfterSignals(code)
+    onExit(exitCodeAfterSignals(code))
   }
 })

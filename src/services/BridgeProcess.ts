@@ -200,7 +200,17 @@ export interface Wired {
   readonly pid: number
   /** The bridge's Ray job, once it said `connected`. */
   readonly jobId: () => string | undefined
+  /** Sends one more request line, in order after the first; false (not sent) once released. */
+  readonly send: (line: string) => boolean
 }
+
+let holding = 0
+
+/**
+ * Bridges of this process wired and not yet released (leases or groups held, or being released):
+ * while there is one, the CLI must not end on a signal, or the lease would outlive it.
+ */
+export const bridgesHeld = (): number => holding
 
 const lines = (bytes: Stream.Stream<Uint8Array, unknown>) =>
   bytes.pipe(Stream.decodeText(), Stream.splitLines)
@@ -304,6 +314,7 @@ export const wire = <Event extends { readonly event: string }>(
       w.spec.releaseTimeoutSec ?? (w.spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC) + w.releaseMarginSec
     )
     const release = Effect.gen(function* () {
+      releasing = true
       yield* Queue.offerAll(inbox, [JSON.stringify({ op: "release" }), null])
       const done = yield* proc.exitCode.pipe(
         Effect.exit,
@@ -317,10 +328,20 @@ export const wire = <Event extends { readonly event: string }>(
       )
       const termed = yield* kill("SIGTERM")
       if (Option.isNone(termed)) yield* kill("SIGKILL")
-    }).pipe(Effect.ensuring(Queue.shutdown(inbox)), Effect.withSpan(w.span))
+    }).pipe(
+      Effect.ensuring(Queue.shutdown(inbox)),
+      Effect.ensuring(Effect.sync(() => holding--)),
+      Effect.withSpan(w.span)
+    )
+    holding++
     yield* Scope.addFinalizer(scope, release)
     yield* Queue.offer(inbox, w.request)
-    const wired: Wired = { pid: proc.pid, jobId: () => ids.jobId }
+    let releasing = false
+    const wired: Wired = {
+      pid: proc.pid,
+      jobId: () => ids.jobId,
+      send: (line) => !releasing && inbox.unsafeOffer(line)
+    }
     return wired
   }).pipe(Effect.uninterruptible)
 

@@ -45,7 +45,38 @@ export {
 export interface LeaseOutput {
   readonly stream: "stdout" | "stderr"
   readonly line: string
+  /** The line's bytes already went to the lease's terminal (LeaseTerminal.write): only for tails and logs. */
+  readonly written?: true | undefined
 }
+
+/**
+ * The terminal a lease's command runs at (`lease run`'s): what it reads and where its bytes go.
+ * Read by `open` from the context (default: neither), so that only the CLI command that owns a
+ * terminal sets it, whatever program runs the lease in between. A group's bridge ignores it.
+ */
+export interface LeaseTerminalShape {
+  /** CMD's stdin, forwarded in order and then closed, as `srun` does; unset: CMD reads /dev/null. */
+  readonly stdin?: NodeJS.ReadableStream | undefined
+  /**
+   * CMD's output as the bytes it wrote (no decoding, no line splitting); unset: output comes as
+   * lines only (`onOutput` is called in both cases, with the lines for the tails).
+   */
+  readonly write?: ((stream: "stdout" | "stderr", bytes: Uint8Array) => void) | undefined
+  /** Told when CMD has started (what a cancelled run then says it stopped). */
+  readonly onStarted?: ((started: LeaseStarted) => void) | undefined
+}
+
+export class LeaseTerminal extends Context.Reference<LeaseTerminal>()(
+  "hyperloom/services/LeaseBridge/Terminal",
+  {
+    defaultValue: (): LeaseTerminalShape => ({})
+  }
+) {}
+
+/** Bytes of CMD's stdin sent to the bridge and not yet written: past it, reading stdin pauses. */
+const STDIN_IN_FLIGHT = 1024 * 1024
+/** The largest stdin chunk in one request line. */
+const STDIN_CHUNK = 48 * 1024
 
 export interface LeaseSpec {
   /** The GCS `host:port` of the cluster to lease from. */
@@ -140,6 +171,13 @@ const BridgeEvent = Schema.Union(
     stream: Schema.Literal("stdout", "stderr"),
     line: Schema.String
   }),
+  Schema.Struct({
+    event: Schema.Literal("output"),
+    stream: Schema.Literal("stdout", "stderr"),
+    data: Schema.String
+  }),
+  Schema.Struct({ event: Schema.Literal("stdin_written"), bytes: Schema.Number }),
+  Schema.Struct({ event: Schema.Literal("stdin_closed") }),
   Schema.Struct({ event: Schema.Literal("exit"), code: Schema.Number }),
   BridgeProcess.ErrorEvent,
   BridgeProcess.ReleasedEvent
@@ -148,7 +186,7 @@ const BridgeEvent = Schema.Union(
 const decodeEvent = Schema.decodeUnknownEither(Schema.parseJson(BridgeEvent))
 
 /** The `lease` request line. */
-export const leaseRequest = (spec: LeaseSpec): string =>
+export const leaseRequest = (spec: LeaseSpec, terminal: LeaseTerminalShape = {}): string =>
   JSON.stringify({
     op: "lease",
     address: spec.gcsAddress,
@@ -158,8 +196,74 @@ export const leaseRequest = (spec: LeaseSpec): string =>
     env: definedEntries(spec.env),
     cwd: spec.cwd,
     ...(spec.name !== undefined ? { name: spec.name } : {}),
-    stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
+    stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
+    ...(terminal.stdin !== undefined ? { stdin: true } : {}),
+    ...(terminal.write !== undefined ? { raw_output: true } : {})
   })
+
+/**
+ * CMD's output as bytes, cut into lines for the tails and `onOutput` (decoded as UTF-8, a line
+ * longer than the tail kept by its end only); `flush` gives the last line without its newline.
+ */
+const lineSplitter = () => {
+  const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() }
+  const partial = { stdout: "", stderr: "" }
+  return {
+    push: (stream: "stdout" | "stderr", bytes: Uint8Array): Array<string> => {
+      const parts = (partial[stream] + decoders[stream].decode(bytes, { stream: true })).split("\n")
+      const last = parts.pop() ?? ""
+      partial[stream] = last.length > TAIL_CHARS ? last.slice(last.length - TAIL_CHARS) : last
+      return parts.map((l) => (l.endsWith("\r") ? l.slice(0, -1) : l))
+    },
+    flush: (stream: "stdout" | "stderr"): Array<string> => {
+      const last = partial[stream] + decoders[stream].decode()
+      partial[stream] = ""
+      return last === "" ? [] : [last]
+    }
+  }
+}
+
+/**
+ * Forwards `input` to the bridge as `stdin` requests, at most STDIN_IN_FLIGHT bytes unanswered
+ * (reading pauses beyond: a command that does not read its stdin never fills memory), then EOF.
+ * `acked` answers `stdin_written`, `stop` detaches (CMD's stdin is gone, or the lease ended).
+ */
+const forwardStdin = (input: NodeJS.ReadableStream, send: (line: string) => boolean) => {
+  let inFlight = 0
+  let stopped = false
+  const onData = (chunk: Buffer | string) => {
+    const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk
+    for (let at = 0; at < bytes.length; at += STDIN_CHUNK) {
+      const piece = bytes.subarray(at, at + STDIN_CHUNK)
+      if (!send(JSON.stringify({ op: "stdin", data: piece.toString("base64") }))) return stop()
+      inFlight += piece.length
+    }
+    if (inFlight >= STDIN_IN_FLIGHT) input.pause()
+  }
+  const onEnd = () => {
+    send(JSON.stringify({ op: "stdin", eof: true }))
+    stop()
+  }
+  const stop = () => {
+    if (stopped) return
+    stopped = true
+    input.removeListener("data", onData)
+    input.removeListener("end", onEnd)
+    input.removeListener("error", onEnd)
+    input.pause()
+  }
+  input.on("data", onData)
+  input.on("end", onEnd)
+  input.on("error", onEnd)
+  input.resume()
+  return {
+    acked: (n: number) => {
+      inFlight -= n
+      if (!stopped && inFlight < STDIN_IN_FLIGHT) input.resume()
+    },
+    stop
+  }
+}
 
 /** The bridge's kinds of actor failure (its `error` events). */
 const ACTOR_KINDS = {
@@ -216,7 +320,19 @@ const make = Effect.gen(function* () {
   /** Spawns the bridge and wires it up; uninterruptible so the release finalizer is always in place. */
   const startBridge = (scope: Scope.Scope, spec: LeaseSpec, python: string) =>
     Effect.gen(function* () {
+      const terminal = yield* LeaseTerminal
       const proc = yield* takeOrSpawn(scope, python)
+      const split = lineSplitter()
+      let stdin: ReturnType<typeof forwardStdin> | undefined
+      const toLines = (stream: "stdout" | "stderr", lines: ReadonlyArray<string>, written?: true) =>
+        Effect.forEach(
+          lines,
+          (line) => {
+            tails[stream].push(line)
+            return spec.onOutput !== undefined ? spec.onOutput({ stream, line, written }) : Effect.void
+          },
+          { discard: true }
+        )
 
       const submitted = yield* Deferred.make<{ jobId: string; actorId: string }, LeaseBridgeError>()
       const started = yield* Deferred.make<LeaseStarted, LeaseBridgeError>()
@@ -241,26 +357,38 @@ const make = Effect.gen(function* () {
               return Deferred.succeed(submitted, { jobId: jobId ?? "", actorId: ev.actor_id }).pipe(
                 Effect.asVoid
               )
-            case "started":
-              return Deferred.succeed(started, {
+            case "started": {
+              const info: LeaseStarted = {
                 pid: ev.pid ?? undefined,
                 pgid: ev.pgid,
                 actorPid: ev.actor_pid,
                 nodeId: ev.node_id,
                 cudaVisibleDevices: ev.cuda_visible_devices ?? undefined
-              }).pipe(Effect.asVoid)
-            case "output": {
-              tails[ev.stream].push(ev.line)
-              return spec.onOutput !== undefined
-                ? spec.onOutput({ stream: ev.stream, line: ev.line })
-                : Effect.void
+              }
+              terminal.onStarted?.(info)
+              return Deferred.succeed(started, info).pipe(Effect.asVoid)
             }
+            case "output": {
+              if ("line" in ev) return toLines(ev.stream, [ev.line])
+              const bytes = Buffer.from(ev.data, "base64")
+              terminal.write?.(ev.stream, bytes)
+              return toLines(ev.stream, split.push(ev.stream, bytes), true)
+            }
+            case "stdin_written":
+              return Effect.sync(() => stdin?.acked(ev.bytes))
+            case "stdin_closed":
+              return Effect.sync(() => stdin?.stop())
             case "exit":
-              return Deferred.succeed(exited, {
-                exitCode: ev.code,
-                stdoutTail: tails.stdout.text(),
-                stderrTail: tails.stderr.text()
-              }).pipe(Effect.asVoid)
+              return Effect.gen(function* () {
+                yield* toLines("stdout", split.flush("stdout"), true)
+                yield* toLines("stderr", split.flush("stderr"), true)
+                stdin?.stop()
+                yield* Deferred.succeed(exited, {
+                  exitCode: ev.code,
+                  stdoutTail: tails.stdout.text(),
+                  stderrTail: tails.stderr.text()
+                })
+              })
           }
         },
         actorKinds: ACTOR_KINDS,
@@ -270,8 +398,13 @@ const make = Effect.gen(function* () {
             [Deferred.fail(submitted, error), Deferred.fail(started, error), Deferred.fail(exited, error)],
             { discard: true }
           ),
-        request: leaseRequest(spec)
+        request: leaseRequest(spec, terminal)
       })
+      if (terminal.stdin !== undefined) {
+        const forwarding = forwardStdin(terminal.stdin, bridge.send)
+        stdin = forwarding
+        yield* Scope.addFinalizer(scope, Effect.sync(forwarding.stop))
+      }
       return { bridge, submitted, started, exited }
     }).pipe(Effect.uninterruptible)
 

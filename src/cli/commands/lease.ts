@@ -1,15 +1,16 @@
 import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Effect, Option } from "effect"
 import { rayExecutorBackendRefusal } from "../../domain/Group.js"
 import { formatSeconds } from "../../domain/Text.js"
 import { isGroupResult } from "../../programs/Group.js"
 import { LeasedCommand, runLeasedCommand } from "../../programs/Leased.js"
+import { type LeaseStarted, LeaseTerminal } from "../../services/LeaseBridge.js"
 import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.js"
 import { present } from "../Run.js"
 import {
   commandArgs,
   gpus,
-  json,
   leaseRequestOf,
   nodes,
   noServingSlot,
@@ -18,12 +19,21 @@ import {
   rankEnv,
   strictCommand
 } from "../Shared.js"
-import { awaitStdoutFailure, exitForStdoutFailure, writeLine } from "../Stdout.js"
+import { cancellingSignal } from "../Signals.js"
+import { awaitStdoutFailure, exitForStdoutFailure, writeBytes, writeLine } from "../Stdout.js"
 import { waitOption } from "./queue.js"
 
 const timeout = positiveSeconds(
   "timeout",
   "Stop CMD once it has run S seconds, counted from when it starts (time spent waiting for a slot held by another lease is not counted; Ctrl-C ends the wait): CMD's process tree is stopped, the actor killed, and hyperloom exits 124."
+)
+
+// SPEC §7: with --json stdout is one JSON document, so CMD's stdout cannot share it: it goes to
+// stderr (its bytes unchanged), where a user who asked for the document on stdout still sees it.
+const json = Options.boolean("json").pipe(
+  Options.withDescription(
+    "Print one JSON document on stdout when CMD ends (its exit code, times, node and GPUs); the command's stdout goes to stderr then, its bytes unchanged, beside hyperloom's own lines."
+  )
 )
 
 const cmd = commandArgs(
@@ -43,6 +53,42 @@ const OPTIONS = [
 
 // Never waits for the reader (Stdout.ts): the release must not wait on a pipe nobody reads.
 const write = (stream: NodeJS.WriteStream, line: string) => Effect.sync(() => writeLine(stream, line))
+
+/**
+ * The terminal CMD runs at, as under `srun`: this process's stdin forwarded to CMD (then EOF; a
+ * terminal too), and CMD's bytes unchanged on stdout and stderr. With --json, stdout carries only
+ * the JSON document, so CMD's stdout goes to stderr (its bytes unchanged too).
+ */
+const terminalOf = (asJson: boolean, seen: { started?: LeaseStarted }) =>
+  LeaseTerminal.of({
+    stdin: process.stdin,
+    write: (stream, bytes) =>
+      writeBytes(stream === "stdout" && !asJson ? process.stdout : process.stderr, bytes),
+    onStarted: (started) => {
+      seen.started = started
+    }
+  })
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) does not end silently: once the lease is released, one line says
+ * what was stopped and that the slot is free.
+ */
+const saidCancelled = (argv: ReadonlyArray<string>, seen: { started?: LeaseStarted }) =>
+  Effect.sync(() => {
+    const by = cancellingSignal() ?? "interruption"
+    const pid = seen.started?.pid
+    process.stderr.write(
+      seen.started !== undefined
+        ? `hyperloom: cancelled (${by}): stopped ${argv[0]}${pid !== undefined ? ` (pid ${pid})` : ""} and released the lease; its slot and GPUs are free\n`
+        : `hyperloom: cancelled (${by}): the lease was released (the command stopped if it had started)\n`
+    )
+  })
+
+/** After the lease: this process's stdin let go (a terminal left open must not keep hyperloom alive). */
+const releaseStdin = Effect.sync(() => {
+  process.stdin.pause()
+  process.stdin.destroy()
+})
 
 /**
  * The reader of stdout went away (EPIPE) or stdout failed: the command is stopped and the lease
@@ -82,6 +128,7 @@ export const leaseRun = Command.make(
     present(
       o.json,
       Effect.flatMap(strictCommand(o.cmd, OPTIONS), (argv) => {
+        const seen: { started?: LeaseStarted } = {}
         const rayBackend = rayExecutorBackendRefusal(argv.join(" "))
         return Effect.zipRight(
           rayBackend === undefined ? Effect.void : Effect.fail(new UsageError({ detail: rayBackend })),
@@ -93,11 +140,18 @@ export const leaseRun = Command.make(
               cwd: process.cwd(),
               timeoutSec: Option.getOrUndefined(o.timeout),
               waitSec: Option.getOrUndefined(o.wait),
+              // A group's ranks (--nodes N >= 2) come as lines; one node's bytes went to the terminal.
               // With --json stdout carries only the final document: the command's output goes to stderr.
-              onOutput: ({ stream, line }) =>
-                write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+              onOutput: ({ stream, line, written }) =>
+                written === true
+                  ? Effect.void
+                  : write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
             }),
             untilStdoutFails
+          ).pipe(
+            Effect.provideService(LeaseTerminal, terminalOf(o.json, seen)),
+            Effect.ensuring(releaseStdin),
+            Effect.onInterrupt(() => saidCancelled(argv, seen))
           )
         )
       }).pipe(
@@ -143,6 +197,6 @@ export const leaseRun = Command.make(
     ).pipe(Effect.catchAll(asLeaseFailure))
 ).pipe(
   Command.withDescription(
-    "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), stream its output, and exit with its exit code. Options end at `--`. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot. Exits like `env`/`timeout`: CMD's code, 124 timeout, 125 hyperloom failed (the precise code in the error line), 126 CMD not executable, 127 CMD not found, 130 cancelled, 2 bad usage."
+    "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), and exit with its exit code. As under srun, CMD reads this stdin (a terminal or a pipe, then its end; with --nodes N >= 2 it reads nothing) and CMD's stdout and stderr come out here byte for byte (in the background, give `< /dev/null`). Options end at `--`. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot. Exits like `env`/`timeout`: CMD's code, 124 timeout, 125 hyperloom failed (the precise code in the error line), 126 CMD not executable, 127 CMD not found, 130 cancelled, 2 bad usage."
   )
 )
