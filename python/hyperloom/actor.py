@@ -334,6 +334,8 @@ def make_actor_class(ray):
             except subprocess.TimeoutExpired:
                 return None
 
+    # Ray names actors by their class's qualified name: not "make_actor_class.<locals>.…".
+    HyperloomLease.__qualname__ = "HyperloomLease"
     return HyperloomLease
 
 
@@ -348,6 +350,28 @@ def actor_options(spec, **extra):
     if spec["serving_slot"]:
         options["resources"] = {"serving_slot": 1}
     return options
+
+
+def lease_name(argv, gpus, now=None):
+    """The lease actor's Ray name, as whoever sees the holder of a busy slot reads it (a waiting
+    lease, `ray status`, `ray doctor`, `queue`): its command, user, GPUs, since when (its
+    submission: a lease of this host's queue is submitted when its turn comes), and its bridge
+    (host and pid), which also keeps the name unique."""
+    import getpass
+    import shlex
+    import socket
+
+    cmd = " ".join(shlex.quote(a) for a in argv)
+    if len(cmd) > 80:
+        cmd = cmd[:77] + "..."
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "uid %d" % os.getuid()
+    gpus_text = ("%g GPU" % gpus) + ("" if gpus == 1 else "s")
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+    return "lease `%s` of %s, %s, since %s (bridge %s:%d)" % (
+        cmd, user, gpus_text, since, socket.gethostname(), os.getpid())
 
 
 def host_identity():

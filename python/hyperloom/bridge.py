@@ -102,8 +102,8 @@ class Bridge(JsonLinesEndpoint):
         try:
             cls = ray.remote(actor.make_actor_class(ray))
             options = actor.actor_options(spec)
-            if spec["name"]:
-                options["name"] = spec["name"]
+            # Named for whoever meets it as the holder of a busy slot (see actor.lease_name).
+            options["name"] = spec["name"] or actor.lease_name(spec["argv"], spec["gpus"])
             self.actor = cls.options(**options).remote()
         except Exception as e:
             self.emit_error("actor_creation", describe(e))

@@ -141,6 +141,51 @@ describe("waiting for a busy slot is not charged (real head)", () => {
   })
 })
 
+describe("a busy lease's holder is named by its command, user, GPUs and since when (issue 15)", () => {
+  it("the waiting line, lease_wait_expired and ray status name the lease, not make_actor_class.<locals>.HyperloomLease", async () => {
+    const marker = markerSleep(120)
+    const user = os.userInfo().username
+    // Off the slot (so not through the host's queue): the waiter meets the holder in Ray itself.
+    const holder = spawn(
+      process.execPath,
+      [cliPath, "lease", "run", "--no-serving-slot", "--gpus", "2", "--", "sleep", marker],
+      { cwd: projectRoot, env: cleanEnv(), stdio: ["ignore", "ignore", "pipe"] }
+    )
+    try {
+      // The command itself (the CLI's and the supervisor's argv hold the marker too).
+      const sleeping = () =>
+        pidsWithArg(marker).filter((pid) =>
+          fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("sleep\0")
+        )
+      await waitFor("the holder's command to run", () => (sleeping().length > 0 ? true : undefined), 90_000)
+      const waiter = await runCli(
+        ["lease", "run", "--no-serving-slot", "--gpus", "1", "--wait", "8", "--", "true"],
+        {
+          timeoutMs: 90_000
+        }
+      )
+      const named = new RegExp(
+        `lease \`sleep ${marker.replace(".", "\\.")}\` of ${user}, 2 GPUs, since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC`
+      )
+      assert.strictEqual(waiter.code, 125, waiter.stderr)
+      assert.match(waiter.stderr, new RegExp(`waiting for 1 GPU\\(s\\): held by .*${named.source}`))
+      assert.match(waiter.stderr.split("\n").find((l) => l.includes("not granted within")) ?? "", named)
+      assert.notInclude(waiter.stderr, "<locals>")
+      const status = await runCli(["ray", "status", "--json"], {
+        env: { RAY_ADDRESS: `127.0.0.1:${PORT}` },
+        timeoutMs: 60_000
+      })
+      const actor = status.json?.actors?.find((a: { name: string }) => a.name.includes(marker))
+      assert.isDefined(actor, status.stdout)
+      assert.match(actor.name, named)
+      assert.strictEqual(actor.class_name, "HyperloomLease")
+    } finally {
+      holder.kill("SIGINT")
+    }
+    await waitGone("the holder's command", () => pidsWithArg(marker), 30_000)
+  })
+})
+
 describe("who a waiting lease names, from a real head's snapshot", () => {
   /** A detached actor named `name` holding `resources` (and `gpus` GPUs), left alive for the test. */
   const detachedActor = async (name: string, gpus: number, resources: Record<string, number>) => {
