@@ -2,7 +2,8 @@
 it with the Python of the Ray installation as `python PYDIR COMMAND` (PYDIR: the folder holding
 this package and its __main__.py). One job per module:
 
-    procgroup    process groups from /proc: members, start times, TERM-grace-KILL
+    procgroup    process groups from /proc: members, descendants, start times, TERM-grace-KILL
+    cgroup       a cgroup v2 of the lease's own, stopped with cgroup.kill
     keeper       the forked child that KILLs a group the moment its parent (or an owner) ends
     supervisor   runs one lease's command in a group it leads; `python -I PYDIR supervise`
     actor        the lease actor (Ray): holds the resources, runs the supervisor, streams events
@@ -45,14 +46,15 @@ process group runs. Every way the lease can end takes the group with it:
     the supervisor dies (SIGKILL)   the keeper SIGKILLs the group at once
     CMD's parent dies               CMD itself has PR_SET_PDEATHSIG=SIGKILL toward the supervisor
 
-The keeper is a child the supervisor forks before starting CMD. It stays in CMD's process group
-(so the group id cannot be reused while it waits), ignores TERM/INT/HUP, holds none of the
-supervisor's descriptors except the read end of a private pipe whose only writer is the
-supervisor, and SIGKILLs the whole group (itself included) on EOF, i.e. the moment the
-supervisor ends however it ends, or the moment the lease's owner (the bridge, `--owner-pid`
-with its start time against pid reuse) ends. Ray does not kill it with the worker, since it is
-not the worker's direct child. What no mechanism here covers: a process that leaves the group itself
-(setsid/setpgid) and a SIGKILL of the keeper together with the supervisor; the keeper's
-wake-up (milliseconds) bounds how long the group can outlive a supervisor killed with the
-worker, which is shorter than any new lease takes to start a command.
+The keeper is a child the supervisor forks before starting CMD (hyperloom.keeper). It shares the
+supervisor's session and group, not CMD's (CMD leads a group of its own, inside the lease's cgroup
+where the host allows one: hyperloom.cgroup; the supervisor is a child subreaper besides), ignores
+every signal it can, holds none of the supervisor's descriptors except the read end of a private
+pipe whose only writer is the supervisor, and SIGKILLs the lease's cgroup, CMD's group and the
+descendants it was told of on EOF, i.e. the moment the supervisor ends however it ends, or the
+moment the lease's owner (the bridge, `--owner-pid` with its start time against pid reuse) ends.
+Ray does not kill it with the worker, since it is not the worker's direct child. What no mechanism
+here covers: the raylet frees a dying worker's resources before it kills the worker's children,
+so the keeper's wake-up (milliseconds; unbounded while it is SIGSTOPped) is how long CMD can
+outlive a lease whose worker was SIGKILLed (docs/reliability.md).
 """

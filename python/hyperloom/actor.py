@@ -24,6 +24,7 @@ MAX_LINE_BYTES = 64 * 1024
 SUPERVISOR_FILES = (
     "__main__.py",
     "hyperloom/__init__.py",
+    "hyperloom/cgroup.py",
     "hyperloom/procgroup.py",
     "hyperloom/keeper.py",
     "hyperloom/supervisor.py",
@@ -198,6 +199,8 @@ def make_actor_class(ray):
                 finally:
                     events.put(("eof", name, None))
 
+            containment = [None]  # "cgroup" or "subreaper", as the supervisor reports it
+
             def read_status():
                 try:
                     with os.fdopen(r, "rb") as f:
@@ -205,6 +208,8 @@ def make_actor_class(ray):
                             parts = raw.decode("ascii", "replace").split()
                             if len(parts) == 2 and parts[0] in ("pid", "exit"):
                                 events.put((parts[0], int(parts[1]), None))
+                            elif len(parts) == 2 and parts[0] == "containment":
+                                containment[0] = parts[1]
                             elif parts == ["failed"]:
                                 events.put(("pid", None, None))
                 finally:
@@ -253,7 +258,7 @@ def make_actor_class(ray):
                         open_streams.discard(a)
                     elif kind == "pid" and not started:
                         started = True
-                        out.append(self._started_event(a, proc.pid))
+                        out.append(self._started_event(a, proc.pid, containment[0]))
                         out.extend(pending)
                         pending = []
                     elif kind == "exit":
@@ -277,11 +282,12 @@ def make_actor_class(ray):
                 exit_code = procgroup.exit_code(proc_rc)
             yield [{"event": "exit", "code": exit_code}]
 
-        def _started_event(self, pid, pgid):
+        def _started_event(self, pid, supervisor, containment=None):
             return {
                 "event": "started",
                 "pid": pid,
-                "pgid": pgid,
+                "pgid": pid if pid is not None else supervisor,  # CMD leads a group of its own
+                "containment": containment,
                 "actor_pid": os.getpid(),
                 "node_id": ray.get_runtime_context().get_node_id(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -309,7 +315,7 @@ def make_actor_class(ray):
                 return False
 
         def stop(self, grace):
-            """TERM to the supervisor (it forwards to CMD's group, KILLs after `grace`)."""
+            """TERM to the supervisor (it stops every process of the lease, KILLs after `grace`)."""
             with self._lock:
                 self._stopped = True
                 proc = self._proc
@@ -326,7 +332,8 @@ def make_actor_class(ray):
                 except subprocess.TimeoutExpired:
                     pass
             try:
-                os.killpg(proc.pid, signal.SIGKILL)  # leftovers, or a supervisor that hung
+                # A supervisor that hung: KILL it alone; its keeper then KILLs all of the lease.
+                os.kill(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
             try:

@@ -1,18 +1,27 @@
-"""The keeper: a forked child that SIGKILLs a whole process group (itself included) the moment
-the process that forked it ends, however it ends, or the moment a watched owner ends.
+"""The keeper: a forked child that SIGKILLs what it keeps the moment the process that forked it
+ends, however it ends, or the moment a watched owner ends.
 
 It holds none of its parent's descriptors but the read end of a private pipe whose only writer
-is the parent (EOF = the parent is gone), ignores TERM/INT/HUP, and, being in the group, keeps
-the group id from being reused while it waits. The supervisor forks one into CMD's group; the
-serving runner forks one that leads the server's group. Standard library only."""
+is the parent (EOF = the parent is gone), and ignores every signal it can. What it kills then:
+its own process group (the supervisor's, or the server group it leads for the serving runner)
+and whatever the parent told it on the pipe, one line each: "cgroup PATH" (the lease's cgroup,
+by cgroup.kill), "pgid N" (the command's process group), "pid N START" (a descendant, if it
+still has that start time). While it waits it also wakes its parent should it find it stopped
+(SIGSTOP), so that one frozen process does not leave the lease unguarded. Standard library only."""
 
 import os
 import select
 import signal
 
-from hyperloom import procgroup
+from hyperloom import cgroup, procgroup
 
-IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGPIPE)
+# Every signal but those that cannot be caught and SIGCHLD.
+IGNORED = [
+    s
+    for s in signal.valid_signals()
+    if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD) and s < getattr(signal, "SIGRTMAX", 64) + 1
+]
+PATROL_SEC = 0.25
 
 
 def start(pgid=None, owner=(None, None)):
@@ -20,9 +29,10 @@ def start(pgid=None, owner=(None, None)):
 
     `pgid` None: the keeper leads a new process group of its own (its pid is the group's id),
     for the caller to start processes in; otherwise it stays in the caller's group `pgid`.
-    `owner` = (pid, start time) of a process on this host whose end also ends the group (the
-    lease's bridge: its death ends the lease, so the group goes at that moment too)."""
+    `owner` = (pid, start time) of a process on this host whose end also ends what is kept (the
+    lease's bridge: its death ends the lease, so the command goes at that moment too)."""
     r, w = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid != 0:
         os.close(r)
@@ -32,24 +42,38 @@ def start(pgid=None, owner=(None, None)):
             except OSError:
                 pass
         return pid, w
+    targets = {"cgroup": None, "pgids": set(), "pids": {}}
     try:
         if pgid is None:
             os.setpgid(0, 0)
             pgid = os.getpid()
         os.close(w)
         _detach(r)
-        _wait(r, owner)
+        _wait(r, owner, parent, targets)
     finally:
         try:
+            _kill(targets)
             os.killpg(pgid, signal.SIGKILL)  # the group, this keeper included
         finally:
             os._exit(0)
 
 
+def tell(fd, line):
+    """The parent's side: one target line to its keeper (False when the keeper is gone)."""
+    try:
+        os.write(fd, (line + "\n").encode())
+        return True
+    except OSError:
+        return False
+
+
 def _detach(keep_fd):
-    """Ignore the stop signals; hold nothing of the parent's but `keep_fd` (and null stdio)."""
+    """Ignore the signals; hold nothing of the parent's but `keep_fd` (and null stdio)."""
     for s in IGNORED:
-        signal.signal(s, signal.SIG_IGN)
+        try:
+            signal.signal(s, signal.SIG_IGN)
+        except (OSError, ValueError, RuntimeError):
+            pass
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -61,8 +85,35 @@ def _detach(keep_fd):
     os.closerange(keep_fd + 1, max(top, keep_fd + 2))
 
 
-def _wait(r, owner):
-    """Returns when the pipe's writer is gone or the owner ended."""
+def _note(targets, line):
+    parts = line.split(" ", 1)
+    try:
+        if parts[0] == "cgroup" and len(parts) == 2:
+            targets["cgroup"] = parts[1]
+        elif parts[0] == "pgid":
+            targets["pgids"].add(int(parts[1]))
+        elif parts[0] == "pid":
+            pid, start = parts[1].split()
+            targets["pids"][int(pid)] = int(start)
+    except (ValueError, IndexError):
+        pass
+
+
+def _kill(targets):
+    if targets["cgroup"]:
+        cgroup.LeaseCgroup(targets["cgroup"]).kill()
+    for g in targets["pgids"]:
+        procgroup.killpg(g, signal.SIGKILL)
+    for pid, start in targets["pids"].items():
+        if procgroup.start_time(pid) == start:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _wait(r, owner, parent, targets):
+    """Returns when the pipe's writer is gone or the owner ended; notes the targets meanwhile."""
     watch = [r]
     owner_pid, owner_start = owner
     if owner_pid is not None and hasattr(os, "pidfd_open"):
@@ -76,19 +127,32 @@ def _wait(r, owner):
             if owner_start is not None and procgroup.start_time(owner_pid) != owner_start:
                 return  # that pid is another process now: the owner is gone
             watch.append(pidfd)
+    buf = b""
     while True:
         try:
-            ready, _, _ = select.select(watch, [], [])
+            ready, _, _ = select.select(watch, [], [], PATROL_SEC)
         except InterruptedError:
             continue
         except OSError:
             return
+        if not ready:
+            if procgroup.is_stopped(parent):
+                try:
+                    os.kill(parent, signal.SIGCONT)  # frozen: wake it to do its work
+                except OSError:
+                    pass
+            continue
         if len(watch) > 1 and watch[1] in ready:
             return  # the owner died
         try:
-            if not os.read(r, 64):
-                return  # EOF: the parent is gone
+            data = os.read(r, 4096)
         except InterruptedError:
             continue
         except OSError:
             return
+        if not data:
+            return  # EOF: the parent is gone
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            _note(targets, line.decode("utf-8", "replace"))

@@ -42,6 +42,46 @@ def group_members(pgid, exclude=()):
     return found
 
 
+def processes():
+    """{pid: (state, ppid, pgrp)} of every process /proc shows now; None when it cannot tell."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    found = {}
+    for e in entries:
+        if e.isdigit():
+            fields = stat_fields(int(e))
+            if fields is not None and len(fields) > 2:
+                found[int(e)] = (fields[0], int(fields[1]), int(fields[2]))
+    return found
+
+
+def descendants(root, exclude=(), table=None):
+    """Live (not zombie) descendants of `root`, less `exclude` and theirs; None when /proc cannot tell."""
+    table = processes() if table is None else table
+    if table is None:
+        return None
+    children = {}
+    for pid, (state, ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid in exclude:
+            continue
+        if table[pid][0] not in ("Z", "X"):
+            found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def is_stopped(pid):
+    """True when the process is stopped (SIGSTOP, SIGTSTP, a tracer)."""
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] in ("T", "t")
+
+
 def killpg(pgid, sig):
     """killpg that tells whether the group still existed."""
     try:

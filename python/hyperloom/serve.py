@@ -321,11 +321,21 @@ class Runner:
             self.client.wait()
             return
 
+        log_failed = []  # the client.log write error, once: the copy goes on without the log
+
         def copy(pipe, out):
+            # Drains the pipe whatever happens to the log (a full disk): a pipe nobody reads
+            # blocks the client, and a blocked client holds the lease forever.
             for raw in iter(pipe.readline, b""):
                 with lock:
-                    logf.write(raw)
-                    logf.flush()
+                    if not log_failed:
+                        try:
+                            logf.write(raw)
+                            logf.flush()
+                        except (OSError, ValueError) as e:
+                            log_failed.append(e)
+                            log("%s: %s; the client's output is no longer logged there"
+                                % (CLIENT_LOG, getattr(e, "strerror", None) or e))
                 try:
                     out.buffer.write(raw)
                     out.buffer.flush()
@@ -355,7 +365,10 @@ class Runner:
                 break
         for t in threads:
             t.join(2.0)
-        logf.close()
+        try:
+            logf.close()
+        except OSError:
+            pass  # the same full disk: already said
         rc = self.client.returncode
         self.client_exit = procgroup.exit_code(rc)
         self.client_runtime = round(time.monotonic() - started, 3)

@@ -1,18 +1,25 @@
-"""The command supervisor: runs one lease's command (CMD) in a process group it leads, reports on
-a private status fd ("pid N" or "failed", then "exit N"), and reports the exit only once CMD's
-whole group is gone (leftovers: TERM, grace, KILL), because the exit ends the lease.
+"""The command supervisor: runs one lease's command (CMD), reports on a private status fd
+("containment cgroup|subreaper", "pid N" or "failed", then "exit N"), and reports the exit only
+once everything CMD started is gone (leftovers: TERM, grace, KILL), because the exit ends the lease.
 
     python -I PYDIR supervise [--status-fd FD] [--parent PID] [--cwd DIR] [--grace SEC]
-                              [--owner-pid PID [--owner-start TICKS]] -- ARGV...
+                              [--owner-pid PID [--owner-start TICKS]]
+                              [--containment auto|subreaper] -- ARGV...
 
 Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it could not be
 executed, 2 usage). Standard library only: the lease actor runs it with `python -I` from the
 package folder, or from a copy of it on a node that has only Ray (see hyperloom.actor).
 
-How it ends with the lease (see the package's __init__ for the whole picture): TERM/INT/HUP stop
-CMD's group (TERM, grace, KILL); the parent's death (PR_SET_PDEATHSIG, checked against the
-parent's pid, and polled) KILLs the group at once; its own death, however, is seen by its keeper
-(hyperloom.keeper), which KILLs the group; CMD gets PR_SET_PDEATHSIG=SIGKILL toward it."""
+Containment (SPEC §13): the supervisor and its keeper lead a session and process group of their
+own; CMD runs in a process group of its own (a signal CMD sends to its group does not reach
+them). Everything CMD starts is found whatever group or session it moves to: in the lease's
+cgroup (hyperloom.cgroup) where the host allows one ("containment cgroup"), and always as the
+supervisor's descendants, since it is a child subreaper (orphans come back to it, not to init).
+How it ends with the lease (see the package's text for the whole picture): TERM/INT/HUP stop
+CMD (TERM, grace, KILL, every process of the lease); the parent's death (PR_SET_PDEATHSIG,
+checked against the parent's pid, and polled) or the owner's (the bridge) KILLs everything at
+once; its own death is seen by its keeper (hyperloom.keeper), which KILLs what it was told of.
+Each wakes the other when it finds it stopped (SIGSTOP)."""
 
 import argparse
 import os
@@ -20,10 +27,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
-from hyperloom import keeper, procgroup
+from hyperloom import cgroup, keeper, procgroup
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+TICK_SEC = 0.2
+KILL_WAIT_SEC = 5.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,6 +51,7 @@ def parse_args(args):
     p.add_argument("--grace", type=float, default=3.0)
     p.add_argument("--owner-pid", type=int)
     p.add_argument("--owner-start", type=int)
+    p.add_argument("--containment", choices=("auto", "subreaper"), default="auto")
     p.add_argument("argv", nargs=argparse.REMAINDER)
     ns = p.parse_args(args)
     if ns.argv[:1] == ["--"]:
@@ -84,10 +96,14 @@ class Supervisor:
         self.parent = ns.parent if ns.parent is not None else os.getppid()
         self.me = os.getpid()
         self.stop_asked = False
-        self.stopping = False
         self.status = None
         self.keeper_pid = None
+        self.keeper_fd = None
+        self.keeper_lines = []  # what the keeper was told, for a new keeper should it die
         self.prctl = None
+        self.cg = None
+        self.cmd_pid = None
+        self.tracked = {}  # descendant pid -> start time, told to the keeper
 
     # -- reporting
 
@@ -109,16 +125,14 @@ class Supervisor:
     # -- signals
 
     def on_stop(self, signum, frame):
-        # Also reached by our own killpg(TERM) while stopping: ignore that echo.
-        if not self.stopping:
-            self.stop_asked = True
+        self.stop_asked = True
 
     def on_parent_death(self, signum, frame):
         # PR_SET_PDEATHSIG fires when the parent *thread* ends (a Ray worker thread may end
         # while the actor lives): only a changed parent process counts. The lease is over (Ray
-        # has freed its resources): no grace, the whole group goes at once (us included).
+        # has freed its resources): no grace, everything goes at once.
         if os.getppid() != self.parent:
-            os.killpg(self.pgid, signal.SIGKILL)
+            self.kill_all()
 
     def install_signals(self):
         # A Ray worker thread may have signals blocked; the mask is inherited: start clean.
@@ -130,24 +144,100 @@ class Supervisor:
         prctl = _prctl()
         if prctl is not None and prctl(PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0) == 0:
             self.prctl = prctl
-        if os.getppid() != self.parent:  # died before the prctl took effect
-            os.killpg(self.pgid, signal.SIGKILL)
+        if prctl is not None:
+            prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-    # -- the group
+    # -- the keeper
 
-    def others(self):
-        """Pids in our group but us and the keeper; None when /proc cannot tell."""
-        return procgroup.group_members(self.pgid, exclude=(self.me, self.keeper_pid))
+    def start_keeper(self):
+        owner = (self.ns.owner_pid, self.ns.owner_start)
+        self.keeper_pid, self.keeper_fd = keeper.start(self.pgid, owner)
+        for line in self.keeper_lines:
+            keeper.tell(self.keeper_fd, line)
 
-    def stop_group(self, gone):
-        """TERM the group, give `gone()` the grace, then KILL it (us included)."""
-        self.stopping = True
-        procgroup.stop_group(self.pgid, self.ns.grace, gone)
+    def tell_keeper(self, line):
+        self.keeper_lines.append(line)
+        keeper.tell(self.keeper_fd, line)
+
+    def watch_keeper(self, reaped):
+        """Wakes a stopped keeper; forks a new one when it died (it is our child: `reaped`)."""
+        if self.keeper_pid in reaped:
+            os.close(self.keeper_fd)
+            self.start_keeper()
+        elif procgroup.is_stopped(self.keeper_pid):
+            try:
+                os.kill(self.keeper_pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+    # -- the lease's processes
+
+    def members(self, table=None):
+        """Live processes of the lease (CMD and all it started), whatever group they are in."""
+        found = set(procgroup.descendants(self.me, exclude=(self.keeper_pid,), table=table) or [])
+        if self.cg is not None:
+            found.update(self.cg.pids() or [])
+        if self.cmd_pid is not None:
+            found.update(procgroup.group_members(self.cmd_pid) or [])
+        found.discard(self.me)
+        found.discard(self.keeper_pid)
+        return sorted(found)
+
+    def empty(self):
+        if self.cg is not None and self.cg.populated():
+            return False
+        return not self.members()
+
+    def signal_all(self, sig):
+        if sig == signal.SIGKILL and self.cg is not None:
+            self.cg.kill()
+        for pid in self.members():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+            if sig == signal.SIGTERM and procgroup.is_stopped(pid):
+                try:
+                    os.kill(pid, signal.SIGCONT)  # a stopped process cannot act on TERM
+                except OSError:
+                    pass
+
+    def kill_all(self):
+        self.signal_all(signal.SIGKILL)
+
+    def stop_all(self, grace):
+        """TERM every process of the lease, `grace` seconds, KILL; until none is left (bounded)."""
+        if self.empty():
+            return
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and not self.empty():
+            time.sleep(0.05)
+        deadline = time.monotonic() + KILL_WAIT_SEC
+        while not self.empty() and time.monotonic() < deadline:
+            self.kill_all()
+            time.sleep(0.02)
+
+    def track(self):
+        """Without a cgroup: tell the keeper each descendant (it kills them should we die)."""
+        for pid in self.members():
+            if pid not in self.tracked:
+                start = procgroup.start_time(pid)
+                if start is not None:
+                    self.tracked[pid] = start
+                    self.tell_keeper("pid %d %d" % (pid, start))
+
+    def owner_gone(self):
+        pid = self.ns.owner_pid
+        if pid is None:
+            return False
+        start = procgroup.start_time(pid)
+        return start is None or (self.ns.owner_start is not None and start != self.ns.owner_start)
 
     # -- the run
 
     def run(self):
-        # Lead a process group of our own: CMD and everything it starts live (and die) in it.
+        # A session and process group of our own (us and the keeper); CMD gets another group.
         if os.getpgrp() != os.getpid():
             try:
                 os.setsid()
@@ -156,11 +246,22 @@ class Supervisor:
         self.pgid = os.getpgrp()
         self.open_status()
         self.install_signals()
+        if os.getppid() != self.parent:  # died before the prctl took effect
+            return 137
+        why = "asked for" if self.ns.containment == "subreaper" else None
+        if why is None:
+            start = procgroup.start_time(self.me) or 0
+            self.cg, why = cgroup.LeaseCgroup.create("hyperloom-lease-%d-%d" % (self.me, start))
         # The keeper: the raylet SIGKILLs a dying worker's direct children (us), and our own
         # cleanup never runs then; the keeper is not the worker's child, so Ray leaves it alone.
-        owner = (self.ns.owner_pid, self.ns.owner_start)
-        self.keeper_pid, _keeper_fd = keeper.start(self.pgid, owner)
-        code = self.run_command()
+        self.start_keeper()
+        if self.cg is not None:
+            self.tell_keeper("cgroup %s" % self.cg.path)
+        try:
+            code = self.run_command()
+        finally:
+            if self.cg is not None and not self.cg.remove():
+                sys.stderr.write("hyperloom supervisor: cannot remove %s\n" % self.cg.path)
         if self.status is not None:
             try:
                 self.status.close()
@@ -179,9 +280,15 @@ class Supervisor:
         argv, cwd = self.ns.argv, self.ns.cwd
         if cwd and not os.path.isdir(cwd):
             return self.not_started("hyperloom: working directory does not exist: %s" % cwd, 127)
-        prctl, me = self.prctl, self.me
+        prctl, me, cg = self.prctl, self.me, self.cg
 
         def cmd_preexec():
+            if cg is not None:
+                try:
+                    cg.join()
+                except OSError:
+                    pass  # seen below: the supervisor falls back to the subreaper alone
+            os.setpgid(0, 0)  # a group of CMD's own: its signals to its group stay there
             # CMD dies with us too (SIGKILL), should the keeper itself be gone.
             if prctl is not None:
                 prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
@@ -196,33 +303,52 @@ class Supervisor:
             if isinstance(e, FileNotFoundError) and e.filename in (None, argv[0]):
                 return self.not_started("hyperloom: command not found: %s" % argv[0], 127)
             return self.not_started("hyperloom: cannot execute %s: %s" % (argv[0], e.strerror or e), 126)
+        self.cmd_pid = proc.pid
+        self.tell_keeper("pgid %d" % proc.pid)
+        fields = procgroup.stat_fields(proc.pid)  # not proc.poll(): the reaper alone waits
+        alive = fields is not None and fields[0] not in ("Z", "X")
+        if self.cg is not None and alive and proc.pid not in (self.cg.pids() or []):
+            self.cg.remove(0)  # could not join it (a cgroup we may make but not move into)
+            self.cg = None
+        self.report("containment %s" % ("cgroup" if self.cg is not None else "subreaper"))
         self.report("pid %d" % proc.pid)
         _release_stdin()
 
+        # We reap every child: CMD, the keeper, and (a subreaper) every orphan of the lease.
         done = threading.Event()
+        result = {"status": None}
+        reaped = set()
 
-        def waiter():
-            proc.wait()
-            done.set()
+        def reaper():
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, 0)
+                except ChildProcessError:
+                    time.sleep(0.05)
+                    continue
+                except InterruptedError:
+                    continue
+                reaped.add(pid)
+                if pid == proc.pid:
+                    result["status"] = status
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    done.set()
 
-        threading.Thread(target=waiter, daemon=True).start()
-        while not done.wait(0.2):
-            if os.getppid() != self.parent:
-                os.killpg(self.pgid, signal.SIGKILL)  # the worker died: the lease is over, no grace
+        threading.Thread(target=reaper, daemon=True).start()
+        while not done.wait(TICK_SEC):
+            if os.getppid() != self.parent or self.owner_gone():
+                self.kill_all()  # the worker or the bridge died: the lease is over, no grace
+            self.watch_keeper(reaped)
+            if self.cg is None:
+                self.track()
             if self.stop_asked:
-                self.stop_group(done.is_set)  # KILLs us too when CMD outlives the grace
-                done.wait()
+                self.stop_all(self.ns.grace)
+                done.wait(KILL_WAIT_SEC)
                 break
 
-        code = procgroup.exit_code(proc.returncode)
-        # CMD is gone; whatever it left behind in the group goes too, BEFORE the exit is reported:
-        # the exit ends the lease (the actor is killed, the slot frees).
-        left = self.others()
-        if left is None:
-            self.stopping = True
-            procgroup.killpg(self.pgid, signal.SIGTERM)
-        elif left:
-            self.stop_group(lambda: not self.others())
+        code = procgroup.exit_code(proc.returncode if proc.returncode is not None else -signal.SIGKILL)
+        # CMD is gone; whatever it left behind goes too, BEFORE the exit is reported: the exit
+        # ends the lease (the actor is killed, the slot frees).
+        self.stop_all(self.ns.grace)
         self.report("exit %d" % code)
         return code
-

@@ -114,6 +114,11 @@ export const renderDoctor = (r: DoctorReport): string => {
     `repair   ${r.repair.allowed ? "allowed: every guard holds" : "refused: hyperloom will not restart this head"}`
   )
   lines.push(...renderGuards(r.repair.guards))
+  lines.push(
+    r.containment.mode === "cgroup"
+      ? "contain  a cgroup per lease (cgroup.kill) and the supervisor as subreaper"
+      : `contain  the supervisor as subreaper only (no cgroup: ${r.containment.reason})`
+  )
   for (const w of r.warnings) lines.push(`warning  ${w}`)
   return lines.join("\n")
 }

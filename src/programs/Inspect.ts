@@ -10,6 +10,7 @@ import {
   totalResources
 } from "../domain/Snapshot.js"
 import { ClusterInspector, type ResolvedCluster } from "../services/ClusterInspector.js"
+import * as Containment from "../services/Containment.js"
 import { ProcFs } from "../services/ProcFs.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
@@ -89,13 +90,16 @@ export interface DoctorReport {
       readonly gpus_short: number | null
     }>
   } | null
+  /** What stops a lease's processes (SPEC §13): a cgroup per lease, or the subreaper alone (and why). */
+  readonly containment: Containment.Containment
 }
 
 export const doctorReport = (
   inspection: Inspection,
   request: LeaseRequest,
   guards: ReadonlyArray<GuardResult>,
-  nodes = 1
+  nodes = 1,
+  containment: Containment.Containment = { mode: "subreaper", reason: "not probed" }
 ) => {
   const group = nodes >= 2 ? checkGroupFeasibility(inspection.snapshot, { ...request, nodes }) : undefined
   const verdict = group ?? checkFeasibility(inspection.snapshot, request)
@@ -132,7 +136,8 @@ export const doctorReport = (
               lacks_serving_slot: s.lacksSlot,
               gpus_short: s.gpusShort ?? null
             }))
-          }
+          },
+    containment
   } satisfies DoctorReport
 }
 
@@ -141,7 +146,7 @@ export const doctor = Effect.fn("Inspect.doctor")(function* (request: LeaseReque
   const settings = yield* Settings
   const inspection = yield* inspect()
   const guards = yield* guardsFor(inspection)
-  return doctorReport(inspection, request, guards, settings.nodes)
+  return doctorReport(inspection, request, guards, settings.nodes, yield* Containment.probe())
 })
 
 /** `hyperloom ray status`: the cluster snapshot and the host's daemons (SPEC §7). */

@@ -27,6 +27,8 @@ interface Run {
   readonly stdout: string
   readonly stderr: string
   readonly status: string[]
+  /** Every status line, "containment …" included. */
+  readonly reports: string[]
   readonly ms: number
 }
 
@@ -47,7 +49,8 @@ const supervise = (
   let stdout = ""
   let stderr = ""
   let statusBuf = ""
-  const status: string[] = []
+  const status: string[] = [] // less the "containment …" line (its own tests below)
+  const reports: string[] = []
   child.stdout!.on("data", (d) => {
     stdout += d
   })
@@ -58,11 +61,12 @@ const supervise = (
     statusBuf += d
     const lines = statusBuf.split("\n")
     statusBuf = lines.pop()!
-    status.push(...lines)
+    reports.push(...lines)
+    status.push(...lines.filter((l) => !l.startsWith("containment ")))
   })
   const done = new Promise<Run>((resolve) =>
     child.on("close", (code, signal) =>
-      resolve({ code, signal, stdout, stderr, status, ms: Date.now() - t0 })
+      resolve({ code, signal, stdout, stderr, status, reports, ms: Date.now() - t0 })
     )
   )
   if (during === undefined) return done
@@ -143,7 +147,7 @@ describe("supervisor", () => {
       }
     )
     const took = Date.now() - signalled
-    assert.strictEqual(r.signal, "SIGKILL", "the supervisor KILLs its whole group, itself included")
+    assert.strictEqual(r.code, 137, "CMD KILLed after the grace; the supervisor outlives it to report")
     assert.isAtLeast(took, 900)
     assert.isBelow(took, 4_000)
     await waitGone("CMD", () => pidsWithArg(marker), 3_000)
@@ -208,10 +212,15 @@ describe("supervisor", () => {
   }
   const groupUp = (supervisor: number, markers: ReadonlyArray<string>) =>
     waitFor("CMD and its background child to run", () =>
-      markers.every((m) => pidsWithArg(m).length === 1) && pidsInGroup(supervisor).length >= 4
+      markers.every((m) => pidsWithArg(m).length === 1) && pidsInGroup(supervisor).length >= 2
         ? true
         : undefined
     )
+  /** What is left of the lease: the command's processes, the supervisor and its keeper (their group). */
+  const leftOf = (supervisor: number, markers: ReadonlyArray<string>) => () => [
+    ...markers.flatMap((m) => pidsWithArg(m)),
+    ...pidsInGroup(supervisor)
+  ]
 
   /** The supervisor a `sh -c '… & wait'` parent started (its child running the bridge script). */
   const supervisorUnder = (parent: number) =>
@@ -233,7 +242,7 @@ describe("supervisor", () => {
       await groupUp(pid, g.markers)
       process.kill(pid, "SIGKILL")
       const t0 = Date.now()
-      await waitGone("CMD's process group", () => pidsInGroup(pid), 5_000)
+      await waitGone("the lease's processes", leftOf(pid, g.markers), 5_000)
       goneMs = Date.now() - t0
     })
     assert.isBelow(goneMs, 1_000)
@@ -255,7 +264,7 @@ describe("supervisor", () => {
     await groupUp(supervisor, g.markers)
     parent.kill("SIGKILL")
     const t0 = Date.now()
-    await waitGone("CMD's process group", () => pidsInGroup(supervisor), 5_000)
+    await waitGone("the lease's processes", leftOf(supervisor, g.markers), 5_000)
     assert.isBelow(Date.now() - t0, 2_000)
   })
 
@@ -281,7 +290,7 @@ describe("supervisor", () => {
       if ((e as NodeJS.ErrnoException).code !== "ESRCH") throw e
     }
     const t0 = Date.now()
-    await waitGone("CMD's process group", () => pidsInGroup(supervisor), 5_000)
+    await waitGone("the lease's processes", leftOf(supervisor, g.markers), 5_000)
     assert.isBelow(Date.now() - t0, 1_000)
   })
 
@@ -306,10 +315,14 @@ describe("supervisor", () => {
     await supervise([...args, "--", ...g.argv], async (pid) => {
       await groupUp(pid, g.markers)
       await sleep(300)
-      assert.isAbove(pidsInGroup(pid).length, 3, "a live owner leaves the command alone")
+      assert.strictEqual(
+        g.markers.flatMap((m) => pidsWithArg(m)).length,
+        2,
+        "a live owner leaves the command alone"
+      )
       owner.kill("SIGKILL")
       const t0 = Date.now()
-      await waitGone("CMD's process group", () => pidsInGroup(pid), 5_000)
+      await waitGone("the lease's processes", leftOf(pid, g.markers), 5_000)
       goneMs = Date.now() - t0
     })
     assert.isBelow(goneMs, 1_000)
@@ -329,4 +342,97 @@ describe("supervisor", () => {
     assert.notStrictEqual(r.code, 0)
     assert.deepStrictEqual(pidsWithArg(marker), [])
   })
+})
+
+/** Commands that leave CMD's process group (and session): each runs `sleep MARKER`. */
+const escaping = (m: ReadonlyArray<string>) =>
+  [
+    `setsid sleep ${m[0]} &`,
+    `timeout 300 sleep ${m[1]} &`,
+    `python3 -c 'import subprocess, sys; subprocess.Popen(["sleep", sys.argv[1]], start_new_session=True)' ${m[2]}`,
+    `python3 -c 'import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", sys.argv[1]])
+    os._exit(0)' ${m[3]}`
+  ].join("\n")
+const markers4 = () => [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
+const running = (m: ReadonlyArray<string>) => m.flatMap((x) => pidsWithArg(x))
+
+describe("supervisor containment (SPEC §13)", () => {
+  for (const mode of ["auto", "subreaper"]) {
+    it(`--containment ${mode}: what left CMD's group or session is gone before the exit is reported`, async () => {
+      const m = markers4()
+      const r = await supervise([
+        "--containment",
+        mode,
+        "--grace",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        `${escaping(m)}\necho up`
+      ])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.stdout, "up\n")
+      assert.match(
+        r.reports[0]!,
+        mode === "auto" ? /^containment (cgroup|subreaper)$/ : /^containment subreaper$/
+      )
+      assert.deepStrictEqual(running(m), [], "every escape is gone when the supervisor has exited")
+    })
+
+    it(`--containment ${mode}: SIGKILL of the supervisor, its keeper kills the escapes too`, async () => {
+      const m = markers4()
+      await supervise(
+        ["--containment", mode, "--", "sh", "-c", `${escaping(m)}\nexec sleep 300`],
+        async (pid) => {
+          await waitFor("the escapes", () => (running(m).length === 4 ? true : undefined), 20_000)
+          await sleep(500) // the subreaper's tracking runs every 0.2 s
+          process.kill(pid, "SIGKILL")
+          await waitGone("the escapes", () => running(m), 5_000)
+        }
+      )
+    })
+  }
+
+  for (const sig of ["SIGUSR2", "SIGALRM", "SIGQUIT", "SIGRTMIN"]) {
+    it(`CMD sending ${sig} to its own process group does not reach the supervisor or its keeper`, async () => {
+      const marker = markerSleep()
+      const code = [
+        "import os, signal, subprocess, sys, time",
+        `s = getattr(signal, "${sig}")`,
+        "signal.signal(s, signal.SIG_IGN)",
+        "child = subprocess.Popen(['sleep', sys.argv[1]])",
+        "os.killpg(0, s)",
+        "time.sleep(0.5)",
+        "print('survived', flush=True)",
+        "child.kill()"
+      ].join("\n")
+      const r = await supervise(["--", "python3", "-c", code, marker])
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.strictEqual(r.stdout, "survived\n")
+      assert.strictEqual(r.status.at(-1), "exit 0")
+      assert.deepStrictEqual(pidsWithArg(marker), [])
+    })
+  }
+
+  for (const frozen of ["keeper", "supervisor"]) {
+    it(`the ${frozen} SIGSTOPped, then the owner dies: the other ends the lease's processes`, async () => {
+      const m = markers4()
+      const owner = spawn("sleep", ["600"], { stdio: "ignore" })
+      children.push(owner)
+      const stat = fs.readFileSync(`/proc/${owner.pid}/stat`, "utf8")
+      const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]!
+      const args = ["--owner-pid", String(owner.pid), "--owner-start", start, "--"]
+      await supervise([...args, "sh", "-c", `${escaping(m)}\nexec sleep 300`], async (pid) => {
+        await waitFor("the escapes", () => (running(m).length === 4 ? true : undefined), 20_000)
+        const keeper = pidsInGroup(pid).find((p) => p !== pid)!
+        process.kill(frozen === "keeper" ? keeper : pid, "SIGSTOP")
+        owner.kill("SIGKILL")
+        await waitGone("the lease's processes", () => [...running(m), ...pidsInGroup(pid)], 5_000)
+      })
+    })
+  }
 })

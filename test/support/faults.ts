@@ -326,7 +326,8 @@ const targetsOf = async (head: Head, lease: CliLease, known: ReadonlySet<string>
   const procs = processes()
   const bridge = procs.find((p) => p.ppid === lease.child.pid && runsPython(p.argv, "bridge"))?.pid
   const cmd = procs.find((p) => p.mark === lease.mark)
-  const supervisor = cmd !== undefined ? cmd.pgid : undefined
+  // CMD leads a group of its own; its parent is the supervisor.
+  const supervisor = cmd !== undefined ? cmd.ppid : undefined
   const worker = supervisor !== undefined ? procs.find((p) => p.pid === supervisor)?.ppid : undefined
   const ours = (await leaseActors(head)).filter((a) => !known.has(a.actorId) && a.state !== "DEAD")
   return {
