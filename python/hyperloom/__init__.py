@@ -11,6 +11,7 @@ this package and its __main__.py). One job per module:
     bridge       one lease (`python PYDIR bridge`)
     group        one serving group, a rank actor per node (`python PYDIR group`)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
+    tee          the runners' one copy of a client's output to theirs and to client.log
 
 procgroup, keeper and supervisor are standard library only; the bridges import Ray. The package
 is pickled by value with the actor class (actor.register_by_value), so a Ray node that runs a

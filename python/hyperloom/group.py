@@ -90,8 +90,10 @@ RANK_START_TIMEOUT_SEC = 120.0
 RUNNER_FILES = (
     "__main__.py",
     "hyperloom/__init__.py",
+    "hyperloom/cgroup.py",
     "hyperloom/procgroup.py",
     "hyperloom/keeper.py",
+    "hyperloom/tee.py",
     "hyperloom/serve.py",
 )
 HEARTBEAT_MAX_SEC = 20.0

@@ -56,6 +56,7 @@ import urllib.request
 
 from hyperloom import keeper, procgroup
 from hyperloom.procgroup import group_members
+from hyperloom.tee import Tee
 
 STATUS_FILE = "serve.json"
 SERVER_LOG = "server.log"
@@ -302,8 +303,7 @@ class Runner:
 
     def run_client(self, env):
         a = self.args
-        logf = open(os.path.join(a["dir"], CLIENT_LOG), "ab")
-        lock = threading.Lock()
+        tee = Tee(os.path.join(a["dir"], CLIENT_LOG), log)
         started = time.monotonic()
         try:
             self.client = subprocess.Popen(
@@ -312,8 +312,8 @@ class Runner:
             )
         except OSError as e:
             msg = "hyperloom-serve: cannot start the client %s: %s\n" % (a["client"][0], e.strerror or e)
-            logf.write(msg.encode())
-            logf.close()
+            tee.note(msg.encode())
+            tee.close()
             sys.stderr.write(msg)
             self.client_exit = 127
             self.client_runtime = 0.0
@@ -321,33 +321,7 @@ class Runner:
             self.client.wait()
             return
 
-        log_failed = []  # the client.log write error, once: the copy goes on without the log
-
-        def copy(pipe, out):
-            # Drains the pipe whatever happens to the log (a full disk): a pipe nobody reads
-            # blocks the client, and a blocked client holds the lease forever.
-            for raw in iter(pipe.readline, b""):
-                with lock:
-                    if not log_failed:
-                        try:
-                            logf.write(raw)
-                            logf.flush()
-                        except (OSError, ValueError) as e:
-                            log_failed.append(e)
-                            log("%s: %s; the client's output is no longer logged there"
-                                % (CLIENT_LOG, getattr(e, "strerror", None) or e))
-                try:
-                    out.buffer.write(raw)
-                    out.buffer.flush()
-                except (OSError, ValueError):
-                    pass
-
-        threads = [
-            threading.Thread(target=copy, args=(self.client.stdout, sys.stdout), daemon=True),
-            threading.Thread(target=copy, args=(self.client.stderr, sys.stderr), daemon=True),
-        ]
-        for t in threads:
-            t.start()
+        tee.start(self.client)
         while self.client.poll() is None:
             if self.stop_requested.wait(0.1):
                 # Stopped: TERM the client, and stop the server at the same time (the lease's
@@ -363,12 +337,7 @@ class Runner:
                     self.client.kill()
                     self.client.wait()
                 break
-        for t in threads:
-            t.join(2.0)
-        try:
-            logf.close()
-        except OSError:
-            pass  # the same full disk: already said
+        tee.close()
         rc = self.client.returncode
         self.client_exit = procgroup.exit_code(rc)
         self.client_runtime = round(time.monotonic() - started, 3)

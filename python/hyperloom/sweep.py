@@ -37,6 +37,7 @@ import time
 from hyperloom import keeper, procgroup
 from hyperloom.procgroup import group_members
 from hyperloom.serve import expand, free_port, last_line, node_facts, probe
+from hyperloom.tee import Tee
 
 ENGINE_FILE = "engine.json"
 CONTROL_DIR = "control"
@@ -215,8 +216,7 @@ class Runner:
         """Runs one client; returns (exit_code, timed_out, runtime_sec, t0, t1)."""
         run_dir = req["dir"]
         argv = [expand(x, env) for x in req["argv"]]
-        logf = open(os.path.join(run_dir, CLIENT_LOG), "ab")
-        lock = threading.Lock()
+        tee = Tee(os.path.join(run_dir, CLIENT_LOG), log)
         t0 = time.time()
         started = time.monotonic()
         self.client_group = Group()
@@ -227,28 +227,14 @@ class Runner:
             )
         except OSError as e:
             msg = "hyperloom-sweep: cannot start the client %s: %s\n" % (argv[0] if argv else "?", e.strerror or e)
-            logf.write(msg.encode())
-            logf.close()
+            tee.note(msg.encode())
+            tee.close()
             sys.stderr.write(msg)
             self.client_group.stop(0.1)
             self.client_group = None
             return 127, False, 0.0, t0, time.time()
 
-        def copy(pipe, out):
-            for raw in iter(pipe.readline, b""):
-                with lock:
-                    logf.write(raw)
-                    logf.flush()
-                try:
-                    out.buffer.write(raw)
-                    out.buffer.flush()
-                except (OSError, ValueError):
-                    pass
-
-        threads = [threading.Thread(target=copy, args=(self.client.stdout, sys.stdout), daemon=True),
-                   threading.Thread(target=copy, args=(self.client.stderr, sys.stderr), daemon=True)]
-        for t in threads:
-            t.start()
+        tee.start(self.client)
         timeout = req.get("timeout_sec")
         timed_out = False
         died_at = None
@@ -271,9 +257,7 @@ class Runner:
         else:
             self.client_group.stop(0.2)  # whatever it left behind in its group
         self.client_group = None
-        for t in threads:
-            t.join(2.0)
-        logf.close()
+        tee.close()
         code = None if timed_out else procgroup.exit_code(self.client.returncode)
         return code, timed_out, round(time.monotonic() - started, 3), t0, time.time()
 

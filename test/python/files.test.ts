@@ -1,0 +1,52 @@
+/**
+ * The files that travel with the actor classes (python/hyperloom/actor.py SUPERVISOR_FILES,
+ * group.py RUNNER_FILES) are all that `python -I PYDIR supervise` and `python -I PYDIR serve`
+ * import: a node that has only Ray runs them from a copy of exactly these files. A module that
+ * starts importing another (the keeper importing cgroup, the runners the shared copy loop) must
+ * join the list, or such a node fails with ModuleNotFoundError.
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { anyPython, pythonDir } from "../support/lease.js"
+
+const lists = JSON.parse(
+  spawnSync(
+    anyPython,
+    [
+      "-c",
+      "import json, sys; sys.path.insert(0, sys.argv[1]); from hyperloom import actor, group; print(json.dumps([actor.SUPERVISOR_FILES, group.RUNNER_FILES]))",
+      pythonDir
+    ],
+    { encoding: "utf8" }
+  ).stdout
+) as [ReadonlyArray<string>, ReadonlyArray<string>]
+
+const copyOf = (files: ReadonlyArray<string>) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-files-"))
+  for (const rel of files) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true })
+    fs.copyFileSync(path.join(pythonDir, rel), path.join(dir, rel))
+  }
+  return dir
+}
+
+describe("the Python files that travel with the actor classes", () => {
+  for (const [name, files, command] of [
+    ["SUPERVISOR_FILES", lists[0], "supervise"],
+    ["RUNNER_FILES", lists[1], "serve"]
+  ] as const) {
+    it(`${name} alone run \`python -I PYDIR ${command}\` (a usage error, no missing module)`, () => {
+      const dir = copyOf(files)
+      try {
+        const r = spawnSync(anyPython, ["-I", dir, command], { encoding: "utf8", timeout: 30_000 })
+        assert.notMatch(r.stderr, /ModuleNotFoundError|ImportError|Traceback/, r.stderr)
+        assert.strictEqual(r.status, 2, r.stderr)
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
+  }
+})
