@@ -1,9 +1,14 @@
-// Fault injection on a real head (SPEC §9 "the slot means the GPUs are free"): runs many seeded
-// iterations of the harness in test/support/faults.ts (bundled here with esbuild) and prints the
-// counts: faults injected per kind and per phase, invariants held, orphans found, double holders.
-// Goal: 0 orphans, 0 double holders, every invariant held.
+// Fault injection on a real head (SPEC §9 "the slot means the GPUs are free", §13 contained):
+// runs seeded iterations of the harness in test/support/faults.ts (bundled here with esbuild),
+// --faults of each kind (SIGKILL of the CLI, the bridge, the worker, the supervisor, its keeper,
+// the command, the command's whole group, ray.kill; SIGSTOP of each of those, then a SIGKILL of
+// the process whose death ends the lease), each lease's command holding one escape of each kind
+// (setsid, timeout, start_new_session, a double fork), and prints the counts: faults per kind
+// and per phase, invariants held, orphans, samples of the slot free while anything of the lease
+// ran, double holders. Goal: 0 orphans, 0 such samples, 0 double holders.
 //
 //   node scripts/build.mjs --bundle-only && node bench/faults.mjs [--faults 50] [--seed 1]
+//        [--kinds bridge,stop:keeper,...]
 //
 // It starts its own head on port 6386 and runs `ray stop --force` at the end: run it where no
 // other Ray runs (a disposable host or an isolated namespace).
@@ -19,6 +24,7 @@ const arg = (name, fallback) => {
   return i >= 0 ? Number(process.argv[i + 1]) : fallback
 }
 const FAULTS = arg("faults", 50)
+const kindsArg = process.argv.indexOf("--kinds")
 const SEED = arg("seed", 1)
 const PORT = 6386
 
@@ -47,16 +53,21 @@ const h = await import(pathToFileURL(outfile).href)
 await h.prepareRay()
 const head = await h.startHead({ port: PORT, slot: true, numGpus: 1 })
 const random = h.rng(SEED)
+const KINDS = kindsArg >= 0 ? process.argv[kindsArg + 1].split(",") : h.KINDS
+for (const k of KINDS) if (!h.KINDS.includes(k)) throw new Error(`unknown kind ${k} (${h.KINDS.join(", ")})`)
 const outcomes = []
 const t0 = Date.now()
 try {
-  for (let n = 0; n < FAULTS; n++) {
-    const phase = random.pick(h.PHASES)
+  // Round-robin over the kinds, so that a run cut short has as many of each.
+  for (let n = 0; n < FAULTS * KINDS.length; n++) {
+    const kind = KINDS[n % KINDS.length]
+    const phase = random.pick(h.phasesFor(kind))
     const o = await h.runIteration({
       head,
       run: `b${SEED}`,
       n,
       phase,
+      kinds: [kind],
       random,
       boundMs: 10_000,
       log: (l) => console.log(l)
@@ -92,6 +103,15 @@ console.log(
     .map(([k, v]) => `${k} ${v}`)
     .join(", ")}`
 )
+console.log("  per kind (faults / held / orphans / slot-free samples / double holders):")
+for (const k of Object.keys(s.byKind)) {
+  const of = outcomes.filter((o) => o.kind === k)
+  const sum = (f) => of.reduce((a, o) => a + f(o), 0)
+  console.log(
+    `    ${k.padEnd(16)} ${of.length} / ${of.filter((o) => o.orphans + o.doubleHolders + o.slotFreeWhileRunning === 0 && o.leaseEnded).length} / ${sum((o) => o.orphans)} / ${sum((o) => o.slotFreeWhileRunning)} / ${sum((o) => o.doubleHolders)}`
+  )
+}
+console.log(`  escapes (setsid, timeout, start_new_session, double fork) in every lease's command`)
 console.log(`  invariants held: ${s.invariantsHeld}/${s.faults}`)
 console.log(`  orphans found: ${s.orphans} (goal 0)`)
 console.log(`  double holders: ${s.doubleHolders} (goal 0)`)

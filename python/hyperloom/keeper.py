@@ -24,13 +24,16 @@ IGNORED = [
 PATROL_SEC = 0.25
 
 
-def start(pgid=None, owner=(None, None)):
+def start(pgid=None, owner=(None, None), watch=()):
     """Forks the keeper; returns (its pid, the write end of its pipe, which only the caller holds).
 
     `pgid` None: the keeper leads a new process group of its own (its pid is the group's id),
     for the caller to start processes in; otherwise it stays in the caller's group `pgid`.
     `owner` = (pid, start time) of a process on this host whose end also ends what is kept (the
-    lease's bridge: its death ends the lease, so the command goes at that moment too)."""
+    lease's bridge: its death ends the lease, so the command goes at that moment too). `watch`:
+    more (pid, start time) pairs whose end ends it too, at once (the supervisor's Ray worker: Ray
+    frees the lease's resources as the worker dies, so the command must go at that moment, even
+    while the supervisor is stopped)."""
     r, w = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -49,7 +52,7 @@ def start(pgid=None, owner=(None, None)):
             pgid = os.getpid()
         os.close(w)
         _detach(r)
-        _wait(r, owner, parent, targets)
+        _wait(r, [owner] + list(watch), parent, targets)
     finally:
         try:
             _kill(targets)
@@ -112,21 +115,15 @@ def _kill(targets):
                 pass
 
 
-def _wait(r, owner, parent, targets):
-    """Returns when the pipe's writer is gone or the owner ended; notes the targets meanwhile."""
+def _wait(r, watched, parent, targets):
+    """Returns when the pipe's writer is gone or a watched process ended; notes the targets meanwhile."""
     watch = [r]
-    owner_pid, owner_start = owner
-    if owner_pid is not None and hasattr(os, "pidfd_open"):
-        try:
-            pidfd = os.pidfd_open(owner_pid)
-        except ProcessLookupError:
-            return  # the owner is already gone: the lease is over
-        except OSError:
-            pidfd = None  # no pidfds here: the pipe alone
-        if pidfd is not None:
-            if owner_start is not None and procgroup.start_time(owner_pid) != owner_start:
-                return  # that pid is another process now: the owner is gone
-            watch.append(pidfd)
+    for pid, start in watched:
+        fd = procgroup.pidfd(pid, start)
+        if fd == "gone":
+            return  # already over
+        if fd is not None:
+            watch.append(fd)
     buf = b""
     while True:
         try:
@@ -142,8 +139,8 @@ def _wait(r, owner, parent, targets):
                 except OSError:
                     pass
             continue
-        if len(watch) > 1 and watch[1] in ready:
-            return  # the owner died
+        if any(fd in ready for fd in watch[1:]):
+            return  # the owner or a watched process ended
         try:
             data = os.read(r, 4096)
         except InterruptedError:

@@ -76,6 +76,23 @@ def descendants(root, exclude=(), table=None):
     return found
 
 
+def pidfd(pid, start=None):
+    """A pidfd (readable once the process has ended) for `pid` with start time `start`; "gone"
+    when that process has ended already; None when pidfds are not available here."""
+    if pid is None or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return "gone"
+    except OSError:
+        return None
+    if start is not None and start_time(pid) != start:
+        os.close(fd)
+        return "gone"  # that pid is another process now
+    return fd
+
+
 def is_stopped(pid):
     """True when the process is stopped (SIGSTOP, SIGTSTP, a tracer)."""
     fields = stat_fields(pid)

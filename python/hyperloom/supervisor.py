@@ -23,6 +23,7 @@ Each wakes the other when it finds it stopped (SIGSTOP)."""
 
 import argparse
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -95,6 +96,7 @@ class Supervisor:
         self.ns = ns
         self.parent = ns.parent if ns.parent is not None else os.getppid()
         self.me = os.getpid()
+        self.parent_start = procgroup.start_time(self.parent)
         self.stop_asked = False
         self.status = None
         self.keeper_pid = None
@@ -151,7 +153,10 @@ class Supervisor:
 
     def start_keeper(self):
         owner = (self.ns.owner_pid, self.ns.owner_start)
-        self.keeper_pid, self.keeper_fd = keeper.start(self.pgid, owner)
+        # The keeper also watches our parent (the Ray worker): Ray frees the lease's resources as
+        # the worker dies, and we may be stopped (SIGSTOP) then, with our PR_SET_PDEATHSIG pending.
+        worker = (self.parent, self.parent_start)
+        self.keeper_pid, self.keeper_fd = keeper.start(self.pgid, owner, watch=[worker])
         for line in self.keeper_lines:
             keeper.tell(self.keeper_fd, line)
 
@@ -226,6 +231,27 @@ class Supervisor:
                 if start is not None:
                     self.tracked[pid] = start
                     self.tell_keeper("pid %d %d" % (pid, start))
+
+    def watch_owner(self):
+        """A thread: the moment the owner (the bridge) ends, KILL the lease and wake the keeper.
+        Ray frees the lease's resources as the bridge's job ends, so this cannot wait for the
+        next tick; the keeper watches the owner too, but may be stopped (SIGSTOP)."""
+        fd = procgroup.pidfd(self.ns.owner_pid, self.ns.owner_start)
+        if fd is None:
+            return  # no pidfds here: the loop polls the owner
+        while fd != "gone":
+            try:
+                ready, _, _ = select.select([fd], [], [])
+            except InterruptedError:
+                continue
+            if ready:
+                break
+        self.kill_all()
+        if self.keeper_pid is not None and procgroup.is_stopped(self.keeper_pid):
+            try:
+                os.kill(self.keeper_pid, signal.SIGCONT)
+            except OSError:
+                pass
 
     def owner_gone(self):
         pid = self.ns.owner_pid
@@ -335,6 +361,8 @@ class Supervisor:
                     done.set()
 
         threading.Thread(target=reaper, daemon=True).start()
+        if self.ns.owner_pid is not None:
+            threading.Thread(target=self.watch_owner, daemon=True).start()
         while not done.wait(TICK_SEC):
             if os.getppid() != self.parent or self.owner_gone():
                 self.kill_all()  # the worker or the bridge died: the lease is over, no grace

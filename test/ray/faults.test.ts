@@ -9,7 +9,10 @@
  * saw them or where they are hardest) so that every kind is exercised on every run; the moment
  * within the phase is seeded (HL_FAULT_SEED, default 7). Before the keeper (see the protocol at
  * python/hyperloom/__init__.py) this failed: orphans after the bridge, supervisor,
- * worker and ray.kill faults, and the next lease's command running beside them.
+ * worker and ray.kill faults, and the next lease's command running beside them. Each command
+ * also holds one escape of each kind (setsid, timeout, start_new_session, a double fork), and
+ * the SIGSTOP kinds (issue 13 item 3) stop one process, then SIGKILL the one whose death ends
+ * the lease while it stays stopped.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import {
@@ -35,7 +38,14 @@ const PLAN: ReadonlyArray<{ phase: Phase; kinds?: ReadonlyArray<Kind> }> = [
   { phase: "running", kinds: ["supervisor"] },
   { phase: "running", kinds: ["worker"] },
   { phase: "releasing", kinds: ["ray_kill"] },
-  { phase: "waiting", kinds: ["cli"] }
+  { phase: "waiting", kinds: ["cli"] },
+  // Frozen, not dead (issue 13 item 3): the keeper stopped as the bridge dies, the supervisor
+  // stopped as the worker dies (Ray frees the worker's resources first), the command's whole
+  // group stopped as the bridge dies; and the whole group SIGKILLed, leaving only the escapes.
+  { phase: "running", kinds: ["stop:keeper"] },
+  { phase: "running", kinds: ["stop:supervisor"] },
+  { phase: "running", kinds: ["stop:group"] },
+  { phase: "running", kinds: ["group"] }
 ]
 
 let head: Head
@@ -82,7 +92,7 @@ describe("faults during a lease (real head)", () => {
     // Every kind was injected.
     assert.includeMembers(
       outcomes.map((o) => o.kind),
-      ["bridge", "supervisor", "worker", "ray_kill", "cli"]
+      PLAN.flatMap((step) => step.kinds ?? [])
     )
   })
 
@@ -103,7 +113,8 @@ describe("faults during a lease (real head)", () => {
     }
     await until("the command to run", () => lease.out().includes("holding"), 60_000)
     const procs = processes()
-    const supervisor = procs.find((p) => p.mark === mark)!.pgid
+    // CMD leads a group of its own; its parent is the supervisor, the supervisor's the worker.
+    const supervisor = procs.filter((p) => p.mark === mark).sort((x, y) => x.pid - y.pid)[0]!.ppid
     const worker = procs.find((p) => p.pid === supervisor)!.ppid
     const alive = (pid: number) => processes().some((p) => p.pid === pid)
     const stopping = ray(["stop", "--force"], { timeoutMs: 90_000 })

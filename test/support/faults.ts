@@ -5,14 +5,20 @@
  * One iteration: a lease is taken through the bundled CLI (`hyperloom lease run --gpus 0`) for a
  * command that carries a unique marker in its environment (`HL_FAULT=<run>-<n>`, set by `env`
  * so only the command's process tree has it) and starts a child and a grandchild in its process
- * group. At a seeded random moment of one phase of the lease —
+ * group and one escape of each kind (SPEC §13: `setsid`, GNU `timeout`, `start_new_session`, a
+ * double-forked daemon), all carrying the marker. At a seeded random moment of one phase of the
+ * lease —
  *   waiting    (another lease holds the slot; ours is pending),
  *   starting   (the CLI runs, the command does not yet),
  *   running    (the command runs),
  *   releasing  (the CLI got SIGINT; the command ignores TERM, so the release spends its grace)
- * — one of {the CLI, the bridge, the supervisor, the actor's worker} is SIGKILLed, or the actor
- * is killed through the GCS (`KillActorViaGcs`, force, no restart: what `ray.kill` sends; the
- * Python API cannot get a handle on another driver's unnamed actor). Then, within a bound:
+ * — one of {the CLI, the bridge, the actor's worker, the supervisor, its keeper, the command, the
+ * command's whole process group} is SIGKILLed, or the actor is killed through the GCS
+ * (`KillActorViaGcs`, force, no restart: what `ray.kill` sends; the Python API cannot get a
+ * handle on another driver's unnamed actor); or one of them is SIGSTOPped (the group with
+ * `kill -STOP -PGID`) and then the process whose death ends the lease is SIGKILLed while it stays
+ * stopped (STOP_ENDER: the bridge, or the worker when the supervisor or the bridge is the one
+ * stopped), and it is woken (SIGCONT) 1.5 s later. Then, within a bound:
  *   - sampled all along: whenever the GCS shows the slot free, no process of the command runs;
  *   - orphans: once the bound has passed, no process of the command is left;
  *   - the lease has ended: the CLI exited and the lease's actor is DEAD (or gone);
@@ -29,8 +35,43 @@ import { cleanEnv, cliPath } from "./cli.js"
 import { anyPython, gcsActors, leaseOp, type RawBridge, runsPython, spawnBridge } from "./lease.js"
 import { type Head, projectRoot, sleep } from "./ray.js"
 
-export const KINDS = ["cli", "bridge", "supervisor", "worker", "ray_kill"] as const
+/** What can be hit: by pid (the group: the command's process group). */
+export const TARGETS = ["cli", "bridge", "worker", "supervisor", "keeper", "command", "group"] as const
+export type Target = (typeof TARGETS)[number]
+/** SIGKILL of a target, `ray.kill` of the actor, or SIGSTOP of a target (then its STOP_ENDER is SIGKILLed). */
+export const KINDS = [
+  "cli",
+  "bridge",
+  "supervisor",
+  "worker",
+  "ray_kill",
+  "keeper",
+  "command",
+  "group",
+  "stop:cli",
+  "stop:bridge",
+  "stop:worker",
+  "stop:supervisor",
+  "stop:keeper",
+  "stop:command",
+  "stop:group"
+] as const
 export type Kind = (typeof KINDS)[number]
+/** Who is SIGKILLed while the stopped one stays stopped: the lease's end, when it is hardest. */
+export const STOP_ENDER: Record<Target, Target> = {
+  cli: "bridge",
+  bridge: "worker",
+  worker: "bridge",
+  supervisor: "worker",
+  keeper: "bridge",
+  command: "bridge",
+  group: "bridge"
+}
+/** The phases where a kind's target exists (the keeper, command and group only once CMD runs). */
+export const phasesFor = (kind: Kind): ReadonlyArray<Phase> =>
+  kind.startsWith("stop:") || kind === "keeper" || kind === "command" || kind === "group"
+    ? ["running", "releasing"]
+    : PHASES
 export const PHASES = ["waiting", "starting", "running", "releasing"] as const
 export type Phase = (typeof PHASES)[number]
 
@@ -107,6 +148,15 @@ if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 trap = "trap '' TERM; " if mode == "stubborn" else ""
 subprocess.Popen(["sh", "-c", trap + "sleep 600 & sleep 600; wait"])
+# One escape of each kind (SPEC section 13), each out of this process group.
+subprocess.Popen(["setsid", "sleep", "600"])
+subprocess.Popen(["timeout", "600", "sleep", "600"])
+subprocess.Popen(["sleep", "600"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "600"])
+    os._exit(0)
 print("holding", flush=True)
 while True:
     time.sleep(1)
@@ -319,28 +369,59 @@ interface Targets {
   readonly bridge?: number
   readonly supervisor?: number
   readonly worker?: number
+  readonly keeper?: number
+  readonly command?: number
+  readonly group?: number
   readonly actorId?: string
 }
 
 const targetsOf = async (head: Head, lease: CliLease, known: ReadonlySet<string>): Promise<Targets> => {
   const procs = processes()
   const bridge = procs.find((p) => p.ppid === lease.child.pid && runsPython(p.argv, "bridge"))?.pid
-  const cmd = procs.find((p) => p.mark === lease.mark)
-  // CMD leads a group of its own; its parent is the supervisor.
-  const supervisor = cmd !== undefined ? cmd.ppid : undefined
-  const worker = supervisor !== undefined ? procs.find((p) => p.pid === supervisor)?.ppid : undefined
+  // CMD: the lease's first process (the escapes and children come after it); it leads a group of
+  // its own, and its parent is the supervisor, whose other child running the same argv is its keeper.
+  const cmd = procs.filter((p) => p.mark === lease.mark).sort((x, y) => x.pid - y.pid)[0]
+  const supervisor = cmd !== undefined ? procs.find((p) => p.pid === cmd.ppid) : undefined
+  const keeper =
+    supervisor !== undefined
+      ? procs.find(
+          (p) =>
+            p.ppid === supervisor.pid &&
+            p.mark === undefined &&
+            p.argv.join("\0") === supervisor.argv.join("\0")
+        )?.pid
+      : undefined
   const ours = (await leaseActors(head)).filter((a) => !known.has(a.actorId) && a.state !== "DEAD")
   return {
     cli: lease.done() ? undefined : lease.child.pid,
     bridge,
-    supervisor,
-    worker,
+    supervisor: supervisor?.pid,
+    worker: supervisor?.ppid,
+    keeper,
+    command: cmd?.pid,
+    group: cmd?.pgid,
     actorId: ours[0]?.actorId
   }
 }
 
-const pidOf = (t: Targets, kind: Kind) =>
-  kind === "cli" ? t.cli : kind === "bridge" ? t.bridge : kind === "supervisor" ? t.supervisor : t.worker
+const targetOf = (kind: Kind): Target | undefined =>
+  kind === "ray_kill" ? undefined : ((kind.startsWith("stop:") ? kind.slice(5) : kind) as Target)
+
+const pidOf = (t: Targets, target: Target) => t[target]
+
+const applies = (t: Targets, kind: Kind) => {
+  if (kind === "ray_kill") return t.actorId !== undefined
+  const target = targetOf(kind)!
+  if (pidOf(t, target) === undefined) return false
+  return !kind.startsWith("stop:") || pidOf(t, STOP_ENDER[target]) !== undefined
+}
+
+/** Sends `signal` to the target (the whole group for "group"); a description of what was hit. */
+const hit = (t: Targets, target: Target, signal: NodeJS.Signals) => {
+  const pid = pidOf(t, target)!
+  process.kill(target === "group" ? -pid : pid, signal)
+  return `${target} ${target === "group" ? "pgid" : "pid"} ${pid}`
+}
 
 export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> => {
   const { head, random } = o
@@ -387,28 +468,45 @@ export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> =
   const targets = await targetsOf(head, lease, known)
   // What the lease was really doing when it was hit.
   const phase: Phase = o.phase === "starting" && marked(mark).length > 0 ? "running" : o.phase
-  const applicable = (o.kinds ?? KINDS).filter((k) =>
-    k === "ray_kill" ? targets.actorId !== undefined : pidOf(targets, k) !== undefined
-  )
+  const applicable = (o.kinds ?? KINDS).filter((k) => applies(targets, k))
   const kind: Kind = applicable.length > 0 ? random.pick(applicable) : "cli"
   const atMs = Date.now() - phaseStart
   let target = "nothing to hit"
-  const faultAt = Date.now()
+  let faultAt = Date.now()
+  let stopped: { readonly target: Target; readonly pid: number } | undefined
   try {
     if (kind === "ray_kill") {
       target = `actor ${targets.actorId}`
       await killActorViaGcs(head, targets.actorId!)
-    } else {
-      const pid = pidOf(targets, kind)
-      if (pid !== undefined) {
-        target = `${kind} pid ${pid}`
-        process.kill(pid, "SIGKILL")
+    } else if (kind.startsWith("stop:")) {
+      const which = targetOf(kind)!
+      if (applies(targets, kind)) {
+        target = `SIGSTOP ${hit(targets, which, "SIGSTOP")}`
+        stopped = { target: which, pid: pidOf(targets, which)! }
+        await sleep(random.between(50, 500))
+        faultAt = Date.now()
+        target += `, then SIGKILL ${hit(targets, STOP_ENDER[which], "SIGKILL")}`
       }
+    } else {
+      const which = targetOf(kind)!
+      if (pidOf(targets, which) !== undefined) target = hit(targets, which, "SIGKILL")
     }
   } catch (e) {
     notes.push(`fault: ${String(e)}`)
   }
   log(`[fault ${o.n}] phase ${phase} +${atMs} ms: ${kind} (${target})`)
+  // What was stopped is woken 1.5 s after the kill (it could otherwise hold the lease forever,
+  // as a stopped process does: the invariant is sampled meanwhile).
+  const wake =
+    stopped === undefined
+      ? undefined
+      : setTimeout(() => {
+          try {
+            process.kill(stopped.target === "group" ? -stopped.pid : stopped.pid, "SIGCONT")
+          } catch {
+            // gone: killed with the lease
+          }
+        }, 1_500)
 
   // The probe: a lease taken right after the fault. When it gets the slot, its command says
   // which other leases' commands it sees running.
@@ -439,6 +537,14 @@ export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> =
     if (alive.length === 0 && goneMs < 0) goneMs = Date.now() - faultAt
     if (alive.length === 0 && lease.done()) break
     await sleep(50)
+  }
+  if (wake !== undefined) {
+    clearTimeout(wake)
+    try {
+      process.kill(stopped!.target === "group" ? -stopped!.pid : stopped!.pid, "SIGCONT")
+    } catch {
+      // gone
+    }
   }
   const left = marked(mark)
   const orphans = left.length
