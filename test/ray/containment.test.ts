@@ -90,7 +90,7 @@ describe("containment on a real head", () => {
       `python3 -c 'import os, sys; os.setsid(); os.execvp("sleep", ["sleep", sys.argv[1]])' ${m[1]} &`,
       `python3 -c 'import subprocess, sys; subprocess.Popen(["sleep", sys.argv[1]], start_new_session=True)' ${m[2]}`,
       `exec ${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0 --tag=${tag}`
-    ].join("; ")
+    ].join("\n")
     const session = fs.mkdtempSync(path.join(os.tmpdir(), "hl-escape-"))
     try {
       const r = await runCli(
@@ -144,6 +144,27 @@ describe("containment on a real head", () => {
       assert.deepStrictEqual(pidsWithArg(marker), [])
     })
   }
+
+  it("ray doctor says the containment a lease really gets (its command in a cgroup of its own, or not)", async () => {
+    const doctor = await runCli(["ray", "doctor", "--json", "--gpus", "1"], { timeoutMs: 60_000 })
+    const mode = JSON.parse(doctor.stdout).containment.mode
+    assert.include(["cgroup", "subreaper"], mode)
+    const r = await runCli(["lease", "run", "--gpus", "1", "--", "cat", "/proc/self/cgroup"], {
+      timeoutMs: 60_000
+    })
+    assert.strictEqual(r.code, 0, r.stderr)
+    const own = r.stdout.split("\n").find((l) => l.startsWith("0::")) ?? ""
+    assert.strictEqual(
+      /\/hyperloom-lease-\d+-\d+$/.test(own),
+      mode === "cgroup",
+      `doctor: ${mode}; the command's cgroup: ${own}`
+    )
+    const text = await runCli(["ray", "doctor", "--gpus", "1"], { timeoutMs: 60_000 })
+    assert.match(
+      text.stdout,
+      mode === "cgroup" ? /^contain {2}a cgroup per lease/m : /^contain {2}the supervisor as subreaper only/m
+    )
+  })
 
   it("a serving attempt whose session disk fills ends (the client's output is still drained), engine gone", async () => {
     // A small tmpfs of this test's own (the file runs on a host of its own: its own mount namespace).
