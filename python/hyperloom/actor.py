@@ -322,9 +322,10 @@ def make_actor_class(ray):
                 self._spawned.set()
             if proc is None:
                 return None
+            # Popen's own send_signal: never to a pid already reaped (it may be another process's now).
             if proc.poll() is None:
                 try:
-                    os.kill(proc.pid, signal.SIGTERM)
+                    proc.send_signal(signal.SIGTERM)
                 except OSError:
                     pass
                 try:
@@ -333,7 +334,7 @@ def make_actor_class(ray):
                     pass
             try:
                 # A supervisor that hung: KILL it alone; its keeper then KILLs all of the lease.
-                os.kill(proc.pid, signal.SIGKILL)
+                proc.kill()
             except OSError:
                 pass
             try:
