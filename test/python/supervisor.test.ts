@@ -11,11 +11,13 @@ import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import {
   anyPython,
+  escapingLines,
   isAlive,
   markerSleep,
   pidsInGroup,
   pidsWithArg,
   pythonDir,
+  selfSignalCode,
   supervisorArgv,
   waitGone
 } from "../support/lease.js"
@@ -344,19 +346,7 @@ describe("supervisor", () => {
   })
 })
 
-/** Commands that leave CMD's process group (and session): each runs `sleep MARKER`. */
-const escaping = (m: ReadonlyArray<string>) =>
-  [
-    `setsid sleep ${m[0]} &`,
-    `timeout 300 sleep ${m[1]} &`,
-    `python3 -c 'import subprocess, sys; subprocess.Popen(["sleep", sys.argv[1]], start_new_session=True)' ${m[2]}`,
-    `python3 -c 'import os, sys
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execvp("sleep", ["sleep", sys.argv[1]])
-    os._exit(0)' ${m[3]}`
-  ].join("\n")
+const escaping = escapingLines
 const markers4 = () => [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
 const running = (m: ReadonlyArray<string>) => m.flatMap((x) => pidsWithArg(x))
 
@@ -400,16 +390,7 @@ describe("supervisor containment (SPEC §13)", () => {
   for (const sig of ["SIGUSR2", "SIGALRM", "SIGQUIT", "SIGRTMIN"]) {
     it(`CMD sending ${sig} to its own process group does not reach the supervisor or its keeper`, async () => {
       const marker = markerSleep()
-      const code = [
-        "import os, signal, subprocess, sys, time",
-        `s = getattr(signal, "${sig}")`,
-        "signal.signal(s, signal.SIG_IGN)",
-        "child = subprocess.Popen(['sleep', sys.argv[1]])",
-        "os.killpg(0, s)",
-        "time.sleep(0.5)",
-        "print('survived', flush=True)",
-        "child.kill()"
-      ].join("\n")
+      const code = selfSignalCode(sig, 0.5)
       const r = await supervise(["--", "python3", "-c", code, marker])
       assert.strictEqual(r.code, 0, r.stderr)
       assert.strictEqual(r.stdout, "survived\n")

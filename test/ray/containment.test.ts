@@ -13,7 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
-import { markerSleep, pidsWithArg, waitGone } from "../support/lease.js"
+import { escapingLines, markerSleep, pidsWithArg, selfSignalCode, waitGone } from "../support/lease.js"
 import { prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
 
 const PORT = 6409
@@ -22,20 +22,7 @@ const PORT = 6409
 const alive = (markers: ReadonlyArray<string>) =>
   markers.flatMap((m) => pidsWithArg(m).map((p) => `${m}:${p}`))
 
-/** The commands that leave their process group: each ends up running `sleep MARKER`. */
-const escapes = (m: ReadonlyArray<string>) =>
-  [
-    `setsid sleep ${m[0]} &`,
-    `timeout 300 sleep ${m[1]} &`,
-    `python3 -c 'import subprocess, sys; subprocess.Popen(["sleep", sys.argv[1]], start_new_session=True)' ${m[2]}`,
-    // the classic daemon: fork, setsid, fork again, the middle one exits
-    `python3 -c 'import os, sys
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execvp("sleep", ["sleep", sys.argv[1]])
-    os._exit(0)' ${m[3]}`
-  ].join("\n")
+const escapes = escapingLines
 
 describe("containment on a real head", () => {
   beforeAll(async () => {
@@ -126,16 +113,7 @@ describe("containment on a real head", () => {
     it(`a command that sends ${sig} to its own process group keeps its supervision; nothing outlives it`, async () => {
       const marker = markerSleep()
       // The command ignores the signal (so do its children), sends it to its whole group, lives on.
-      const code = [
-        "import os, signal, subprocess, sys, time",
-        `s = getattr(signal, "${sig}")`,
-        "signal.signal(s, signal.SIG_IGN)",
-        "child = subprocess.Popen(['sleep', sys.argv[1]])",
-        "os.killpg(0, s)",
-        "time.sleep(1.5)",
-        "print('survived', flush=True)",
-        "child.kill()"
-      ].join("\n")
+      const code = selfSignalCode(sig, 1.5)
       const r = await runCli(["lease", "run", "--gpus", "1", "--", "python3", "-c", code, marker], {
         timeoutMs: 90_000
       })

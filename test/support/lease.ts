@@ -35,6 +35,41 @@ export const anyPython = fs.existsSync(rayPython) ? rayPython : "python3"
 /** A unique `sleep` duration: doubles as a marker to find the process in /proc. */
 export const markerSleep = (seconds = 300): string => `${seconds}.${Math.floor(Math.random() * 1e9)}`
 
+/**
+ * Shell lines that leave the command's process group (SPEC §13), one of each kind: `setsid`, GNU
+ * `timeout` (a group of its own), `start_new_session=True`, a double-forked daemon (fork, setsid,
+ * fork again, the middle one exits). Each ends up running `sleep MARKER` (m[0] … m[3]).
+ */
+export const escapingLines = (m: ReadonlyArray<string>): string =>
+  [
+    `setsid sleep ${m[0]} &`,
+    `timeout 300 sleep ${m[1]} &`,
+    `python3 -c 'import subprocess, sys; subprocess.Popen(["sleep", sys.argv[1]], start_new_session=True)' ${m[2]}`,
+    `python3 -c 'import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", sys.argv[1]])
+    os._exit(0)' ${m[3]}`
+  ].join("\n")
+
+/**
+ * A Python command that ignores `sig` (so does its child, `sleep MARKER`), sends it to its own
+ * process group (`kill -SIG 0`), waits `holdSec` and prints "survived": its supervision must
+ * outlive that (SPEC §13), and nothing of it may outlive the lease.
+ */
+export const selfSignalCode = (sig: string, holdSec: number): string =>
+  [
+    "import os, signal, subprocess, sys, time",
+    `s = getattr(signal, "${sig}")`,
+    "signal.signal(s, signal.SIG_IGN)",
+    "child = subprocess.Popen(['sleep', sys.argv[1]])",
+    "os.killpg(0, s)",
+    `time.sleep(${holdSec})`,
+    "print('survived', flush=True)",
+    "child.kill()"
+  ].join("\n")
+
 /** Pids whose argv has an element equal to `marker` (zombies excluded). */
 export const pidsWithArg = (marker: string): number[] => {
   const out: number[] = []
