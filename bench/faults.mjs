@@ -8,7 +8,11 @@
 // ran, double holders. Goal: 0 orphans, 0 such samples, 0 double holders.
 //
 //   node scripts/build.mjs --bundle-only && node bench/faults.mjs [--faults 50] [--seed 1]
-//        [--kinds bridge,stop:keeper,...]
+//        [--kinds bridge,stop:keeper,...] [--minutes M]
+//
+// --minutes: start no new fault after M minutes (the kinds go round-robin, so a run cut short
+// has as many of each). An iteration the harness itself could not carry out (e.g. the lease
+// never started) is counted and printed as a harness error, not as a fault, and the run goes on.
 //
 // It starts its own head on port 6386 and runs `ray stop --force` at the end: run it where no
 // other Ray runs (a disposable host or an isolated namespace).
@@ -25,6 +29,7 @@ const arg = (name, fallback) => {
 }
 const FAULTS = arg("faults", 50)
 const kindsArg = process.argv.indexOf("--kinds")
+const MINUTES = arg("minutes", Number.POSITIVE_INFINITY)
 const SEED = arg("seed", 1)
 const PORT = 6386
 
@@ -56,22 +61,45 @@ const random = h.rng(SEED)
 const KINDS = kindsArg >= 0 ? process.argv[kindsArg + 1].split(",") : h.KINDS
 for (const k of KINDS) if (!h.KINDS.includes(k)) throw new Error(`unknown kind ${k} (${h.KINDS.join(", ")})`)
 const outcomes = []
+const harnessErrors = []
 const t0 = Date.now()
 try {
   // Round-robin over the kinds, so that a run cut short has as many of each.
   for (let n = 0; n < FAULTS * KINDS.length; n++) {
+    if (Date.now() - t0 > MINUTES * 60_000) {
+      console.log(`-- stopped after ${MINUTES} min (--minutes): ${n} of ${FAULTS * KINDS.length} iterations`)
+      break
+    }
     const kind = KINDS[n % KINDS.length]
     const phase = random.pick(h.phasesFor(kind))
-    const o = await h.runIteration({
-      head,
-      run: `b${SEED}`,
-      n,
-      phase,
-      kinds: [kind],
-      random,
-      boundMs: 10_000,
-      log: (l) => console.log(l)
-    })
+    let o
+    try {
+      o = await h.runIteration({
+        head,
+        run: `b${SEED}`,
+        n,
+        phase,
+        kinds: [kind],
+        random,
+        boundMs: 10_000,
+        log: (l) => console.log(l)
+      })
+    } catch (e) {
+      harnessErrors.push(`iteration ${n} (${kind}, ${phase}): ${String(e)}`)
+      console.log(`  -> HARNESS ERROR: ${String(e)}`)
+      // Whatever of it is left: its command (the marker in its environment) and its CLI, the
+      // blocker and the probe (the marker in their argv).
+      const mark = `b${SEED}-${n}`
+      const mine = (v) => v === mark || v?.startsWith(`${mark}-`)
+      for (const p of h
+        .processes()
+        .filter((p) => mine(p.mark) || p.argv.some((a) => a.startsWith("HL_FAULT=") && mine(a.slice(9))))) {
+        try {
+          process.kill(p.pid, "SIGKILL")
+        } catch {}
+      }
+      continue
+    }
     outcomes.push(o)
     const bad = o.orphans + o.doubleHolders + o.slotFreeWhileRunning > 0 || !o.leaseEnded
     console.log(
@@ -113,6 +141,9 @@ for (const k of Object.keys(s.byKind)) {
 }
 console.log(`  escapes (setsid, timeout, start_new_session, double fork) in every lease's command`)
 console.log(`  invariants held: ${s.invariantsHeld}/${s.faults}`)
+console.log(
+  `  harness errors (no fault injected): ${harnessErrors.length}${harnessErrors.map((e) => `\n    ${e}`).join("")}`
+)
 console.log(`  orphans found: ${s.orphans} (goal 0)`)
 console.log(`  double holders: ${s.doubleHolders} (goal 0)`)
 console.log(`  samples with the slot free while the command ran: ${s.slotFreeWhileRunning} (goal 0)`)
