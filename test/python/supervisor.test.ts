@@ -349,6 +349,20 @@ describe("supervisor", () => {
 const escaping = escapingLines
 const markers4 = () => [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
 const running = (m: ReadonlyArray<string>) => m.flatMap((x) => pidsWithArg(x))
+const argv0 = (pid: number) => {
+  try {
+    return path.basename(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? "")
+  } catch {
+    return ""
+  }
+}
+/** Every escape has become its final `sleep MARKER` (the pythons that forked them are gone), and
+ * GNU timeout's own process stays beside its sleep: each escape has left its group by now. */
+const settled = (m: ReadonlyArray<string>) =>
+  m.every((x) => {
+    const names = pidsWithArg(x).map(argv0).sort()
+    return names.includes("sleep") && names.every((n) => n === "sleep" || n === "timeout")
+  })
 
 describe("supervisor containment (SPEC §13)", () => {
   for (const mode of ["auto", "subreaper"]) {
@@ -378,8 +392,11 @@ describe("supervisor containment (SPEC §13)", () => {
       await supervise(
         ["--containment", mode, "--", "sh", "-c", `${escaping(m)}\nexec sleep 300`],
         async (pid) => {
-          await waitFor("the escapes", () => (running(m).length === 4 ? true : undefined), 20_000)
-          await sleep(500) // the subreaper's tracking runs every 0.2 s
+          // Without a cgroup the keeper knows what the supervisor told it (every 0.2 s): a process
+          // born after the last tick escapes a SIGKILLed supervisor (docs/reliability.md), so the
+          // escapes must have settled first.
+          await waitFor("the escapes", () => (settled(m) ? true : undefined), 20_000)
+          await sleep(1_000)
           process.kill(pid, "SIGKILL")
           await waitGone("the escapes", () => running(m), 5_000)
         }
