@@ -1,7 +1,6 @@
+import { shortId } from "../domain/Text.js"
 import type { EnsureOutcome, RepairOutcome } from "../programs/Cluster.js"
 import type { DoctorReport, StatusReport } from "../programs/Inspect.js"
-
-const short = (hex: string) => (hex.length > 12 ? `${hex.slice(0, 12)}…` : hex)
 
 const amount = (n: number) => (Number.isInteger(n) ? String(n) : n.toFixed(2))
 
@@ -38,25 +37,25 @@ export const renderSlot = (s: NodeSlotReport): string => {
   if (s.held <= 0 && s.holders.length === 0) return "serving_slot free"
   const holders = s.holders.map(
     (h) =>
-      `actor ${h.name || h.class_name || short(h.actor_id)} pid ${h.pid} job ${h.job_id}` +
+      `actor ${h.name || h.class_name || shortId(h.actor_id)} pid ${h.pid} job ${h.job_id}` +
       (h.driver_pid !== null ? ` driver pid ${h.driver_pid}` : "") +
-      (h.placement_group !== null ? ` (group ${short(h.placement_group)} rank bundle ${h.bundle})` : "")
+      (h.placement_group !== null ? ` (group ${shortId(h.placement_group)} rank bundle ${h.bundle})` : "")
   )
   if (holders.length > 0) return `serving_slot held by ${holders.join(", ")}`
   if (s.placement_groups.length > 0)
-    return `serving_slot reserved by placement group ${s.placement_groups.map(short).join(", ")} (no rank running yet)`
+    return `serving_slot reserved by placement group ${s.placement_groups.map(shortId).join(", ")} (no rank running yet)`
   return "serving_slot held (holder not visible)"
 }
 
 export const renderStatus = (r: StatusReport): string => {
   const lines: string[] = []
   lines.push(`cluster    ${r.address} (${r.explicit ? "RAY_ADDRESS" : r.source.replaceAll("_", " ")})`)
-  lines.push(`cluster id ${short(r.cluster_id)}${r.ray_version ? `   Ray ${r.ray_version}` : ""}`)
+  lines.push(`cluster id ${shortId(r.cluster_id)}${r.ray_version ? `   Ray ${r.ray_version}` : ""}`)
   const alive = r.nodes.filter((n) => n.state === "ALIVE")
   lines.push(`nodes      ${alive.length} alive, ${r.nodes.length - alive.length} dead`)
   for (const n of r.nodes) {
     const slot = n.serving_slot === null ? "" : `   ${renderSlot(n.serving_slot)}`
-    lines.push(`  ${short(n.node_id)} ${n.state}${n.is_head ? " head" : ""} ${n.address}${slot}`)
+    lines.push(`  ${shortId(n.node_id)} ${n.state}${n.is_head ? " head" : ""} ${n.address}${slot}`)
   }
   lines.push(
     `resources  ${renderResources(r.resources.total, r.resources.available) || "none"}   (used/total)`
@@ -65,7 +64,7 @@ export const renderStatus = (r: StatusReport): string => {
   lines.push(`actors     ${liveActors.length} live, ${r.actors.length - liveActors.length} dead`)
   for (const a of liveActors) {
     lines.push(
-      `  ${a.name || a.class_name || short(a.actor_id)} ${a.state}${a.detached ? " detached" : ""} pid ${a.pid} job ${a.job_id}`
+      `  ${a.name || a.class_name || shortId(a.actor_id)} ${a.state}${a.detached ? " detached" : ""} pid ${a.pid} job ${a.job_id}`
     )
   }
   const liveJobs = r.jobs.filter((j) => !j.is_dead)
@@ -86,7 +85,7 @@ export const renderStatus = (r: StatusReport): string => {
       lines.push(
         d.kind === "gcs_server"
           ? `  gcs_server pid ${d.pid} port ${d.port ?? "?"}`
-          : `  raylet     pid ${d.pid} node ${short(d.nodeId ?? "?")} GCS ${d.gcsAddress ?? "?"}${d.isHead ? " head" : ""}`
+          : `  raylet     pid ${d.pid} node ${shortId(d.nodeId ?? "?")} GCS ${d.gcsAddress ?? "?"}${d.isHead ? " head" : ""}`
       )
     }
   }
@@ -107,7 +106,7 @@ export const renderDoctor = (r: DoctorReport): string => {
   )
   if (r.group !== null) {
     lines.push(
-      `nodes    ${r.group.eligible.length} can hold a rank${r.group.eligible.length > 0 ? `: ${r.group.eligible.map((n) => `${short(n.node_id)} ${n.address}`).join(", ")}` : ""}`
+      `nodes    ${r.group.eligible.length} can hold a rank${r.group.eligible.length > 0 ? `: ${r.group.eligible.map((n) => `${shortId(n.node_id)} ${n.address}`).join(", ")}` : ""}`
     )
   }
   lines.push(

@@ -154,7 +154,8 @@ const metric = (a: AttemptRecord, k: MetricKey): number | null => a.metrics?.[k]
 const measured = (a: AttemptRecord, k: MetricKey): number | null =>
   isMeasurement(a.throughput, a.metrics) ? metric(a, k) : null
 
-const describeAttempt = (a: AttemptRecord) =>
+/** An attempt as the report labels its point (the log line summing one up is domain/Attempt's describeAttempt). */
+const attemptLabel = (a: AttemptRecord) =>
   `attempt ${a.number}: ${a.error_class ?? "succeeded"}${a.throughput !== null ? `, ${fmt(a.throughput)} tok/s` : ""}`
 
 /** The attempt whose metrics represent a session: its successful one, else the last with metrics. */
@@ -205,7 +206,7 @@ export const renderReport = (sessions: ReadonlyArray<ReportSession>, generatedAt
           a.error_class === null
             ? (a.throughput ?? metric(a, "output_throughput"))
             : measured(a, "output_throughput"),
-        label: `${s.label} ${describeAttempt(a)}`
+        label: `${s.label} ${attemptLabel(a)}`
       }))
     }))
   )

@@ -7,6 +7,7 @@
 import { RayClusterInfeasible } from "./Errors.js"
 import { RESOURCE_EPSILON, SERVING_SLOT } from "./Feasibility.js"
 import type { ActorInfo, ClusterSnapshot, JobInfo, NodeInfo, ResourceMap } from "./Snapshot.js"
+import { shortId } from "./Text.js"
 
 /** What a serving group asks of the cluster: `nodes` bundles of `gpus` GPUs (and the slot) each. */
 export interface GroupRequest {
@@ -41,8 +42,6 @@ export interface GroupVerdict {
   readonly short: ReadonlyArray<NodeShortfall>
   readonly warnings: ReadonlyArray<string>
 }
-
-const shortId = (id: string) => (id.length > 12 ? `${id.slice(0, 12)}…` : id)
 
 /** A node as an operator finds it: short id, address, head or worker. */
 export const describeNode = (n: NodeInfo): string =>
@@ -184,7 +183,8 @@ const driverOf = (jobs: ReadonlyArray<JobInfo>, jobId: string): number | null =>
   return j !== undefined && !j.isDead ? j.driverPid : null
 }
 
-const holderOf = (a: ActorInfo, jobs: ReadonlyArray<JobInfo>): SlotHolder => {
+/** An actor as the holder of what it asked for: its job's live driver, and its group's bundle when it is a rank. */
+export const holderOf = (a: ActorInfo, jobs: ReadonlyArray<JobInfo>): SlotHolder => {
   const grouped = Object.keys(a.requiredResources)
     .map(groupOf)
     .find((g) => g !== undefined && g.bundle !== undefined)

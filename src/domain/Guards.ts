@@ -4,6 +4,7 @@ import { rayletGcsAddresses } from "./Daemons.js"
 import { RayClusterInfeasible } from "./Errors.js"
 import { headStartArgv, noSlotDetail, RESOURCE_EPSILON } from "./Feasibility.js"
 import type { ActorInfo, ClusterSnapshot, JobInfo, PlacementGroupInfo, RayDaemon } from "./Snapshot.js"
+import { shortId } from "./Text.js"
 
 /** The repair guards' stable ids (SPEC §4), in report order. */
 export const GUARD_IDS = [
@@ -54,11 +55,6 @@ export interface GuardInput {
 
 /** How many items a reason names before it says "and N more". */
 const MAX_LISTED = 5
-
-const ID_SHOWN = 12
-
-/** A hex id as an operator reads it: long ids (nodes, actors) shortened, short ones (jobs) whole. */
-const shortId = (id: string): string => (id.length > ID_SHOWN ? `${id.slice(0, ID_SHOWN)}…` : id)
 
 const sameHex = (a: string | undefined, b: string): boolean =>
   a !== undefined && a.toLowerCase() === b.toLowerCase()

@@ -3,6 +3,12 @@
 /** Whitespace (newlines included) folded to single spaces, trimmed: for one-line messages. */
 export const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 
+/** How many characters of a long hex id (a node, an actor, a placement group) are shown. */
+const ID_SHOWN = 12
+
+/** A hex id as an operator reads it: long ids (nodes, actors, groups) shortened, short ones (jobs) whole. */
+export const shortId = (id: string): string => (id.length > ID_SHOWN ? `${id.slice(0, ID_SHOWN)}…` : id)
+
 /** The last `max` characters of `text`. */
 export const keepTail = (text: string, max: number): string => (text.length > max ? text.slice(-max) : text)
 

@@ -18,6 +18,7 @@ import {
   slotHolders
 } from "../domain/Group.js"
 import { contentionFirstLook } from "../domain/Schedules.js"
+import { shortId } from "../domain/Text.js"
 import { GroupBridge, type GroupSession, type GroupStarted, rankPrefix } from "../services/GroupBridge.js"
 import type { LeaseOutput } from "../services/LeaseBridge.js"
 import { RayCli } from "../services/RayCli.js"
@@ -92,10 +93,10 @@ const reportGroupContention = (gcsAddress: string, request: GroupRequest) =>
       return held
         .map(
           (n) =>
-            `node ${n.nodeId.slice(0, 12)}… (${n.address}): ${
+            `node ${shortId(n.nodeId)} (${n.address}): ${
               n.holders.length > 0
                 ? n.holders.map(describeHolder).join(", ")
-                : `placement group ${n.placementGroups.map((p) => p.slice(0, 12)).join(", ")}`
+                : `placement group ${n.placementGroups.map(shortId).join(", ")}`
             }`
         )
         .join("; ")
@@ -196,7 +197,7 @@ export const runGroupLeased = Effect.fn("Group.runGroupLeased")(function* (
         yield* Effect.logInfo(`group placed after waiting ${progress.waitedSec.toFixed(1)} s`)
       }
       yield* Effect.logInfo(
-        `group of ${nodes} ranks placed on nodes ${placed.nodeIds.map((n) => n.slice(0, 12)).join(", ")}`
+        `group of ${nodes} ranks placed on nodes ${placed.nodeIds.map(shortId).join(", ")}`
       )
       progress.group = yield* session.awaitStarted
       const { heartbeatSec, nodeDeathSec } = progress.group

@@ -1,10 +1,10 @@
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { isSlotResource } from "../domain/Group.js"
+import { describeHolder, holderOf, isSlotResource } from "../domain/Group.js"
 import { LeaseWaitExpired } from "../domain/Queue.js"
 import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
-import { keepTail } from "../domain/Text.js"
+import { keepTail, shortId } from "../domain/Text.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
 import { HostQueue } from "../services/HostQueue.js"
 import {
@@ -96,7 +96,7 @@ const shortOf = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: s
  * holding what no node has free. Undefined when nothing is short (the lease waits on nobody) or
  * nobody visibly holds what is.
  */
-export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
+export const whoHolds = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
   const short = shortOf(snapshot, request, ownActorId)
   if (!short.slot && !short.gpus) return undefined
   // The slot or a GPU, also under a placement group's name for it (`serving_slot_group_…`).
@@ -111,15 +111,11 @@ export const describeHolder = (snapshot: ClusterSnapshot, request: LeaseRequest,
         (a.state === "ALIVE" || a.state === "RESTARTING") &&
         wanted(a.requiredResources)
     )
-    .map((a) => {
-      const job = snapshot.jobs.find((j) => j.jobId === a.jobId)
-      const driver = job && !job.isDead ? `, driver pid ${job.driverPid}` : ""
-      return `actor ${a.name || a.className || a.actorId.slice(0, 12)} (pid ${a.pid}, job ${a.jobId}${driver})`
-    })
+    .map((a) => describeHolder(holderOf(a, snapshot.jobs)))
   // A placement group reserves its bundles' resources whether or not an actor runs in them.
   const groups = snapshot.placementGroups
     .filter((g) => g.state === "CREATED" && g.bundles.some((b) => wanted(b.resources)))
-    .map((g) => `placement group ${g.name || g.groupId.slice(0, 12)} (job ${g.creatorJobId})`)
+    .map((g) => `placement group ${g.name || shortId(g.groupId)} (job ${g.creatorJobId})`)
   const all = [...holders, ...groups]
   return all.length === 0 ? undefined : all.join(", ")
 }
@@ -173,7 +169,7 @@ const reportContention = (
     request.servingSlot
       ? `serving_slot${request.gpus > 0 ? ` and ${request.gpus} GPU(s)` : ""}`
       : `${request.gpus} GPU(s)`,
-    (snapshot) => describeHolder(snapshot, request, session.actorId),
+    (snapshot) => whoHolds(snapshot, request, session.actorId),
     said
   )
 

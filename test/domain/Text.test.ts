@@ -1,9 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { keepTail, oneLine, Tail } from "../../src/domain/Text.js"
+import { keepTail, oneLine, shortId, Tail } from "../../src/domain/Text.js"
 
 describe("Text", () => {
   it("oneLine folds every run of whitespace, newlines included, and trims", () => {
     assert.strictEqual(oneLine("  a\n\tb   c \r\n"), "a b c")
+  })
+
+  it("shortId: one shortener for every hex id (long ones cut with an ellipsis, a job id whole)", () => {
+    assert.strictEqual(shortId("0123456789abcdef0123"), "0123456789ab…")
+    assert.strictEqual(shortId("02000000"), "02000000")
   })
 
   it("keepTail keeps the newest characters", () => {

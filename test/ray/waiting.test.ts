@@ -12,7 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { describeHolder } from "../../src/programs/Lease.js"
+import { whoHolds } from "../../src/programs/Lease.js"
 import * as ClusterInspector from "../../src/services/ClusterInspector.js"
 import * as GcsClient from "../../src/services/GcsClient.js"
 import * as ProcFs from "../../src/services/ProcFs.js"
@@ -209,9 +209,9 @@ describe("who a waiting lease names, from a real head's snapshot", () => {
         )
       const request = { gpus: 1, servingSlot: true }
       await detachedActor("other_users_model", 1, {})
-      assert.isUndefined(describeHolder(await snapshot(), request, ""), "one GPU and the slot are free")
+      assert.isUndefined(whoHolds(await snapshot(), request, ""), "one GPU and the slot are free")
       await detachedActor("slot_holder", 0, { serving_slot: 1 })
-      const named = describeHolder(await snapshot(), request, "")
+      const named = whoHolds(await snapshot(), request, "")
       assert.match(named ?? "", /^actor slot_holder \(pid \d+, job [0-9a-f]+\)$/)
     } finally {
       await rt.dispose()
