@@ -8,8 +8,9 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit, Logger, LogLevel, Option } from "effect"
+import { Cause, Console, Effect, Either, Exit, Logger, LogLevel, Option } from "effect"
 import * as Live from "../Live.js"
+import { loadTerminal, type TerminalSettings } from "../services/Settings.js"
 import { makeCli, makeRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
 import { commandPathError, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
@@ -25,6 +26,14 @@ import {
 } from "./Stdout.js"
 
 const ANSI = /\u001b\[[0-9;]*m/g
+
+/** The CLI's own variables (HYPERLOOM_DEBUG, COLUMNS, NO_COLOR), read once through Config; a bad HYPERLOOM_DEBUG is a usage error below. */
+const terminalRead = Effect.runSync(Effect.either(loadTerminal))
+const terminal: TerminalSettings = Either.getOrElse(terminalRead, () => ({
+  debug: false,
+  columns: undefined,
+  noColor: false
+}))
 
 /** The command line, split where hyperloom's options end (`--`), with --log-level taken out. */
 const parseCommandLine = (args: ReadonlyArray<string>) => {
@@ -102,7 +111,7 @@ const presentHelp = (text: string, words: ReadonlyArray<string>, tty: boolean) =
     if (COMMAND_NAMES.has(w)) path.push(w)
   }
   const plain = tidyHelp(text.replace(ANSI, ""), path.length === 0)
-  const width = Math.max(40, (tty ? process.stdout.columns : Number(process.env.COLUMNS)) || 80)
+  const width = Math.max(40, (tty ? process.stdout.columns : terminal.columns) || 80)
   return plain
     .split("\n")
     .map((l) => (l.startsWith("$ ") ? usageLine(l, path) : l))
@@ -123,7 +132,7 @@ const usageLine = (line: string, path: ReadonlyArray<string>) => {
 const isHelp = (text: string) => /\n\s*USAGE\s*\n/.test(text.replace(ANSI, ""))
 
 const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArray<string>) => {
-  const tty = process.stdout.isTTY === true && !process.env.NO_COLOR
+  const tty = process.stdout.isTTY === true && !terminal.noColor
   const show = (arg: unknown) =>
     typeof arg !== "string"
       ? arg
@@ -191,7 +200,7 @@ const reportFailure = (cause: Cause.Cause<Failure | ValidationError.ValidationEr
     const defect = Cause.squash(cause)
     process.stderr.write(
       `hyperloom: internal error: ${defect instanceof Error ? defect.message : String(defect)}\n` +
-        (process.env.HYPERLOOM_DEBUG ? `${Cause.pretty(cause)}\n` : "(set HYPERLOOM_DEBUG=1 for details)\n")
+        (terminal.debug ? `${Cause.pretty(cause)}\n` : "(set HYPERLOOM_DEBUG=1 for details)\n")
     )
     return EXIT.internal
   })
@@ -201,8 +210,9 @@ const level = commandLine.logLevel === undefined ? undefined : LEVELS[commandLin
 
 const cli = makeCli(Live.layerWith)
 
-const usageError =
-  commandLine.logLevel !== undefined && level === undefined
+const usageError = Either.isLeft(terminalRead)
+  ? terminalRead.left
+  : commandLine.logLevel !== undefined && level === undefined
     ? new UsageError({
         detail: `--log-level must be one of ${Object.keys(LEVELS).join(", ")}, got '${commandLine.logLevel}'`
       })
@@ -226,7 +236,7 @@ const program = run.pipe(
   (effect) => withConsole(effect, commandLine.help),
   Effect.provide(NodeContext.layer),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
-  Logger.withMinimumLogLevel(level ?? (process.env.HYPERLOOM_DEBUG ? LogLevel.Debug : LogLevel.Info)),
+  Logger.withMinimumLogLevel(level ?? (terminal.debug ? LogLevel.Debug : LogLevel.Info)),
   Effect.matchCauseEffect({
     onSuccess: () => Effect.succeed(EXIT.ok as number),
     onFailure: (cause) =>

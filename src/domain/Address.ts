@@ -1,5 +1,5 @@
 import { Either } from "effect"
-import { InvalidAddress, InvalidSetting } from "./Errors.js"
+import { InvalidAddress } from "./Errors.js"
 
 /**
  * How RAY_ADDRESS is read (SPEC §2). `Auto` is the only form hyperloom may repair:
@@ -34,16 +34,3 @@ export const parseRayAddress = (value: string | undefined): Either.Either<RayAdd
 /** `host:port` as gRPC wants it (IPv6 in brackets). */
 export const formatHostPort = (host: string, port: number): string =>
   host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`
-
-/** HYPERLOOM_NODES / --nodes: a whole number >= 1; anything else is an error, never single-node. */
-export const parseNodeCount = (
-  name: string,
-  value: string | undefined
-): Either.Either<number, InvalidSetting> => {
-  const raw = (value ?? "").trim()
-  if (raw === "") return Either.right(1)
-  if (!/^\d+$/.test(raw) || Number(raw) < 1) {
-    return Either.left(new InvalidSetting({ name, value: raw, reason: "expected a whole number >= 1" }))
-  }
-  return Either.right(Number(raw))
-}

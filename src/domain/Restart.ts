@@ -3,6 +3,10 @@ import type { ClusterSnapshot, ResourceMap } from "./Snapshot.js"
 
 export { SERVING_SLOT as SLOT } from "./Feasibility.js"
 
+/** The steps of a repair a test can pause at (`HYPERLOOM_TEST_REPAIR_PAUSE`, docs/reliability.md). */
+export const REPAIR_STEPS = ["before_stop", "before_start", "before_slot"] as const
+export type RepairStep = (typeof REPAIR_STEPS)[number]
+
 /** How to start the replacement head so nothing the old head offered is lost. */
 export interface RestartPlan {
   readonly port: number

@@ -3,7 +3,7 @@ import { formatHostPort } from "../domain/Address.js"
 import { EnsureRefused, InvalidAddress, type RayClusterInfeasible } from "../domain/Errors.js"
 import { checkFeasibility, type FeasibilityVerdict, type LeaseRequest } from "../domain/Feasibility.js"
 import { adviseForHost, type GuardResult, refusalReasons, repairAllowed } from "../domain/Guards.js"
-import { type RestartPlan, restartPlan, SLOT } from "../domain/Restart.js"
+import { type RepairStep, type RestartPlan, restartPlan, SLOT } from "../domain/Restart.js"
 import { headReadyPoll } from "../domain/Schedules.js"
 import { totalResources } from "../domain/Snapshot.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
@@ -46,8 +46,7 @@ const awaitSlot = (gcsAddress: string) =>
   })
 
 /** The named steps of a restart, for the test-only pause below. */
-export const REPAIR_STEPS = ["before_stop", "before_start", "before_slot"] as const
-export type RepairStep = (typeof REPAIR_STEPS)[number]
+export { REPAIR_STEPS, type RepairStep } from "../domain/Restart.js"
 
 /** How long the test-only pause waits (the fault-injection test SIGKILLs the process meanwhile). */
 const TEST_PAUSE = Duration.seconds(120)
@@ -61,7 +60,7 @@ const TEST_PAUSE = Duration.seconds(120)
  */
 const testPause = (step: RepairStep) =>
   Effect.flatMap(Settings, (settings) =>
-    settings.env.HYPERLOOM_TEST_REPAIR_PAUSE === step
+    settings.testRepairPause === step
       ? Effect.zipRight(
           Effect.logWarning(`repair paused at ${step} (HYPERLOOM_TEST_REPAIR_PAUSE, test only)`),
           Effect.sleep(TEST_PAUSE)

@@ -269,7 +269,7 @@ const authToken = (settings: SettingsShape, address: string) =>
   Effect.gen(function* () {
     if ((settings.authMode ?? "").toLowerCase() !== "token") return undefined
     if (settings.authToken !== undefined) return Redacted.value(settings.authToken)
-    const file = settings.authTokenPath ?? path.join(settings.env.HOME ?? os.homedir(), ".ray", "auth_token")
+    const file = settings.authTokenPath ?? path.join(settings.home ?? os.homedir(), ".ray", "auth_token")
     const text = yield* readTextFile(file).pipe(
       Effect.mapError(
         (e) =>

@@ -35,6 +35,24 @@ describe("bad input: one line and a documented exit code", () => {
     oneLine(r.stderr, "no ray executable found", "HYPERLOOM_RAY")
   })
 
+  it("a bad setting: exit 2, one line naming the variable and its value (HYPERLOOM_DEBUG too)", () => {
+    for (const [name, value] of [
+      ["HYPERLOOM_DEBUG", "maybe"],
+      ["HYPERLOOM_RAY_STATUS_TIMEOUT_SEC", "soon"],
+      ["HYPERLOOM_TEST_REPAIR_PAUSE", "before_lunch"]
+    ] as const) {
+      const r = run(["ray", "status"], { [name]: value, HYPERLOOM_RAY: "/nonexistent/hl/ray" })
+      assert.strictEqual(r.code, 2, `${name}: ${r.stderr}`)
+      oneLine(r.stderr, `invalid ${name} "${value}": expected`)
+    }
+  })
+
+  it("HYPERLOOM_DEBUG=0 is off: an error has no debug trail", () => {
+    const r = run(["ray", "ensure"], { HYPERLOOM_DEBUG: "0", HYPERLOOM_RAY: "/nonexistent/hl/ray" })
+    assert.strictEqual(r.code, 3)
+    oneLine(r.stderr, "no ray executable found")
+  })
+
   it("a malformed RAY_ADDRESS: exit 2", () => {
     const r = run(["ray", "doctor"], { RAY_ADDRESS: "not an address" })
     assert.strictEqual(r.code, 2)

@@ -465,7 +465,7 @@ describe("repair: the slot wait, the re-check and the logs", () => {
   ] as const) {
     it.effect(`HYPERLOOM_TEST_REPAIR_PAUSE=${step} logs and waits there, then goes on`, () => {
       const { cli, layer } = harness(headSnapshot(SLOTLESS), {
-        settings: { env: { HYPERLOOM_TEST_REPAIR_PAUSE: step } }
+        settings: { testRepairPause: step }
       })
       const logs = captureLogs()
       return Effect.gen(function* () {

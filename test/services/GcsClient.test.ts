@@ -355,7 +355,7 @@ describe("GcsClient.snapshot with RAY_AUTH_MODE=token", () => {
         yield* snapshotOf(address).pipe(Effect.provide(liveLayer({ authMode: "TOKEN", authTokenPath: file })))
         fs.mkdirSync(path.join(home, ".ray"))
         fs.writeFileSync(path.join(home, ".ray", "auth_token"), TOKEN)
-        yield* snapshotOf(address).pipe(Effect.provide(liveLayer({ authMode: "token", env: { HOME: home } })))
+        yield* snapshotOf(address).pipe(Effect.provide(liveLayer({ authMode: "token", home })))
         fs.rmSync(home, { recursive: true, force: true })
       })
     )

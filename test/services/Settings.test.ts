@@ -118,3 +118,59 @@ describe("Settings.rayTempDir resolves Ray's temp dir as the installed Ray does"
     assert.strictEqual(Settings.rayTempDirFor({ TMPDIR: "" }), "ray")
   })
 })
+
+describe("each bad setting is one line naming the variable (Config all the way)", () => {
+  const failure = (vars: Record<string, string>) =>
+    Effect.flip(settings.pipe(Effect.provide(Settings.layer), fromMap(vars)))
+
+  it.effect("every checked variable: a bad value is refused in one line with its name and value", () =>
+    Effect.gen(function* () {
+      for (const [name, value] of [
+        ["HYPERLOOM_NODES", "0"],
+        ["HYPERLOOM_NODES", "1.5"],
+        ["HYPERLOOM_RAY_STATUS_TIMEOUT_SEC", "0"],
+        ["HYPERLOOM_RAY_START_TIMEOUT_SEC", "Infinity"],
+        ["HL_RAY_HEAD_PORT", "0"],
+        ["HL_RAY_HEAD_PORT", "63.5"],
+        ["HYPERLOOM_RAY_NUM_GPUS", "1025"],
+        ["HYPERLOOM_TEST_REPAIR_PAUSE", "before_lunch"]
+      ] as const) {
+        const error = yield* failure({ [name]: value })
+        assert.strictEqual(error._tag, "InvalidSetting", `${name}=${value}`)
+        assert.notInclude(error.message, "\n")
+        assert.match(error.message, new RegExp(`^invalid ${name} "${value.replace(".", "\\.")}": expected `))
+      }
+    })
+  )
+
+  it.effect("the test-only repair pause is a setting (a known step), not raw environment", () =>
+    Effect.gen(function* () {
+      const s = yield* settings
+      assert.strictEqual(s.testRepairPause, "before_start")
+      assert.strictEqual(s.home, "/home/u")
+    }).pipe(
+      Effect.provide(Settings.layer),
+      fromMap({ HYPERLOOM_TEST_REPAIR_PAUSE: "before_start", HOME: "/home/u" })
+    )
+  )
+
+  it.effect("a variable set to blanks is unset (its default applies); values are trimmed", () =>
+    Effect.gen(function* () {
+      const s = yield* settings
+      assert.strictEqual(s.nodes, 1)
+      assert.strictEqual(s.headPort, 6379)
+      assert.strictEqual(s.statusTimeoutSec, 7)
+      assert.isUndefined(s.numGpusOverride)
+      assert.isUndefined(s.rayExecutable)
+    }).pipe(
+      Effect.provide(Settings.layer),
+      fromMap({
+        HYPERLOOM_NODES: "",
+        HL_RAY_HEAD_PORT: "  ",
+        HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: " 7 ",
+        HYPERLOOM_RAY_NUM_GPUS: " ",
+        HYPERLOOM_RAY: " "
+      })
+    )
+  )
+})
