@@ -161,7 +161,7 @@ export interface EnsureOutcome {
 }
 
 /**
- * SPEC §3 for a caller that holds the work permit: probe with `ray status`; reuse what answers
+ * Ensure, for a caller that holds the work permit: probe with `ray status`; reuse what answers
  * (repairing it if it lacks the slot and the guards allow); otherwise start a local head with the
  * slot — never behind an explicit address, on a multi-node run, or over daemons the probe could
  * not reach. Fails with the infeasibility error when the lease can still not be granted.
@@ -245,6 +245,6 @@ export const ensureLocked = Effect.fn("Cluster.ensureLocked")(function* (request
   return { action: "started", gcsAddress: resolved.gcsAddress, verdict, guards: [] } satisfies EnsureOutcome
 })
 
-/** `hyperloom ray ensure`: SPEC §3 under the work permit. */
+/** `hyperloom ray ensure`: `ensureLocked` under the work permit (one ensure or repair at a time per host). */
 export const ensure = (request: LeaseRequest) =>
   Effect.flatMap(WorkGate, (gate) => gate.withPermit(ensureLocked(request)))

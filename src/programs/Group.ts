@@ -28,8 +28,10 @@ import { inspect } from "./Inspect.js"
 import { appendToTail, type LeaseRunResult, type LeaseRunSpec, reportWaiting } from "./Lease.js"
 
 /**
- * SPEC §3 for a group, for a caller holding the work permit: the cluster must answer (a group
- * never starts a head) and be able to place the group (never repaired). Returns its GCS address.
+ * Ensure for a group, for a caller holding the work permit: the cluster must answer and be able
+ * to place the group. A group never starts a head (a head started here would hold one node, never
+ * the N the group needs) and never repairs one (other nodes' work may depend on it). Returns its
+ * GCS address.
  */
 export const ensureGroupLocked = Effect.fn("Group.ensureGroupLocked")(function* (request: GroupRequest) {
   const settings = yield* Settings

@@ -149,7 +149,7 @@ export const doctor = Effect.fn("Inspect.doctor")(function* (request: LeaseReque
   return doctorReport(inspection, request, guards, settings.nodes, yield* Containment.probe())
 })
 
-/** `hyperloom ray status`: the cluster snapshot and the host's daemons (SPEC §7). */
+/** `hyperloom ray status`: the cluster snapshot and the host's daemons. */
 export const status = Effect.fn("Inspect.status")(function* () {
   const inspection = yield* inspect()
   const { snapshot } = inspection

@@ -19,7 +19,7 @@ import { REPAIR_STEPS, type RepairStep } from "../domain/Restart.js"
  * is one clear error up front and programs never touch `process.env`.
  */
 export interface SettingsShape {
-  /** RAY_ADDRESS as parsed (SPEC §2). */
+  /** RAY_ADDRESS as parsed: unset, empty or `auto` is the local cluster; anything else the operator's explicit choice. */
   readonly rayAddress: RayAddress
   /** Node count of the run: HYPERLOOM_NODES or --nodes; >= 2 is a multi-node run. */
   readonly nodes: number
