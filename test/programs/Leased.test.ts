@@ -73,34 +73,24 @@ describe("runLeasedCommand on one node", () => {
     }).pipe(Effect.provide(Testing.layer()), Logger.withMinimumLogLevel(LogLevel.None))
   )
 
-  it.effect("a serving command is leased as the serving runner with its flags", () =>
-    Effect.gen(function* () {
-      yield* runLeasedCommand(spec(serving))
-      const opened = (yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened
-      assert.deepStrictEqual(
-        opened.map((o) => o.argv),
-        [["py", "serve.py", ...runnerArgs(serving, "/work")]]
+  const engine = LeasedCommand.Engine({ server: "engine", readiness: readiness(), dir: "/s/e" })
+  for (const [what, command, runner] of [
+    ["a serving command is leased as the serving runner", serving, "serve.py"],
+    ["a sweep's engine is leased as the sweep runner", engine, "sweep.py"]
+  ] as const) {
+    it.effect(`${what} with its flags`, () =>
+      Effect.gen(function* () {
+        yield* runLeasedCommand(spec(command))
+        const opened = (yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened
+        assert.deepStrictEqual(
+          opened.map((o) => o.argv),
+          [["py", runner, ...runnerArgs(command, "/work")]]
+        )
+      }).pipe(
+        Effect.provide(Testing.layer()),
+        Effect.provide(ServingRunner.layerTest()),
+        Logger.withMinimumLogLevel(LogLevel.None)
       )
-    }).pipe(
-      Effect.provide(Testing.layer()),
-      Effect.provide(ServingRunner.layerTest()),
-      Logger.withMinimumLogLevel(LogLevel.None)
     )
-  )
-
-  it.effect("a sweep's engine is leased as the sweep runner with its flags", () =>
-    Effect.gen(function* () {
-      const engine = LeasedCommand.Engine({ server: "engine", readiness: readiness(), dir: "/s/e" })
-      yield* runLeasedCommand(spec(engine))
-      const opened = (yield* Effect.flatten(LeaseBridge.FakeLeaseBridgeLog)).opened
-      assert.deepStrictEqual(
-        opened.map((o) => o.argv),
-        [["py", "sweep.py", ...runnerArgs(engine, "/work")]]
-      )
-    }).pipe(
-      Effect.provide(Testing.layer()),
-      Effect.provide(ServingRunner.layerTest()),
-      Logger.withMinimumLogLevel(LogLevel.None)
-    )
-  )
+  }
 })
