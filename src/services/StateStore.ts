@@ -3,6 +3,7 @@ import type { PlatformError } from "@effect/platform/Error"
 import { Data, Effect, Either, Layer, Option, type Scope } from "effect"
 import { CURRENT_SCHEMA_VERSION, parseState, renderState, type SessionState } from "../domain/State.js"
 import { oneLine } from "../domain/Text.js"
+import { writeFileAtomically } from "./AtomicWrite.js"
 import { readRegularFile, STATE_FILE_MAX_BYTES } from "./BoundedRead.js"
 import { holdLockFile, type LockUnavailable, pidAlive } from "./LockFile.js"
 
@@ -88,14 +89,6 @@ const fromProblem = (
       : new StateCorrupt({ path, detail: p.detail })
   )
 
-let tempCounter = 0
-/**
- * A temp file name no other writer picks. `Date.now()` here only salts the name (a pid reused by a
- * later run); it is no time anyone reads or waits on, so it stays off the Effect Clock, where a
- * TestClock would make it a constant.
- */
-const tempName = (base: string) => `.${base}.${process.pid}.${Date.now()}.${++tempCounter}.tmp`
-
 /** The live store on a platform FileSystem (see `layer`). */
 export const makeFileStateStore = Effect.gen(function* () {
   const fs = yield* FileSystem.FileSystem
@@ -117,22 +110,6 @@ export const makeFileStateStore = Effect.gen(function* () {
   const ensureDir = (dir: string) =>
     fs.makeDirectory(dir, { recursive: true }).pipe(Effect.mapError(io("create", dir)))
 
-  /** Writes a new file (it must not exist) and fsyncs it. */
-  const writeNew = (file: string, text: string) =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        const handle = yield* fs.open(file, { flag: "wx", mode: 0o644 })
-        yield* handle.writeAll(new TextEncoder().encode(text))
-        yield* handle.sync
-      })
-    )
-
-  /** Best effort: makes a rename in the directory durable. */
-  const syncDir = (dir: string) =>
-    Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (d) => d.sync)).pipe(Effect.ignore)
-
-  const removeQuietly = (file: string) => fs.remove(file).pipe(Effect.ignore)
-
   const load = Effect.fn("StateStore.load")(function* (sessionDir: string) {
     const file = path.join(sessionDir, STATE_FILE)
     const text = yield* readIfExists(file)
@@ -147,13 +124,11 @@ export const makeFileStateStore = Effect.gen(function* () {
     // Never replace a state file that load would refuse (SPEC §6: never overwritten when unreadable).
     const existing = yield* readIfExists(file)
     if (Option.isSome(existing)) yield* fromProblem(file, existing.value)
-    const temp = path.join(sessionDir, tempName(STATE_FILE))
-    yield* writeNew(temp, body).pipe(
-      Effect.zipRight(fs.rename(temp, file)),
+    yield* writeFileAtomically(sessionDir, STATE_FILE, body).pipe(
       Effect.mapError(io("write", file)),
-      Effect.onExit((exit) => (exit._tag === "Failure" ? removeQuietly(temp) : Effect.void))
+      Effect.provideService(FileSystem.FileSystem, fs),
+      Effect.provideService(Path.Path, path)
     )
-    yield* syncDir(sessionDir)
   })
 
   const lock = Effect.fn("StateStore.lock")(function* (sessionDir: string) {

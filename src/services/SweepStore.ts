@@ -10,6 +10,7 @@ import {
   SWEEP_SCHEMA_VERSION,
   type SweepDoc
 } from "../domain/Sweep.js"
+import { writeFileAtomically } from "./AtomicWrite.js"
 import { isNotFound } from "./LockFile.js"
 import { StateCorrupt, StateFromFuture, StateIoFailed, type StateLoadError } from "./StateStore.js"
 
@@ -36,9 +37,6 @@ const problem = (file: string, text: string): Either.Either<SweepDoc, StateCorru
       : new StateCorrupt({ path: file, detail: p.detail })
   )
 
-let counter = 0
-const tempName = (base: string) => `.${base}.${process.pid}.${Date.now()}.${++counter}.tmp`
-
 const makeLive = Effect.gen(function* () {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
@@ -52,25 +50,12 @@ const makeLive = Effect.gen(function* () {
       Effect.mapError(io("read", file))
     )
 
-  /** temp file, write, fsync, rename, fsync of the directory */
-  const writeAtomically = (dir: string, base: string, text: string) => {
-    const file = path.join(dir, base)
-    const temp = path.join(dir, tempName(base))
-    return Effect.scoped(
-      Effect.gen(function* () {
-        const handle = yield* fs.open(temp, { flag: "wx", mode: 0o644 })
-        yield* handle.writeAll(new TextEncoder().encode(text))
-        yield* handle.sync
-      })
-    ).pipe(
-      Effect.zipRight(fs.rename(temp, file)),
-      Effect.mapError(io("write", file)),
-      Effect.onExit((exit) => (exit._tag === "Failure" ? fs.remove(temp).pipe(Effect.ignore) : Effect.void)),
-      Effect.zipRight(
-        Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (d) => d.sync)).pipe(Effect.ignore)
-      )
+  const writeAtomically = (dir: string, base: string, text: string) =>
+    writeFileAtomically(dir, base, text).pipe(
+      Effect.mapError(io("write", path.join(dir, base))),
+      Effect.provideService(FileSystem.FileSystem, fs),
+      Effect.provideService(Path.Path, path)
     )
-  }
 
   const load = Effect.fn("SweepStore.load")(function* (sessionDir: string) {
     const file = path.join(sessionDir, SWEEP_FILE)
