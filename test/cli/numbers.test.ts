@@ -11,7 +11,7 @@ import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { bundleCli } from "../support/bundle.js"
+import { bundleCliWithRecordingRay } from "../support/bundle.js"
 import { cleanEnv } from "../support/cli.js"
 
 let work: string
@@ -21,11 +21,7 @@ let rayLog: string
 let marker: string
 
 beforeAll(async () => {
-  ;({ work, cli } = await bundleCli())
-  rayLog = path.join(work, "ray-calls.log")
-  marker = path.join(work, "cmd-ran")
-  fakeRay = path.join(work, "ray")
-  fs.writeFileSync(fakeRay, `#!/bin/sh\necho "$@" >> '${rayLog}'\nexit 1\n`, { mode: 0o755 })
+  ;({ work, cli, rayLog, marker, fakeRay } = await bundleCliWithRecordingRay())
 }, 60_000)
 
 afterAll(() => {

@@ -10,7 +10,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { bundleCli, runBundled } from "../support/bundle.js"
+import { bundleCliWithRecordingRay, runBundled } from "../support/bundle.js"
 
 let work: string
 let cli: string
@@ -19,11 +19,7 @@ let rayLog: string
 let marker: string
 
 beforeAll(async () => {
-  ;({ work, cli } = await bundleCli())
-  rayLog = path.join(work, "ray-calls.log")
-  marker = path.join(work, "cmd-ran")
-  fakeRay = path.join(work, "ray")
-  fs.writeFileSync(fakeRay, `#!/bin/sh\necho "$@" >> '${rayLog}'\nexit 1\n`, { mode: 0o755 })
+  ;({ work, cli, rayLog, marker, fakeRay } = await bundleCliWithRecordingRay())
 }, 60_000)
 
 afterAll(() => {

@@ -36,6 +36,19 @@ export const bundleCli = async (): Promise<{ readonly work: string; readonly cli
   return { work, cli }
 }
 
+/**
+ * The bundled CLI beside a stand-in `ray` that records every call in `rayLog` (and fails), and
+ * `marker`, a path a test's CMD would create: for tests that check that nothing ran.
+ */
+export const bundleCliWithRecordingRay = async () => {
+  const { work, cli } = await bundleCli()
+  const rayLog = path.join(work, "ray-calls.log")
+  const marker = path.join(work, "cmd-ran")
+  const fakeRay = path.join(work, "ray")
+  fs.writeFileSync(fakeRay, `#!/bin/sh\necho "$@" >> '${rayLog}'\nexit 1\n`, { mode: 0o755 })
+  return { work, cli, rayLog, marker, fakeRay }
+}
+
 /** Runs a bundled CLI to completion, without any RAY_ADDRESS / HYPERLOOM_NODES of the test's own. */
 export const runBundled = (
   cli: string,
