@@ -60,7 +60,11 @@ export type SweepStatus = typeof SweepStatus.Type
 export const SweepStopReason = lit(
   "ray_cluster_infeasible",
   "session_time_exhausted",
-  "orchestrator_cancelled"
+  "orchestrator_cancelled",
+  /** `--wait` passed before a combination's lease was granted (SPEC §13): the holder named. */
+  "lease_wait_expired",
+  /** Another failure of a combination's lease (Ray unreachable, the host lock, the bridge). */
+  "lease_failed"
 )
 export type SweepStopReason = typeof SweepStopReason.Type
 export const CombinationStatus = lit("pending", "running", "done", "infeasible", "failed", "engine_died")

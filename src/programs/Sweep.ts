@@ -76,6 +76,8 @@ export interface SweepOptions {
   readonly pointTimeoutSec?: number | undefined
   readonly readyPath: string
   readonly readyTimeoutSec: number
+  /** Bounds each combination's wait for its lease (SPEC §13 `--wait`): past it the sweep stops, naming the holder. */
+  readonly waitSec?: number | undefined
   /** Bounds the whole run; past it the sweep stops (resumable) as session_time_exhausted. */
   readonly deadlineSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
@@ -354,6 +356,7 @@ const runCombination = (run: Run, index: number) =>
             dir,
             readyPath: run.options.readyPath,
             readyTimeoutSec: run.options.readyTimeoutSec,
+            waitSec: run.options.waitSec,
             env: run.options.env,
             cwd: run.options.cwd,
             onOutput: (o) => Effect.logDebug(`[combination ${index + 1}] ${o.line}`)
@@ -375,13 +378,17 @@ const runCombination = (run: Run, index: number) =>
         ),
         Effect.tapError((e) =>
           Effect.gen(function* () {
+            const now = yield* nowIso
+            const reason = e._tag === "LeaseWaitExpired" ? "lease_wait_expired" : "lease_failed"
             yield* save(
               run,
-              updateEngine(run.doc, index, {
-                ended_at: yield* nowIso,
-                outcome: "interrupted",
-                error: e.message
-              })
+              setSweepStatus(
+                updateEngine(run.doc, index, { ended_at: now, outcome: "interrupted", error: e.message }),
+                "stopped",
+                reason,
+                e.message,
+                now
+              )
             )
             yield* Effect.logError(
               `sweep: the lease failed (${e._tag}); the sweep can be resumed once that is fixed`

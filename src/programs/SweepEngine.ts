@@ -35,6 +35,8 @@ export interface EngineSpec {
   readonly dir: string
   readonly readyPath: string
   readonly readyTimeoutSec: number
+  /** Bounds the wait for the lease (SPEC §13 `--wait`): past it LeaseWaitExpired names the holder. */
+  readonly waitSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
   readonly onOutput?: ((o: LeaseOutput) => Effect.Effect<void>) | undefined
@@ -133,6 +135,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
             }),
             env: spec.env,
             cwd: spec.cwd,
+            waitSec: spec.waitSec,
             onOutput: spec.onOutput
           })
         )
@@ -250,6 +253,8 @@ export interface FakeEngineLog {
   readonly runs: ReadonlyArray<{ readonly server: string; readonly argv: ReadonlyArray<string> }>
   /** Engines started and not stopped yet. */
   readonly live: number
+  /** Every start's `--wait` bound, in order. */
+  readonly waits: ReadonlyArray<number | undefined>
 }
 
 export class FakeSweepEngineLog extends Context.Tag("hyperloom/programs/SweepEngine/FakeLog")<
@@ -271,11 +276,13 @@ export const layerTest = (script: {
       const log = {
         starts: [] as Array<string>,
         runs: [] as Array<{ server: string; argv: ReadonlyArray<string> }>,
-        live: 0
+        live: 0,
+        waits: [] as Array<number | undefined>
       }
       const start = (spec: EngineSpec) =>
         Effect.gen(function* () {
           log.starts.push(spec.server)
+          log.waits.push(spec.waitSec)
           const decided = (script.start ?? (() => ({ ready: true }) as const))(spec.server, log.starts.length)
           if ("error" in decided) return yield* Effect.fail(decided.error)
           yield* Effect.acquireRelease(
@@ -338,7 +345,12 @@ export const layerTest = (script: {
       return Context.make(SweepEngine, SweepEngine.of({ start })).pipe(
         Context.add(
           FakeSweepEngineLog,
-          Effect.sync(() => ({ starts: [...log.starts], runs: [...log.runs], live: log.live }))
+          Effect.sync(() => ({
+            starts: [...log.starts],
+            runs: [...log.runs],
+            live: log.live,
+            waits: [...log.waits]
+          }))
         )
       )
     })

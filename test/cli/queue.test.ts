@@ -43,5 +43,29 @@ describe("hyperloom queue", () => {
     assert.include(root.stdout, "15   lease_wait_expired")
     assert.include(root.stdout, "queue")
     assert.include(runBundled(cli, work, ["baseline", "run", "--help"]).stdout, "--wait")
+    assert.include(runBundled(cli, work, ["sweep", "run", "--help"]).stdout, "--wait")
+    const sweep = (wait: string) =>
+      runBundled(cli, work, [
+        "sweep",
+        "run",
+        "--session",
+        `${work}/sweep-wait`,
+        "--gpus",
+        "0",
+        "--wait",
+        wait,
+        "--server",
+        "engine --max-num-seqs {s}",
+        "--param",
+        "s=1",
+        "--load",
+        "c=1",
+        "--",
+        "client",
+        "{c}"
+      ])
+    const bad = sweep("0")
+    assert.strictEqual(bad.code, 2, bad.stderr)
+    assert.include(bad.stderr, "--wait")
   }, 120_000)
 })

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
 import { RayClusterInfeasible } from "../../src/domain/Errors.js"
+import { LeaseWaitExpired } from "../../src/domain/Queue.js"
 import { type Experiment, parseSweep, type SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
@@ -324,6 +325,53 @@ describe("sweep program", () => {
         assert.deepStrictEqual(runs, ["4/2", "4/4", "4/8", "4/16", "8/1", "8/2", "8/4", "8/8", "8/16"])
         assert.strictEqual(second.doc.status, "done")
         assert.strictEqual(second.doc.summary.best?.combination, 2)
+      })
+  )
+
+  it.effect(
+    "--wait: a lease not granted in time stops the sweep (lease_wait_expired, the holder named), nothing runs; the same command resumes it",
+    () =>
+      Effect.gen(function* () {
+        const files = new Map<string, string>()
+        const small = options(experiment({ params: [{ name: "seqs", values: ["2", "4"] }] }))
+        const waiting = { ...small, waitSec: 2 }
+        const holder = "lease 1a2b (pid 4242, user ann: sleep 600)"
+        const failed = yield* Effect.flip(
+          runSweep(waiting).pipe(
+            Effect.provide(
+              setup(
+                {
+                  start: () => ({ error: new LeaseWaitExpired({ waitSec: 2, holder, ahead: 0 }) }),
+                  run: model
+                },
+                files
+              )
+            )
+          )
+        )
+        assert.strictEqual(failed._tag, "LeaseWaitExpired")
+        assert.include(failed.message, "pid 4242")
+        const saved = parseSweep(files.get(`${DIR}/sweep.json`)!)
+        assert.isTrue(saved._tag === "Right")
+        const mid = (saved as { right: SweepDoc }).right
+        assert.strictEqual(mid.status, "stopped")
+        assert.strictEqual(mid.stop_reason, "lease_wait_expired")
+        assert.include(mid.stop_error, "pid 4242")
+        assert.isTrue(mid.combinations.every((c) => c.points.every((p) => p.runs.length === 0)))
+        assert.deepStrictEqual(
+          mid.combinations[0]!.engine_starts.map((s) => s.outcome),
+          ["interrupted"]
+        )
+
+        // the wait reaches every engine's lease; once the slot is free the same command completes
+        const second = yield* Effect.gen(function* () {
+          const r = yield* runSweep(waiting)
+          return { r, log: yield* engineLog }
+        }).pipe(Effect.provide(setup({ run: model }, files)))
+        assert.deepStrictEqual(second.log.waits, [2, 2])
+        assert.strictEqual(second.r.doc.status, "done")
+        assert.strictEqual(second.r.doc.stop_reason, null)
+        assert.strictEqual(second.r.doc.summary.best?.combination, 1)
       })
   )
 })

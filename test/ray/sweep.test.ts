@@ -218,6 +218,56 @@ describe("sweep run on a real head", () => {
     assert.include(r.stdout, "sweep_no_feasible_point")
   })
 
+  it("--wait: the slot held by another lease, the sweep fails naming the holder (exit 15), nothing runs; the same command resumes once it is free", async () => {
+    const flag = path.join(newSession(), "hold")
+    fs.writeFileSync(flag, "")
+    const holder = spawn(
+      process.execPath,
+      [cliPath, "lease", "run", "--gpus", "0", "--", "sh", "-c", `while [ -e ${flag} ]; do sleep 0.1; done`],
+      { cwd: projectRoot, env: cleanEnv(), stdio: ["ignore", "ignore", "pipe"] }
+    )
+    let holderErr = ""
+    holder.stderr!.on("data", (d) => (holderErr += d))
+    const holderExit = new Promise<number | null>((resolve) => holder.on("exit", (code) => resolve(code)))
+    try {
+      await waitFor(
+        "the holder lease to hold the slot",
+        async () => {
+          const q = await runCli(["queue", "--json"], { timeoutMs: 30_000 })
+          return q.json?.holders?.some((h: any) => h.pid === holder.pid) || undefined
+        },
+        120_000,
+        250
+      )
+      const session = newSession()
+      const tag = newTag()
+      const args = sweepArgs(
+        session,
+        engine(tag, "--max-num-seqs {seqs}"),
+        ["--wait", "2", "--param", "seqs=2", "--load", "c=1", "--slo", SLO],
+        client(4)
+      )
+      const r = await runCli(args, { timeoutMs: 120_000 })
+      const doc = readSweep(session)
+      scenario("wait expired", doc, r.ms)
+      assert.strictEqual(r.code, 15, r.stderr)
+      assert.include(r.stderr, "lease_wait_expired: the lease was not granted within --wait 2 s")
+      assert.include(r.stderr, `pid ${holder.pid}`, r.stderr)
+      assert.strictEqual(doc.status, "stopped")
+      assert.strictEqual(doc.stop_reason, "lease_wait_expired")
+      assert.deepStrictEqual(doc.combinations[0].points[0].runs, [])
+      assert.isFalse(fs.existsSync(path.join(doc.combinations[0].engine_starts[0].dir, "server.log")))
+      assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+      fs.rmSync(flag)
+      assert.strictEqual(await holderExit, 0, holderErr)
+      const again = await runCli(args, { timeoutMs: 120_000 })
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.strictEqual(readSweep(session).combinations[0].points[0].status, "ok")
+    } finally {
+      holder.kill("SIGKILL")
+    }
+  })
+
   /** Starts a sweep in the background; resolves with the child and its output. */
   const startSweep = (args: ReadonlyArray<string>) => {
     const child: ChildProcess = spawn(process.execPath, [cliPath, ...args], {

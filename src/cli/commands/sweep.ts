@@ -22,6 +22,7 @@ import { EXIT, ExitWith, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
 import { commandArgs, gpus, json, nodes, positiveSeconds, strictCommand } from "../Shared.js"
+import { waitOption } from "./queue.js"
 import { session } from "./state.js"
 
 const server = Options.text("server").pipe(
@@ -106,6 +107,7 @@ const OPTIONS = [
   "--ready-path",
   "--ready-timeout",
   "--deadline",
+  "--wait",
   "--json"
 ]
 
@@ -168,7 +170,7 @@ const experimentOf = (o: {
     return experiment
   })
 
-/** 0 with a best (or a tie), 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled. */
+/** 0 with a best (or a tie), 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled (a lease failure, e.g. 15 --wait, is the error's own code). */
 export const exitCodeForSweep = (doc: SweepDoc): number => {
   if (doc.status === "cancelled") return EXIT.cancelled
   if (doc.stop_reason === "ray_cluster_infeasible") return EXIT.infeasible
@@ -176,7 +178,7 @@ export const exitCodeForSweep = (doc: SweepDoc): number => {
   return doc.summary.best === null ? EXIT.sweepNoFeasiblePoint : EXIT.ok
 }
 
-const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 130 cancelled, 2 usage.`
+const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
 
 export const sweepRun = Command.make(
   "run",
@@ -195,6 +197,7 @@ export const sweepRun = Command.make(
     readyPath,
     readyTimeout,
     deadline,
+    wait: waitOption,
     json,
     cmd
   },
@@ -219,6 +222,7 @@ export const sweepRun = Command.make(
         readyPath: ready.path,
         readyTimeoutSec: ready.timeoutSec,
         deadlineSec: Option.getOrUndefined(o.deadline),
+        waitSec: Option.getOrUndefined(o.wait),
         env: settings.env,
         cwd: process.cwd()
       }).pipe(
