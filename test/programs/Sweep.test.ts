@@ -374,4 +374,19 @@ describe("sweep program", () => {
         assert.strictEqual(second.r.doc.summary.best?.combination, 1)
       })
   )
+
+  it.effect("an unreadable sweep.json is refused before anything runs and left byte-identical", () =>
+    Effect.gen(function* () {
+      const bytes = '{"schema_version": 1, "kind": "hyperloom.sweep", "status": "runn'
+      const files = new Map([[`${DIR}/sweep.json`, bytes]])
+      const { e, log } = yield* Effect.gen(function* () {
+        const e = yield* Effect.flip(runSweep(options()))
+        return { e, log: yield* engineLog }
+      }).pipe(Effect.provide(setup({ run: model }, files)))
+      assert.strictEqual(e._tag, "StateCorrupt")
+      assert.deepStrictEqual([log.starts, log.runs], [[], []])
+      assert.strictEqual(files.get(`${DIR}/sweep.json`), bytes)
+      assert.isFalse(files.has(`${DIR}/summary.csv`))
+    })
+  )
 })
