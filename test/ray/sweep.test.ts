@@ -292,16 +292,19 @@ describe("sweep run on a real head", () => {
       client(8)
     )
     const first = startSweep(args)
+    // killed while the second point's client runs: the first is finished, the second in flight
     await waitFor(
-      "the first point to finish",
+      "the second point to run",
       () => {
         try {
-          return readSweep(session).combinations[0].points[0].status === "ok" || undefined
+          const [p0, p1] = readSweep(session).combinations[0].points
+          return (p0.status === "ok" && p1.status === "running" && p1.runs.length === 1) || undefined
         } catch {
           return undefined
         }
       },
-      120_000
+      120_000,
+      50
     )
     first.child.kill("SIGKILL")
     await first.exited
@@ -321,8 +324,19 @@ describe("sweep run on a real head", () => {
     // the finished point kept its one run; nothing ran it again
     assert.deepStrictEqual(points[0].runs, [firstRun])
     assert.deepStrictEqual(points[0].interrupted_runs, [])
+    // the point in flight was run again: its killed run kept as interrupted, one finished run
+    assert.strictEqual(before.combinations[0].points[1].status, "running")
+    assert.deepStrictEqual(
+      points[1].interrupted_runs.map((r: any) => [r.dir, r.status]),
+      [[before.combinations[0].points[1].runs[0].dir, "interrupted"]]
+    )
+    assert.deepStrictEqual(
+      points.map((p: any) => p.runs.map((r: any) => r.status)),
+      [["ok"], ["ok"], ["ok"]]
+    )
     const runDirs = fs.readdirSync(path.join(session, "combinations", "0", "runs"))
     assert.strictEqual(runDirs.filter((d) => d.endsWith("-1")).length, 1, runDirs.join(" "))
+    assert.strictEqual(runDirs.filter((d) => d.endsWith("-2")).length, 2, runDirs.join(" "))
     assert.strictEqual(doc.combinations[0].engine_starts.length, 2)
     assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
     // the same session with another experiment: refused, naming the difference, nothing runs
