@@ -41,8 +41,9 @@ interface Rule {
   readonly label: string
 }
 
-const W = 440
-const H = 300
+// Three fit side by side at 1400 px and two at 900 px; the legend is the section's, in HTML.
+const W = 410
+const H = 280
 const L = 64
 const R = 16
 const B = 44
@@ -55,7 +56,7 @@ const loadChart = (
   lines: ReadonlyArray<Line>,
   rules: ReadonlyArray<Rule>
 ) => {
-  const T = 34 + Math.ceil(lines.length / 3) * 16 + 6
+  const T = 34
   const xs = [...new Set(lines.flatMap((l) => l.points.map((p) => p.x)))]
     .filter(Number.isFinite)
     .sort((a, b) => a - b)
@@ -91,11 +92,10 @@ const loadChart = (
   o.push(
     `<line x1="${L}" x2="${L}" y1="${T}" y2="${H - B}" class="axisline"/><line x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}" class="axisline"/>`
   )
+  // The SLO's label at the left end, where the load is lowest and the curves mostly stay clear of it.
   for (const r of rules) {
     o.push(`<line x1="${L}" x2="${W - R}" y1="${py(r.y)}" y2="${py(r.y)}" class="slo"/>`)
-    o.push(
-      `<text x="${W - R - 4}" y="${py(r.y) - 4}" class="slolabel" text-anchor="end">${escapeHtml(r.label)}</text>`
-    )
+    o.push(`<text x="${L + 4}" y="${py(r.y) - 4}" class="slolabel">${escapeHtml(r.label)}</text>`)
   }
   for (const l of lines) {
     const measured = l.points.filter((p) => p.y !== null && Number.isFinite(p.x))
@@ -118,14 +118,6 @@ const loadChart = (
       }
     }
   }
-  lines.forEach((l, i) => {
-    const x = L + 6 + (i % 3) * 165
-    const y = 38 + Math.floor(i / 3) * 16
-    o.push(
-      `<line x1="${x}" x2="${x + 20}" y1="${y}" y2="${y}" stroke="${l.color}" stroke-width="3"${l.dashed ? ' stroke-dasharray="6 4"' : ""}/>`
-    )
-    o.push(`<text x="${x + 25}" y="${y + 4}" class="legend">${escapeHtml(l.name)}</text>`)
-  })
   o.push("</svg>")
   return o.join("\n")
 }
@@ -135,11 +127,13 @@ interface ParetoPoint {
   readonly y: number
   readonly color: string
   readonly label: string
+  /** The best's label on the chart: the combination's number and the load (the rest is in the legend). */
+  readonly short: string
   readonly best: boolean
   readonly sloFailed: boolean
 }
 
-/** The points no other point beats on both axes (more per user and more per GPU). */
+/** The points no other point beats on both axes (more per user and more per GPU), by tok/s per user. */
 export const paretoFront = <P extends { readonly x: number; readonly y: number }>(
   points: ReadonlyArray<P>
 ): ReadonlyArray<P> =>
@@ -155,13 +149,14 @@ const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
   const yMax = niceMax(Math.max(0, ...points.map((p) => p.y)) * 1.05)
   const px = (x: number) => L + (x / xMax) * (w - L - R)
   const py = (y: number) => T + (1 - y / yMax) * (h - T - B)
-  const front = paretoFront(points)
+  // The front of the points that met every SLO: the best is always on it (the most per GPU of them).
+  const front = paretoFront(points.filter((p) => !p.sloFailed))
   const o: Array<string> = []
   o.push(
     `<svg class="chart" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" aria-label="Pareto">`
   )
   o.push(
-    `<text x="${L}" y="20" class="title">Pareto: tok/s per user against tok/s ${escapeHtml(perGpu)}; front dashed, best ringed</text>`
+    `<text x="${L}" y="20" class="title">Pareto: tok/s per user against tok/s ${escapeHtml(perGpu)}</text>`
   )
   for (let i = 0; i <= 5; i++) {
     const vy = (yMax * i) / 5
@@ -183,17 +178,26 @@ const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
     o.push(
       `<path d="${front.map((p, i) => `${i === 0 ? "M" : "L"}${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(" ")}" class="front"/>`
     )
+  o.push(
+    `<text x="${L}" y="36" class="legend">filled: met every SLO · hollow: an SLO failed · dashed: the front of the filled · ringed: the best</text>`
+  )
   for (const p of points) {
     const onFront = front.includes(p)
+    const at = `cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}"`
     o.push(
-      `<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="${onFront ? 6 : 4}" fill="${p.color}"${onFront ? ' stroke="#000" stroke-width="1.5"' : ""}${p.sloFailed ? ' fill-opacity="0.3"' : ""}><title>${escapeHtml(p.label)}${onFront ? " (on the front)" : ""}</title></circle>`
+      p.sloFailed
+        ? `<circle ${at} r="4" fill="#fff" stroke="${p.color}" stroke-width="1.5" class="slofailed"><title>${escapeHtml(p.label)}</title></circle>`
+        : `<circle ${at} r="${onFront ? 6 : 4}" fill="${p.color}"${onFront ? ' stroke="#000" stroke-width="1.5" class="onfront"' : ""}><title>${escapeHtml(p.label)}${onFront ? " (on the front)" : ""}</title></circle>`
     )
-    if (p.best) {
-      o.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="12" class="best"/>`)
-      o.push(
-        `<text x="${px(p.x) + 15}" y="${py(p.y) - 10}" class="bestlabel">best: ${escapeHtml(p.label)}</text>`
-      )
-    }
+  }
+  // The best's ring and label last, on top; the label on the side with room, inside the chart.
+  for (const p of points.filter((q) => q.best)) {
+    const right = px(p.x) < (L + w - R) / 2
+    const y = Math.max(T + 12, py(p.y) - 10)
+    o.push(`<circle cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}" r="12" class="best"/>`)
+    o.push(
+      `<text x="${(px(p.x) + (right ? 16 : -16)).toFixed(1)}" y="${y.toFixed(1)}" class="bestlabel" text-anchor="${right ? "start" : "end"}">best: ${escapeHtml(p.short)}</text>`
+    )
   }
   o.push("</svg>")
   return o.join("\n")
@@ -257,6 +261,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc): string => {
           y: t / Math.max(1, gpus),
           color,
           label: `${label}, ${loadName}=${p.load}${p.status === "slo_failed" ? " (SLO failed)" : ""}`,
+          short: `#${c.index} at ${loadName}=${p.load}`,
           best: best !== null && best.combination === c.index && best.load === p.load,
           sloFailed: p.status === "slo_failed"
         }
@@ -279,7 +284,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc): string => {
             ? fmt(s.median)
             : `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`
       const conc = loadNumber(p.load)
-      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td><td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : ""}</td><td>${tp}</td><td>${fmt(median(p, "p99_ttft_ms"))}</td><td>${fmt(median(p, "p99_tpot_ms"))}</td><td>${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
+      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td><td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : ""}</td><td class="num">${tp}</td><td class="num">${fmt(median(p, "p99_ttft_ms"))}</td><td class="num">${fmt(median(p, "p99_tpot_ms"))}</td><td class="num">${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
         p.status === "failed"
           ? `${p.class}: ${(p.error ?? "").split("\n")[0]}`.slice(0, 160)
           : p.slo
@@ -299,6 +304,8 @@ client: ${escapeHtml(best.client_cmd)}</pre>`
 <h2>${escapeHtml(name)}</h2>
 <div class="meta">${doc.combinations.length} combination(s) · ${e.load.kind === "points" ? `${escapeHtml(loadName)} = ${escapeHtml(e.load.values.join(", "))}` : `search ${escapeHtml(loadName)} up to ${e.load.max}`} · ${e.repeats} repeat(s) · SLO ${escapeHtml(e.slos.join(" and ") || "none")} · status ${escapeHtml(doc.status)} · failed points are marked ×</div>
 ${verdict}
+<div class="legend">${combos.map(({ color, label }) => `<span><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</span>`).join(" ")}</div>
+<div class="legend">● measured (median over the repeats) · <span class="bad">×</span> failed: no measurement, drawn on the x-axis · <span class="bad">- - -</span> SLO</div>
 <div class="charts">
 ${charts.join("\n")}
 </div>
@@ -335,7 +342,8 @@ svg .best { fill: none; stroke: #f0a000; stroke-width: 3; } svg .bestlabel { fon
 table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f6f6f6; } td.err { color: #a33; font-family: ui-monospace, monospace; font-size: 12px; }
 td.good { color: #176b1f; } td.bad, p.bad { color: #a33; } tr.bestrow { background: #fff5d6; }
-pre { background: #f6f6f6; padding: 8px; white-space: pre-wrap; word-break: break-all; }
+pre { background: #f6f6f6; padding: 8px; white-space: pre-wrap; overflow-wrap: anywhere; }
+div.legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 6px 0; font-size: 13px; } td.num { white-space: nowrap; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; border-radius: 2px; }
 </style>
 </head>

@@ -1,0 +1,69 @@
+/**
+ * A sweep document made by the sweep program against a scripted engine, for the renderers' tests.
+ * The model: throughput 200·b/(4+b) at batch b = min(c, B), p99 TTFT jumping once c > B; the
+ * engine with B = 2 dies at c = 4. Params `seqs` = 2, 4, 8; loads `c` = 1, 2, 4, 8; the SLO
+ * p99_ttft_ms<=300; the best is seqs=8 at c=8.
+ */
+import { Effect, Layer } from "effect"
+import type { SweepDoc } from "../../src/domain/Sweep.js"
+import { runSweep } from "../../src/programs/Sweep.js"
+import * as SweepEngine from "../../src/programs/SweepEngine.js"
+import * as AttemptFiles from "../../src/services/AttemptFiles.js"
+import * as StateStore from "../../src/services/StateStore.js"
+import * as SweepStore from "../../src/services/SweepStore.js"
+
+const seqsOf = (server: string) => Number(/--max-num-seqs (\d+)/.exec(server)![1])
+const concOf = (argv: ReadonlyArray<string>) => Number(argv[argv.indexOf("--max-concurrency") + 1])
+
+export const scriptedSweep = (o: {
+  /** Must hold `--max-num-seqs {seqs}`. */
+  readonly server: string
+  /** Must hold `--max-concurrency {c}`. */
+  readonly client: ReadonlyArray<string>
+  readonly gpus: number
+  readonly cwd?: string | undefined
+}): Effect.Effect<SweepDoc, unknown> =>
+  Effect.gen(function* () {
+    const r = yield* runSweep({
+      sessionDir: "/s/scripted",
+      experiment: {
+        server: o.server,
+        client: o.client,
+        params: [{ name: "seqs", values: ["2", "4", "8"] }],
+        load: { kind: "points", name: "c", values: ["1", "2", "4", "8"] },
+        slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
+        repeats: 1,
+        gpus: o.gpus,
+        nodes: 1
+      },
+      request: { gpus: o.gpus, servingSlot: true },
+      readyPath: "/health",
+      readyTimeoutSec: 10,
+      env: {},
+      cwd: o.cwd ?? "/"
+    })
+    return r.doc
+  }).pipe(
+    Effect.provide(
+      Layer.mergeAll(
+        SweepEngine.layerTest({
+          run: (server, argv) => {
+            const B = seqsOf(server)
+            const c = concOf(argv)
+            if (B === 2 && c === 4) return { engineDies: true, exitCode: 1 }
+            const b = Math.min(c, B)
+            return {
+              metrics: {
+                output_throughput: (200 * b) / (4 + b),
+                p99_ttft_ms: c > B ? 900 : 20 + 5 * b,
+                p99_tpot_ms: 20 + 5 * b,
+                completed: 16
+              }
+            }
+          }
+        }).pipe(Layer.provideMerge(AttemptFiles.layerTest(AttemptFiles.makeMemoryAttemptFiles()))),
+        StateStore.layerTest(),
+        SweepStore.layerTest()
+      )
+    )
+  )
