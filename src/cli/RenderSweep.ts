@@ -4,7 +4,7 @@
  * command lines, ready to paste. Pure.
  */
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
-import { comboLabel } from "../domain/Sweep.js"
+import { comboLabel, shellQuote } from "../domain/Sweep.js"
 
 const num = (n: number | undefined | null): string =>
   n === undefined || n === null ? "–" : n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10)
@@ -108,12 +108,16 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
             .join("; ")}`
         : `best: #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
     )
-    out.push("  # hyperloom sets these for the engine and the client; export them to run the lines by hand:")
+    // Every line below is a shell line (comments included): the block pastes as it is.
+    out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")
+    if (doc.cwd !== undefined) out.push(`  cd ${shellQuote(doc.cwd)}`)
     out.push(
       "  export HYPERLOOM_PORT=8000 HYPERLOOM_BASE_URL=http://127.0.0.1:8000 HYPERLOOM_RESULT_FILE=result.json"
     )
-    out.push(`  server: sh -c '${s.best.server_cmd.replace(/'/g, `'"'"'`)}'`)
-    out.push(`  client: ${s.best.client_cmd}`)
+    out.push("  # the server (hyperloom runs it with sh -c, in a process group of its own):")
+    out.push(`  sh -c ${shellQuote(s.best.server_cmd)}`)
+    out.push("  # the client, once the server answers its readiness path:")
+    out.push(`  ${s.best.client_cmd}`)
   }
   return out.join("\n")
 }

@@ -209,6 +209,11 @@ export const SweepDoc = Schema.Struct({
   created_at: IsoTimestamp,
   updated_at: IsoTimestamp,
   experiment: ExperimentRecord,
+  /**
+   * The directory the sweep was first run in (the engine's and the client's working directory):
+   * relative paths in their command lines are relative to it. Absent in documents written before.
+   */
+  cwd: Schema.optional(Schema.String),
   combinations: Schema.Array(CombinationRecord),
   summary: SweepSummary
 })

@@ -511,7 +511,7 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
   }
   const now = yield* nowIso
   if (Option.isNone(loaded)) {
-    yield* save(run, { ...initialSweep(options.experiment, now) })
+    yield* save(run, { ...initialSweep(options.experiment, now), cwd: options.cwd })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`
     )
