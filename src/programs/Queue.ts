@@ -28,9 +28,14 @@ export const awaitTurn = (ticket: Ticket, notes: WaitNotes) =>
       const entries = yield* ticket.look
       const ahead = blockers(entries, ticket.entry.ticket)
       notes.ahead = ahead.length
-      if (ahead.length === 0) return true
       const now = yield* Clock.currentTimeMillis
       const { holders } = splitQueue(entries.filter((e) => e.ticket !== ticket.entry.ticket))
+      // Its turn, with the slot still held: the lease waits in Ray behind that holder, so a --wait
+      // that passes now names it (not "nobody visible") until Ray's own view says more.
+      if (ahead.length === 0) {
+        if (holders.length > 0) notes.holder = holders.map((h) => describeEntry(h, now)).join(", ")
+        return true
+      }
       const head = ahead[0]!
       notes.holder =
         holders.length > 0 ? holders.map((h) => describeEntry(h, now)).join(", ") : describeEntry(head, now)

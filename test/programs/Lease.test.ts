@@ -504,6 +504,29 @@ describe("runLeased: the host's queue (SPEC §13 fair)", () => {
     }
   )
 
+  it.effect(
+    "--wait behind a holder and nobody else waiting: the error names the queue's holder (it said 'nobody visible')",
+    () => {
+      // The first holds the slot (started at once, runs 100 s); Ray does not grant the second in time.
+      const { layer } = layers((_, n) =>
+        n === 0 ? { runFor: "100 seconds", exitCode: 0 } : { startAfter: "100 seconds", exitCode: 0 }
+      )
+      return Effect.gen(function* () {
+        const first = yield* Effect.fork(runLeased(spec()))
+        yield* opened
+        yield* TestClock.adjust("1 second")
+        const second = yield* Effect.fork(Effect.flip(runLeased({ ...spec(), waitSec: 3 })))
+        yield* TestClock.adjust("4 seconds")
+        const e = yield* Fiber.join(second)
+        assert.strictEqual(e._tag, "LeaseWaitExpired")
+        assert.notInclude(e.message, "nobody visible")
+        assert.include(e.message, "the serving slot is held by lease test-1 of test")
+        assert.include(e.message, "holding for")
+        yield* Fiber.interrupt(first)
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
   it.effect("a lease without the slot (--no-serving-slot) does not queue", () => {
     const { layer } = layers(() => ({ runFor: "1 second", exitCode: 0 }))
     return Effect.gen(function* () {
