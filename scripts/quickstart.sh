@@ -11,9 +11,11 @@
 #      a head that already answers is reused. The engine (an OpenAI-compatible stand-in, no GPU
 #      needed) starts on a free port in its own process group, the client runs once it answers
 #      /health, writes vLLM's result format, and the engine is stopped before the lease ends.
-#   3. `hyperloom state show` on that session, then `hyperloom report` into
-#      sessions/quickstart-<time>/report.html.
-#   4. Stops the Ray head again, but only if this script's run started it (nothing answered before)
+#   3. `hyperloom state show` on that session and `hyperloom report` into
+#      sessions/quickstart-<time>/report.html (side by side).
+#   4. A small sweep (SPEC §12: 2 batch limits x 3 loads, the best under p99_ttft_ms<=300) in
+#      sessions/quickstart-<time>-sweep, and its report there.
+#   5. Stops the Ray head again, but only if this script's run started it (nothing answered before)
 #      and the host's only Ray daemons are that head's: `ray stop` ends every Ray process on the
 #      host, so a head that was running before, or anyone else's Ray, is left alone.
 #
@@ -50,25 +52,31 @@ session="$root/sessions/quickstart-$(date +%Y%m%d-%H%M%S)"
 say "running the serving baseline (stand-in engine and client) in $session"
 set +e
 # Its progress goes to stderr; its summary on stdout is what `state show` prints next.
-engine="node $root/examples/fake-engine.mjs --load-sec 2 --token-rate 400"
+engine="node $root/examples/fake-engine.mjs --load-sec 0.5 --token-rate 400"
 for a in "$@"; do engine="$engine $(printf '%q' "$a")"; done
 hyperloom baseline run --session "$session" --gpus 0 --server "$engine" --ready-timeout 120 \
-  -- node examples/fake-bench-client.mjs --num-prompts 32 --max-concurrency 8 --output-len 64 >/dev/null
+  -- node examples/fake-bench-client.mjs --num-prompts 16 --max-concurrency 8 --output-len 64 >/dev/null
 code=$?
 set -e
 say "baseline run exited with code $code"
+# Neither needs Ray: the two run side by side (each is a Node start), state show's lines first.
+hyperloom report --session "$session" --out "$session/report.html" >"$session/.report.out" 2>&1 &
+report_pid=$!
 hyperloom state show --session "$session" || true
-hyperloom report --session "$session" --out "$session/report.html" || true
+wait "$report_pid" || true
+cat "$session/.report.out" >&2 && rm -f "$session/.report.out"
 
 # A small sweep on the stand-in engine: two batch limits x three loads, one engine per batch limit,
-# the best under a p99 TTFT budget, and its report (README "Sweep vLLM" for the real thing).
+# the best under a p99 TTFT budget, and its report (README "Sweep vLLM" for the real thing). Four
+# prompts are enough: at c=4 against a batch limit of 2, two of them queue behind a whole request
+# (TTFT ~500 ms against the 300 ms budget), while c <= the batch limit stays near 100 ms.
 sweep_session="$session-sweep"
 say "running a small sweep (2 combinations x 3 loads) in $sweep_session"
 set +e
 hyperloom sweep run --session "$sweep_session" --gpus 0 \
   --server "node $root/examples/fake-engine.mjs --load-sec 0.2 --max-num-seqs {seqs}" --param seqs=2,4 \
   --load c=1,2,4 --slo 'p99_ttft_ms<=300' --ready-timeout 120 \
-  -- node examples/fake-bench-client.mjs --num-prompts 6 --max-concurrency '{c}' --output-len 16
+  -- node examples/fake-bench-client.mjs --num-prompts 4 --max-concurrency '{c}' --output-len 16
 sweep_code=$?
 set -e
 say "sweep run exited with code $sweep_code"
