@@ -1,13 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, TestClock } from "effect"
+import { Effect, Fiber, TestClock } from "effect"
 import { RayClusterInfeasible } from "../../src/domain/Errors.js"
 import { LeaseWaitExpired } from "../../src/domain/Queue.js"
 import { type Experiment, parseSweep, type SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
-import * as AttemptFiles from "../../src/services/AttemptFiles.js"
-import * as StateStore from "../../src/services/StateStore.js"
-import * as SweepStore from "../../src/services/SweepStore.js"
+import { flag, model, seqsOf, setup } from "../support/sweep.js"
 
 const DIR = "/s/sweep"
 
@@ -32,33 +30,6 @@ const options = (e: Experiment = experiment()): SweepOptions => ({
   env: {},
   cwd: "/"
 })
-
-const flag = (argv: ReadonlyArray<string>, name: string) => Number(argv[argv.indexOf(name) + 1])
-const seqsOf = (server: string) => Number(/--max-num-seqs (\d+)/.exec(server)![1])
-
-/** The stand-in model in small: throughput 200·b/(4+b), b = min(c, B); TTFT jumps once c > B. */
-const model = (server: string, argv: ReadonlyArray<string>): SweepEngine.FakeRun => {
-  const B = seqsOf(server)
-  const c = flag(argv, "--max-concurrency")
-  const b = Math.min(c, B)
-  return {
-    metrics: {
-      output_throughput: (200 * b) / (4 + b),
-      p99_ttft_ms: c > B ? 900 : 20 + 5 * b,
-      p99_tpot_ms: 20 + 5 * b,
-      completed: 2 * c
-    }
-  }
-}
-
-const setup = (script: Parameters<typeof SweepEngine.layerTest>[0], files = new Map<string, string>()) => {
-  const memory = AttemptFiles.makeMemoryAttemptFiles()
-  return Layer.mergeAll(
-    SweepEngine.layerTest(script).pipe(Layer.provideMerge(AttemptFiles.layerTest(memory))),
-    StateStore.layerTest(),
-    SweepStore.layerTest(files)
-  )
-}
 
 const engineLog = Effect.flatten(SweepEngine.FakeSweepEngineLog)
 

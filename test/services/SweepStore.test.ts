@@ -37,6 +37,17 @@ const experiment: Experiment = {
 }
 const doc = () => initialSweep(experiment, "2026-12-01T12:00:00.000Z")
 
+/** A fresh session directory, the live store and the path of its sweep.json. */
+const session = Effect.gen(function* () {
+  const dir = yield* tempDir
+  return {
+    fs: yield* FileSystem.FileSystem,
+    store: yield* SweepStore,
+    dir,
+    file: NodePath.join(dir, SWEEP_FILE)
+  }
+})
+
 const listDir = (dir: string) =>
   Effect.map(
     Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(dir)),
@@ -46,10 +57,7 @@ const listDir = (dir: string) =>
 describe("SweepStore (live, on disk)", () => {
   it.scopedLive("saves a versioned document atomically: no temp file left, each save a new inode", () =>
     Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
-      const store = yield* SweepStore
-      const dir = yield* tempDir
-      const file = NodePath.join(dir, SWEEP_FILE)
+      const { fs, store, dir, file } = yield* session
       const first = doc()
       yield* store.save(dir, first)
       const text = yield* fs.readFileString(file)
@@ -90,10 +98,7 @@ describe("SweepStore (live, on disk)", () => {
       `${c.name}: load and save refuse it (${c.tag}); it stays byte-identical, no summary written`,
       () =>
         Effect.gen(function* () {
-          const fs = yield* FileSystem.FileSystem
-          const store = yield* SweepStore
-          const dir = yield* tempDir
-          const file = NodePath.join(dir, SWEEP_FILE)
+          const { fs, store, dir, file } = yield* session
           yield* fs.writeFileString(file, c.bytes)
           const loaded = yield* Effect.flip(store.load(dir))
           assert.strictEqual(loaded._tag, c.tag)
@@ -111,10 +116,7 @@ describe("SweepStore (live, on disk)", () => {
     "a sweep.json that cannot be read at all (a directory): refused by load and save, left as it is",
     () =>
       Effect.gen(function* () {
-        const fs = yield* FileSystem.FileSystem
-        const store = yield* SweepStore
-        const dir = yield* tempDir
-        const file = NodePath.join(dir, SWEEP_FILE)
+        const { fs, store, dir, file } = yield* session
         yield* fs.makeDirectory(file)
         yield* fs.writeFileString(NodePath.join(file, "keep"), "x")
         assert.strictEqual((yield* Effect.flip(store.load(dir)))._tag, "StateIoFailed")

@@ -12,8 +12,36 @@ import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import * as StateStore from "../../src/services/StateStore.js"
 import * as SweepStore from "../../src/services/SweepStore.js"
 
-const seqsOf = (server: string) => Number(/--max-num-seqs (\d+)/.exec(server)![1])
-const concOf = (argv: ReadonlyArray<string>) => Number(argv[argv.indexOf("--max-concurrency") + 1])
+export const flag = (argv: ReadonlyArray<string>, name: string) => Number(argv[argv.indexOf(name) + 1])
+export const seqsOf = (server: string) => Number(/--max-num-seqs (\d+)/.exec(server)![1])
+
+/** The stand-in model in small: throughput 200·b/(4+b), b = min(c, B); TTFT jumps once c > B. */
+export const model = (server: string, argv: ReadonlyArray<string>): SweepEngine.FakeRun => {
+  const B = seqsOf(server)
+  const c = flag(argv, "--max-concurrency")
+  const b = Math.min(c, B)
+  return {
+    metrics: {
+      output_throughput: (200 * b) / (4 + b),
+      p99_ttft_ms: c > B ? 900 : 20 + 5 * b,
+      p99_tpot_ms: 20 + 5 * b,
+      completed: 2 * c
+    }
+  }
+}
+
+/** The sweep program's services: the scripted engine, memory files, the test stores (`files` shared across runs). */
+export const setup = (
+  script: Parameters<typeof SweepEngine.layerTest>[0],
+  files = new Map<string, string>()
+) =>
+  Layer.mergeAll(
+    SweepEngine.layerTest(script).pipe(
+      Layer.provideMerge(AttemptFiles.layerTest(AttemptFiles.makeMemoryAttemptFiles()))
+    ),
+    StateStore.layerTest(),
+    SweepStore.layerTest(files)
+  )
 
 export const scriptedSweep = (o: {
   /** Must hold `--max-num-seqs {seqs}`. */
@@ -45,25 +73,11 @@ export const scriptedSweep = (o: {
     return r.doc
   }).pipe(
     Effect.provide(
-      Layer.mergeAll(
-        SweepEngine.layerTest({
-          run: (server, argv) => {
-            const B = seqsOf(server)
-            const c = concOf(argv)
-            if (B === 2 && c === 4) return { engineDies: true, exitCode: 1 }
-            const b = Math.min(c, B)
-            return {
-              metrics: {
-                output_throughput: (200 * b) / (4 + b),
-                p99_ttft_ms: c > B ? 900 : 20 + 5 * b,
-                p99_tpot_ms: 20 + 5 * b,
-                completed: 16
-              }
-            }
-          }
-        }).pipe(Layer.provideMerge(AttemptFiles.layerTest(AttemptFiles.makeMemoryAttemptFiles()))),
-        StateStore.layerTest(),
-        SweepStore.layerTest()
-      )
+      setup({
+        run: (server, argv) =>
+          seqsOf(server) === 2 && flag(argv, "--max-concurrency") === 4
+            ? { engineDies: true, exitCode: 1 }
+            : model(server, argv)
+      })
     )
   )
