@@ -241,13 +241,14 @@ describe("sweep run on a real head", () => {
       )
       const session = newSession()
       const tag = newTag()
-      const args = sweepArgs(
-        session,
-        engine(tag, "--max-num-seqs {seqs}"),
-        ["--wait", "2", "--param", "seqs=2", "--load", "c=1", "--slo", SLO],
-        client(4)
-      )
-      const r = await runCli(args, { timeoutMs: 120_000 })
+      const args = (wait: string) =>
+        sweepArgs(
+          session,
+          engine(tag, "--max-num-seqs {seqs}"),
+          ["--wait", wait, "--param", "seqs=2", "--load", "c=1", "--slo", SLO],
+          client(4)
+        )
+      const r = await runCli(args("2"), { timeoutMs: 120_000 })
       const doc = readSweep(session)
       scenario("wait expired", doc, r.ms)
       assert.strictEqual(r.code, 15, r.stderr)
@@ -266,7 +267,9 @@ describe("sweep run on a real head", () => {
       assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
       fs.rmSync(flag)
       assert.strictEqual(await holderExit, 0, holderErr)
-      const again = await runCli(args, { timeoutMs: 120_000 })
+      // --wait is no part of the experiment; it also covers Ray starting the lease's worker,
+      // seconds on a loaded machine, so the resume gets room
+      const again = await runCli(args("90"), { timeoutMs: 120_000 })
       assert.strictEqual(again.code, 0, again.stderr)
       assert.strictEqual(readSweep(session).combinations[0].points[0].status, "ok")
     } finally {
