@@ -212,7 +212,8 @@ describe("the repair and leases on real heads", () => {
       assert.strictEqual(code, 0, stderr)
       assert.match(
         stderr,
-        /waiting for serving_slot: held by actor [^\s(]+ \(pid \d+, job [0-9a-f]+, driver pid \d+\)/,
+        // the holder is named by its lease (its command, user, GPUs, since when), then Ray's ids
+        /waiting for serving_slot: held by actor lease `.+` of \S+, \d+ GPUs?, since [\d-]+ [\d:]+ UTC \(bridge [^)]+\) \(pid \d+, job [0-9a-f]+, driver pid \d+\)/,
         stderr
       )
       assert.include(stdout, "second")
