@@ -1,6 +1,7 @@
 """hyperloom's Python side, run as `python [-I] PYDIR COMMAND [ARGS...]` (PYDIR: this folder).
 
     bridge       one serving lease over JSON lines on stdin/stdout (hyperloom.bridge)
+    gpus         who holds this node's GPUs, `--json` for `ray doctor` (hyperloom.gpus)
     group        one serving group over JSON lines (hyperloom.group)
     serve        the serving runner, a serving attempt's leased command (hyperloom.serve)
     sweep        the sweep runner, one server combination's leased command (hyperloom.sweep)
@@ -16,6 +17,7 @@ import sys
 
 COMMANDS = {
     "bridge": "hyperloom.bridge",
+    "gpus": "hyperloom.gpus",
     "group": "hyperloom.group",
     "serve": "hyperloom.serve",
     "supervise": "hyperloom.supervisor",

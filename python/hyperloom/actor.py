@@ -8,6 +8,7 @@ package's folder when the node has it unchanged, else a copy of the supervisor's
 travel with the class) in a folder of this user's under the node's temporary directory."""
 
 import hashlib
+import json
 import os
 import queue
 import signal
@@ -16,7 +17,7 @@ import tempfile
 import threading
 import time
 
-from hyperloom import procgroup
+from hyperloom import gpus, procgroup
 
 DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 MAX_LINE_BYTES = 64 * 1024
@@ -27,6 +28,7 @@ SUPERVISOR_FILES = (
     "hyperloom/cgroup.py",
     "hyperloom/procgroup.py",
     "hyperloom/keeper.py",
+    "hyperloom/gpus.py",
     "hyperloom/supervisor.py",
 )
 
@@ -104,13 +106,17 @@ def runnable_dir(files):
     return target
 
 
-def supervisor_command(pydir, status_fd, grace, cwd, owner, argv):
+def supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean=None):
     """The supervisor's argv: its status pipe, its parent (this worker), the grace, CMD's cwd, the
-    lease's owner when it runs on this host (its keeper watches it), then CMD."""
+    lease's owner when it runs on this host (its keeper watches it), the leased GPUs and the
+    clean-GPU gate's timeout (`gpu_clean`: {"gpus": [ids], "timeout_sec": S}), then CMD."""
     cmd = [
         sys.executable, "-I", pydir, "supervise",
         "--status-fd", str(status_fd), "--parent", str(os.getpid()), "--grace", str(grace),
     ]
+    if gpu_clean and gpu_clean.get("gpus"):
+        cmd += ["--gpus=" + ",".join(str(g) for g in gpu_clean["gpus"])]
+        cmd += ["--gpu-clean-timeout", str(gpu_clean["timeout_sec"])]
     if cwd:
         cmd.append("--cwd=" + cwd)  # one word: a folder may start with "-"
     if owner and owner.get("pid") and owner.get("host") == host_identity():
@@ -118,6 +124,19 @@ def supervisor_command(pydir, status_fd, grace, cwd, owner, argv):
         if owner.get("start") is not None:
             cmd += ["--owner-start", str(owner["start"])]
     return cmd + ["--"] + [str(a) for a in argv]
+
+
+def leased_gpus(ray, timeout_sec):
+    """The clean-GPU gate's request for the supervisor: this actor's GPUs (as Ray assigned them,
+    the indices CUDA_VISIBLE_DEVICES names) and the wait; None for a lease without GPUs."""
+    try:
+        ids = [int(g) for g in ray.get_gpu_ids() if str(g).isdigit()]
+    except Exception:
+        ids = []
+    if not ids:
+        return None
+    timeout = gpus.DEFAULT_CLEAN_TIMEOUT_SEC if timeout_sec is None else float(timeout_sec)
+    return {"gpus": ids, "timeout_sec": timeout}
 
 
 def make_actor_class(ray):
@@ -136,11 +155,13 @@ def make_actor_class(ray):
             self._spawned = threading.Event()  # run has started the supervisor (or never will)
 
         @ray.method(num_returns="streaming")
-        def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False):
+        def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False, gpu_clean_timeout=None):
             """Streams CMD's events. `stdin`: CMD reads a pipe that `feed` writes (else /dev/null).
             `raw_output`: output events carry byte chunks ({"data": bytes}) exactly as CMD wrote
-            them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split)."""
+            them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split).
+            `gpu_clean_timeout`: the clean-GPU gate's wait before CMD starts (hyperloom.gpus)."""
             pydir = runnable_dir(files)
+            gpu_clean = leased_gpus(ray, gpu_clean_timeout)
             merged = dict(env or {})
             for k in DEVICE_VARS:
                 v = os.environ.get(k)
@@ -148,7 +169,7 @@ def make_actor_class(ray):
                     merged[k] = v
             r, w = os.pipe()
             try:
-                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv)
+                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv, gpu_clean)
             except BaseException:
                 os.close(r)
                 os.close(w)
@@ -205,7 +226,12 @@ def make_actor_class(ray):
                 try:
                     with os.fdopen(r, "rb") as f:
                         for raw in f:
-                            parts = raw.decode("ascii", "replace").split()
+                            text = raw.decode("utf-8", "replace")
+                            word = text.split(" ", 1)[0]
+                            if word in ("gpu_busy", "gpu_wait"):  # hyperloom.gpus.supervisor_gate
+                                events.put((word, json.loads(text[len(word) + 1 :]), None))
+                                continue
+                            parts = text.split()
                             if len(parts) == 2 and parts[0] in ("pid", "exit"):
                                 events.put((parts[0], int(parts[1]), None))
                             elif len(parts) == 2 and parts[0] == "containment":
@@ -261,6 +287,10 @@ def make_actor_class(ray):
                         out.append(self._started_event(a, proc.pid, containment[0]))
                         out.extend(pending)
                         pending = []
+                    elif kind == "gpu_busy":  # before "failed": the lease ends with class gpu_busy
+                        out.append(dict(a, event="gpu_busy"))
+                    elif kind == "gpu_wait":  # told at once, not held back until the start
+                        out.append({"event": "output", "stream": "stderr", "line": gpus.wait_line(a)})
                     elif kind == "exit":
                         exit_code = a
                     elif kind == "proc_exit":

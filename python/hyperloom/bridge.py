@@ -13,11 +13,12 @@ hyperloom -> bridge (stdin):
     {"op": "lease", "address": "host:port", "gpus": N, "serving_slot": true,
      "argv": ["cmd", "arg", ...], "env": {"K": "V", ...}, "cwd": "/dir",
      "name": "optional actor name", "namespace": "optional, default hyperloom",
-     "stop_grace_sec": 3, "stdin": false, "raw_output": false}
+     "stop_grace_sec": 3, "stdin": false, "raw_output": false, "gpu_clean_timeout_sec": 30}
         At most one per bridge. `gpus` >= 0 (fractions allowed), `serving_slot` defaults to true,
         `env` is the command's whole environment (default: the bridge's), `cwd` defaults to the
         bridge's working directory. `stdin`: CMD reads what `stdin` ops send (else /dev/null).
         `raw_output`: `output` events carry CMD's bytes unchanged (`data`) instead of lines.
+        `gpu_clean_timeout_sec` bounds the clean-GPU gate's wait (hyperloom.gpus; default 30).
     {"op": "stdin", "data": "<base64>"}  /  {"op": "stdin", "eof": true}
         Bytes for CMD's stdin, in order, then its end (only with "stdin": true). Each data op is
         answered by `stdin_written` once CMD's stdin took it (the sender bounds what is in flight).
@@ -33,6 +34,11 @@ bridge -> hyperloom (stdout), in this order:
     {"event": "started", "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
      "cuda_visible_devices": "0"|null}                     the actor runs, CMD was started (pid
                                                            null when CMD could not start)
+    {"event": "gpu_busy", "holders": [{"pid", "gpu", "via", "user", "command", "memory_mib",
+     "alive"}], "waited_sec": S}                        the leased GPUs stayed held outside the
+                                                           lease for gpu_clean_timeout_sec: CMD
+                                                           never started (then "started" with
+                                                           pid null and "exit")
     {"event": "output", "stream": "stdout"|"stderr", "line": "..."}   live, one per line (no
                                                            newline; lines over 64 KiB are split)
     {"event": "output", "stream": "stdout"|"stderr", "data": "<base64>"}   with raw_output: the
@@ -72,6 +78,7 @@ import threading
 
 from hyperloom import actor
 from hyperloom.endpoint import DEFAULT_STOP_GRACE_SEC, JsonLinesEndpoint, ProtocolError, describe, serve_stdio
+from hyperloom.gpus import DEFAULT_CLEAN_TIMEOUT_SEC
 
 PROTOCOL_VERSION = 1
 DEFAULT_NAMESPACE = "hyperloom"
@@ -112,7 +119,7 @@ class Bridge(JsonLinesEndpoint):
         try:
             gen = self.actor.run.remote(
                 spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info(),
-                stdin=spec["stdin"], raw_output=spec["raw_output"],
+                stdin=spec["stdin"], raw_output=spec["raw_output"], gpu_clean_timeout=spec["gpu_clean_timeout_sec"],
             )
         except Exception as e:
             self.emit_error("actor_failed", describe(e))
@@ -262,6 +269,9 @@ def parse_lease(msg):
     need(isinstance(raw_output, bool), "raw_output must be a boolean")
     grace = msg.get("stop_grace_sec", DEFAULT_STOP_GRACE_SEC)
     need(isinstance(grace, (int, float)) and not isinstance(grace, bool) and grace >= 0, "stop_grace_sec must be >= 0")
+    clean = msg.get("gpu_clean_timeout_sec", DEFAULT_CLEAN_TIMEOUT_SEC)
+    need(isinstance(clean, (int, float)) and not isinstance(clean, bool) and clean >= 0,
+         "gpu_clean_timeout_sec must be >= 0")
     return {
         "address": address.strip(),
         "gpus": gpus,
@@ -274,6 +284,7 @@ def parse_lease(msg):
         "stop_grace_sec": float(grace),
         "stdin": stdin,
         "raw_output": raw_output,
+        "gpu_clean_timeout_sec": float(clean),
     }
 
 

@@ -47,6 +47,10 @@ bridge -> hyperloom (stdout):
                                                             declare an unreachable node dead
     {"event": "started", "rank": r, "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
      "cuda_visible_devices": "0"|null, "actor_id": "<hex>"}
+    {"event": "gpu_busy", "rank": r, "holders": [...], "waited_sec": S}
+                                                            rank r's GPUs stayed held outside the
+                                                            group (hyperloom.bridge): its command
+                                                            never started, the rank exits 125
     {"event": "output", "rank": r, "stream": "stdout"|"stderr", "line": "..."}
     {"event": "exit", "rank": r, "code": N}                 a rank's command ended. When one
                                                             exits non-zero, the others are stopped
@@ -216,7 +220,8 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             own_entry = rank == 0 and is_own_entry(spec["leader_argv"])
             # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
             gen = r["actor"].run_rank.remote(
-                argv, env, spec["env_base"], spec["cwd"], self.grace, lease_actor.owner_info(), beat, own_entry
+                argv, env, spec["env_base"], spec["cwd"], self.grace, lease_actor.owner_info(), beat, own_entry,
+                spec["gpu_clean_timeout_sec"],
             )
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
         threading.Thread(target=self.beat_ranks, args=(beat / 5.0,), daemon=True).start()
@@ -391,7 +396,7 @@ def make_rank_class(ray):
             self._last_beat = time.monotonic()
 
         @ray.method(num_returns="streaming")
-        def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False):
+        def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False, gpu_clean_timeout=None):
             """The lease actor's `run`, in this node's own environment (env_base "node": the
             Ray worker's, with `env` laid over it), watched by the heartbeat: with no `beat` for
             `heartbeat` seconds the bridge is unreachable, and the command is stopped before Ray
@@ -417,7 +422,7 @@ def make_rank_class(ray):
             if heartbeat:
                 threading.Thread(target=watch, daemon=True).start()
             try:
-                yield from base.run(self, argv, merged, cwd, grace, owner)
+                yield from base.run(self, argv, merged, cwd, grace, owner, gpu_clean_timeout=gpu_clean_timeout)
             finally:
                 done.set()
 

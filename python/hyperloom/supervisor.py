@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from hyperloom import cgroup, keeper, procgroup
+from hyperloom import cgroup, gpus, keeper, procgroup
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -53,6 +53,8 @@ def parse_args(args):
     p.add_argument("--owner-pid", type=int)
     p.add_argument("--owner-start", type=int)
     p.add_argument("--containment", choices=("auto", "subreaper"), default="auto")
+    p.add_argument("--gpus", type=gpus.parse_gpu_list, default=[])  # the leased GPUs (hyperloom.gpus)
+    p.add_argument("--gpu-clean-timeout", type=float, default=gpus.DEFAULT_CLEAN_TIMEOUT_SEC)
     p.add_argument("argv", nargs=argparse.REMAINDER)
     ns = p.parse_args(args)
     if ns.argv[:1] == ["--"]:
@@ -307,6 +309,11 @@ class Supervisor:
         if cwd and not os.path.isdir(cwd):
             return self.not_started("hyperloom: working directory does not exist: %s" % cwd, 127)
         prctl, me, cg = self.prctl, self.me, self.cg
+        # Clean GPUs (hyperloom.gpus): no process outside the lease holds the leased GPUs.
+        own = (self.me, self.keeper_pid)
+        refused = gpus.supervisor_gate(self.ns.gpus, self.ns.gpu_clean_timeout, own, lambda: self.stop_asked, self.report)
+        if refused is not None:
+            return refused
 
         def cmd_preexec():
             if cg is not None:
@@ -378,5 +385,6 @@ class Supervisor:
         # CMD is gone; whatever it left behind goes too, BEFORE the exit is reported: the exit
         # ends the lease (the actor is killed, the slot frees).
         self.stop_all(self.ns.grace)
+        gpus.supervisor_reclaim(self.ns.gpus, self.pgid, self.me)  # the lease's GPUs let go
         self.report("exit %d" % code)
         return code

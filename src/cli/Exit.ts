@@ -57,12 +57,17 @@ const TABLE = [
     15,
     "lease_wait_expired: the lease was not granted within --wait S (the holder is named; nothing ran)"
   ],
+  [
+    "gpuBusy",
+    16,
+    "gpu_busy: processes outside the lease held its GPUs for --gpu-clean-timeout S (each is named, none is killed; nothing ran)"
+  ],
   ["stdoutFailed", 74, "stdout could not be written (--json > /dev/full); one line on stderr"],
   ["leaseTimeout", 124, "lease run: the command exceeded --timeout"],
   [
     "leaseFailed",
     125,
-    'lease run: hyperloom itself failed (codes 3-9 and 15 above); the precise code is in the error line and in --json\'s "exit_code"'
+    'lease run: hyperloom itself failed (codes 3-9, 15 and 16 above); the precise code is in the error line and in --json\'s "exit_code"'
   ],
   ["commandNotExecutable", 126, "lease run: CMD is not executable"],
   ["commandNotFound", 127, "lease run: CMD was not found"],
@@ -159,7 +164,8 @@ const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = 
   LeaseBridgeProtocolError: EXIT.lease,
   LeaseRayInitFailed: EXIT.lease,
   LeaseActorFailed: EXIT.lease,
-  LeaseWaitExpired: EXIT.waitExpired
+  LeaseWaitExpired: EXIT.waitExpired,
+  GpuBusy: EXIT.gpuBusy
 }
 
 /** The exit code of a failure; @effect/cli's usage errors (InvalidValue, MissingValue, …) exit 2. */

@@ -24,9 +24,14 @@ export interface Presentation<A> {
 
 export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
-/** The JSON document of a failure: `{"error": {"tag", "message", "exit_code"}}`. */
+/** The JSON document of a failure: `{"error": {"tag", "message", "exit_code"}}` (gpu_busy: also `class`, `holders`). */
 export const errorJson = (error: Failure) => ({
-  error: { tag: error._tag, message: error.message, exit_code: exitCodeFor(error) }
+  error: {
+    tag: error._tag,
+    message: error.message,
+    exit_code: exitCodeFor(error),
+    ...(error._tag === "GpuBusy" ? { class: error.class, holders: error.holders } : {})
+  }
 })
 
 /**

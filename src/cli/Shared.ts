@@ -2,8 +2,9 @@ import * as Args from "@effect/cli/Args"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
 import { DEFAULT_RANK_CWD, isEnvName } from "../domain/Group.js"
 import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
 import { editDistance } from "../domain/Text.js"
@@ -101,12 +102,30 @@ export const rankEnv = Options.text("rank-env").pipe(
 export const positiveSeconds = (name: string, description: string) =>
   decimalSeconds(name).pipe(Options.withDescription(description), Options.optional)
 
+/** `--gpu-clean-timeout S` (SPEC §13 "Clean GPUs"): lease run, baseline run, sweep run. 0: look once, no wait. */
+export const gpuCleanTimeout = Options.text("gpu-clean-timeout").pipe(
+  Options.withPseudoName("S"),
+  Options.mapEffect((text) => {
+    const n = parseDecimal(text)
+    return n !== undefined && n >= 0
+      ? Effect.succeed(n)
+      : invalid(`--gpu-clean-timeout must be a number of seconds >= 0 in decimal digits, got '${text}'`)
+  }),
+  Options.withDescription(
+    `Before the command starts, wait up to S seconds (default ${DEFAULT_GPU_CLEAN_TIMEOUT_SEC}) for processes outside the lease that hold its GPUs (open /dev/nvidia<N>, /dev/dri/renderD*, /dev/kfd; nvidia-smi or amd-smi where installed) to let go; then nothing runs, each holder is named (pid, user, command, memory) and hyperloom exits 16 (lease run: 125, with code 16 in the error line). Holders are never killed. Checked on the node that runs the command.`
+  ),
+  Options.optional
+)
+
 export const leaseRequestOf = (opts: {
   readonly gpus: number
   readonly noServingSlot?: boolean
+  readonly gpuCleanTimeout?: Option.Option<number>
 }): LeaseRequest => ({
   gpus: opts.gpus,
-  servingSlot: !(opts.noServingSlot ?? false)
+  servingSlot: !(opts.noServingSlot ?? false),
+  gpuCleanTimeoutSec:
+    opts.gpuCleanTimeout === undefined ? undefined : Option.getOrUndefined(opts.gpuCleanTimeout)
 })
 
 /** CMD…: everything after `--` (checked by `strictCommand`). */

@@ -8,6 +8,8 @@ export const SERVING_SLOT = "serving_slot"
 export interface LeaseRequest {
   readonly gpus: number
   readonly servingSlot: boolean
+  /** Before the command starts, how long to wait for holders outside the lease to free its GPUs (SPEC §13 `--gpu-clean-timeout`). */
+  readonly gpuCleanTimeoutSec?: number | undefined
 }
 
 export interface FeasibilityVerdict {

@@ -129,6 +129,7 @@ export const acquireGroup = Effect.fn("Group.acquireGroup")(function* (
         nodes,
         gpus: spec.request.gpus,
         servingSlot: spec.request.servingSlot,
+        gpuCleanTimeoutSec: spec.request.gpuCleanTimeoutSec,
         argv: spec.argv,
         // Never the launching host's paths by accident (SPEC §11): each rank runs in its own node's
         // environment with only HYPERLOOM_* and the --rank-env names of this one laid over it, in

@@ -199,6 +199,7 @@ export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
         gcsAddress: ensured.gcsAddress,
         gpus: spec.request.gpus,
         servingSlot: spec.request.servingSlot,
+        gpuCleanTimeoutSec: spec.request.gpuCleanTimeoutSec,
         argv: spec.argv,
         env: spec.env,
         cwd: spec.cwd,

@@ -27,6 +27,7 @@ import {
   Stream
 } from "effect"
 import { definedEntries } from "../domain/Env.js"
+import { GpuBusy, GpuHolderJson } from "../domain/GpuHolders.js"
 import { oneLine, Tail } from "../domain/Text.js"
 import { type PythonCommand, pythonEntry } from "./PackagePaths.js"
 
@@ -80,6 +81,7 @@ export type LeaseBridgeError =
   | LeaseBridgeProtocolError
   | LeaseRayInitFailed
   | LeaseActorFailed
+  | GpuBusy
 
 /**
  * The typed error of an `{"event": "error", "kind": …}` line: `ray_import` and `ray_init` as both
@@ -127,6 +129,15 @@ export const ErrorEvent = Schema.Struct({
   kind: Schema.String,
   message: Schema.String
 })
+/** `{"event": "gpu_busy", …}`: the clean-GPU gate refused (python/hyperloom/gpus.py); CMD never started. */
+export const GpuBusyEvent = Schema.Struct({
+  event: Schema.Literal("gpu_busy"),
+  holders: Schema.Array(GpuHolderJson),
+  waited_sec: Schema.Number
+})
+/** The GpuBusy failure of a `gpu_busy` event (a group's carries its rank). */
+export const gpuBusyOf = (ev: typeof GpuBusyEvent.Type, rank?: number) =>
+  new GpuBusy({ holders: ev.holders, waitedSec: ev.waited_sec, rank })
 /** `{"event": "released"}`: the bridge's last line. */
 export const ReleasedEvent = Schema.Struct({ event: Schema.Literal("released") })
 

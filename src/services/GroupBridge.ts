@@ -13,6 +13,7 @@ import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schema, type Scope } from "effect"
 import { definedEntries } from "../domain/Env.js"
 import type { RayNotFound } from "../domain/Errors.js"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
 import { groupExitCode, type RankExit } from "../domain/Group.js"
 import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
@@ -47,6 +48,8 @@ export interface GroupSpec {
   /** The placement group's name (optional). */
   readonly name?: string | undefined
   readonly stopGraceSec?: number | undefined
+  /** Each rank's clean-GPU wait on its own node (SPEC §13; default 30 s), as in LeaseSpec. */
+  readonly gpuCleanTimeoutSec?: number | undefined
   readonly releaseTimeoutSec?: number | undefined
   readonly connectTimeoutSec?: number | undefined
   /** Each output line of each rank, in order per rank. */
@@ -155,6 +158,7 @@ const GroupEvent = Schema.Union(
     line: Schema.String
   }),
   Schema.Struct({ event: Schema.Literal("exit"), rank: Schema.Number, code: Schema.Number }),
+  Schema.extend(BridgeProcess.GpuBusyEvent, Schema.Struct({ rank: Schema.Number })),
   Schema.Struct({
     event: Schema.Literal("ended"),
     code: Schema.Number,
@@ -182,7 +186,8 @@ export const groupRequest = (spec: GroupSpec): string =>
     ...(spec.leaderArgv !== undefined ? { leader_argv: spec.leaderArgv } : {}),
     ...(spec.endWithLeader === true ? { end_with_leader: true } : {}),
     ...(spec.rankPorts === true ? { rank_ports: true } : {}),
-    stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC
+    stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
+    gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC
   })
 
 /** The group bridge's kinds of actor failure (its `error` events), none naming one actor. */
@@ -269,6 +274,13 @@ const make = Effect.gen(function* () {
               return spec.onOutput !== undefined
                 ? spec.onOutput({ rank: ev.rank, stream: ev.stream, line: ev.line })
                 : Effect.void
+            }
+            case "gpu_busy": {
+              // That rank's command never started: the group fails with its node's holders.
+              const error = BridgeProcess.gpuBusyOf(ev, ev.rank)
+              return Effect.all([Deferred.fail(started, error), Deferred.fail(exited, error)], {
+                discard: true
+              })
             }
             case "exit":
               return Effect.sync(() => {

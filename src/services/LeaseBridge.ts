@@ -23,6 +23,7 @@ import {
 } from "effect"
 import { definedEntries } from "../domain/Env.js"
 import type { RayNotFound } from "../domain/Errors.js"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
 import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
 import { DEFAULT_STOP_GRACE_SEC, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
@@ -93,6 +94,11 @@ export interface LeaseSpec {
   readonly name?: string | undefined
   /** Grace between TERM and KILL when the command is stopped (default 3 s). */
   readonly stopGraceSec?: number | undefined
+  /**
+   * How long the supervisor waits, before CMD starts, for processes outside the lease to let go
+   * of its GPUs (SPEC §13; default 30 s); then the lease fails with GpuBusy and CMD never runs.
+   */
+  readonly gpuCleanTimeoutSec?: number | undefined
   /** Time a release may take before the bridge is killed (default stop grace + 10 s). */
   readonly releaseTimeoutSec?: number | undefined
   /** Time allowed from bridge start to actor submission (default 60 s). */
@@ -179,6 +185,7 @@ const BridgeEvent = Schema.Union(
   Schema.Struct({ event: Schema.Literal("stdin_written"), bytes: Schema.Number }),
   Schema.Struct({ event: Schema.Literal("stdin_closed") }),
   Schema.Struct({ event: Schema.Literal("exit"), code: Schema.Number }),
+  BridgeProcess.GpuBusyEvent,
   BridgeProcess.ErrorEvent,
   BridgeProcess.ReleasedEvent
 )
@@ -198,7 +205,8 @@ export const leaseRequest = (spec: LeaseSpec, terminal: LeaseTerminalShape = {})
     ...(spec.name !== undefined ? { name: spec.name } : {}),
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
     ...(terminal.stdin !== undefined ? { stdin: true } : {}),
-    ...(terminal.write !== undefined ? { raw_output: true } : {})
+    ...(terminal.write !== undefined ? { raw_output: true } : {}),
+    gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC
   })
 
 /**
@@ -378,6 +386,13 @@ const make = Effect.gen(function* () {
               return Effect.sync(() => stdin?.acked(ev.bytes))
             case "stdin_closed":
               return Effect.sync(() => stdin?.stop())
+            case "gpu_busy": {
+              // CMD never started: the lease fails with the holders (the exit that follows is moot).
+              const error = BridgeProcess.gpuBusyOf(ev)
+              return Effect.all([Deferred.fail(started, error), Deferred.fail(exited, error)], {
+                discard: true
+              })
+            }
             case "exit":
               return Effect.gen(function* () {
                 yield* toLines("stdout", split.flush("stdout"), true)

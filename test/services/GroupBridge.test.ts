@@ -94,7 +94,8 @@ describe("GroupBridge (live, scripted bridge)", () => {
           env_base: "node",
           cwd: "/tmp",
           end_with_leader: true,
-          stop_grace_sec: 3
+          stop_grace_sec: 3,
+          gpu_clean_timeout_sec: 30
         },
         { op: "release" }
       ])

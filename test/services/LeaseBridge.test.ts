@@ -72,7 +72,8 @@ describe("LeaseBridge (live, scripted bridge)", () => {
           env: { PATH: "/usr/bin" },
           cwd: "/tmp",
           name: "lease-1",
-          stop_grace_sec: 3
+          stop_grace_sec: 3,
+          gpu_clean_timeout_sec: 30
         },
         { op: "release" }
       ])

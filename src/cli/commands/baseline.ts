@@ -18,6 +18,7 @@ import { renderSession } from "../RenderSession.js"
 import { withJsonErrors } from "../Run.js"
 import {
   commandArgs,
+  gpuCleanTimeout,
   gpus,
   json,
   leaseRequestOf,
@@ -78,6 +79,7 @@ const OPTIONS = [
   "--no-serving-slot",
   "--attempt-timeout",
   "--wait",
+  "--gpu-clean-timeout",
   "--deadline",
   "--enablement-cmd",
   "--nodes",
@@ -99,6 +101,7 @@ export const baselineRun = Command.make(
     noServingSlot,
     attemptTimeout,
     wait: waitOption,
+    gpuCleanTimeout,
     deadline,
     enablementCmd,
     nodes,

@@ -10,6 +10,7 @@ import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.j
 import { present } from "../Run.js"
 import {
   commandArgs,
+  gpuCleanTimeout,
   gpus,
   leaseRequestOf,
   nodes,
@@ -46,6 +47,7 @@ const OPTIONS = [
   "--no-serving-slot",
   "--timeout",
   "--wait",
+  "--gpu-clean-timeout",
   "--nodes",
   "--rank-cwd",
   "--rank-env"
@@ -123,7 +125,7 @@ const asLeaseFailure = (e: Failure): Effect.Effect<never, Failure> => {
 
 export const leaseRun = Command.make(
   "run",
-  { json, gpus, noServingSlot, timeout, wait: waitOption, nodes, rankCwd, rankEnv, cmd },
+  { json, gpus, noServingSlot, timeout, wait: waitOption, gpuCleanTimeout, nodes, rankCwd, rankEnv, cmd },
   (o) =>
     present(
       o.json,

@@ -21,7 +21,16 @@ import { SweepStore } from "../../services/SweepStore.js"
 import { EXIT, ExitWith, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
-import { commandArgs, gpus, json, nodes, positiveSeconds, strictCommand } from "../Shared.js"
+import {
+  commandArgs,
+  gpuCleanTimeout,
+  gpus,
+  json,
+  leaseRequestOf,
+  nodes,
+  positiveSeconds,
+  strictCommand
+} from "../Shared.js"
 import { waitOption } from "./queue.js"
 import { session } from "./state.js"
 
@@ -108,6 +117,7 @@ const OPTIONS = [
   "--ready-timeout",
   "--deadline",
   "--wait",
+  "--gpu-clean-timeout",
   "--json"
 ]
 
@@ -198,6 +208,7 @@ export const sweepRun = Command.make(
     readyTimeout,
     deadline,
     wait: waitOption,
+    gpuCleanTimeout,
     json,
     cmd
   },
@@ -216,7 +227,7 @@ export const sweepRun = Command.make(
       const program = runSweep({
         sessionDir: o.session,
         experiment,
-        request: { gpus: o.gpus, servingSlot: true },
+        request: leaseRequestOf(o),
         between: Option.getOrUndefined(o.between),
         pointTimeoutSec: Option.getOrUndefined(o.pointTimeout),
         readyPath: ready.path,

@@ -1,0 +1,236 @@
+/**
+ * The clean-GPU gate's Python side (SPEC §13, python/hyperloom/gpus.py) without Ray, on the
+ * recorded tool outputs (test/fixtures/gpu) printed by fake `nvidia-smi`/`amd-smi` executables
+ * first on PATH: the formats are read once, here; the supervisor waits up to
+ * --gpu-clean-timeout for a holder outside the lease, then refuses naming it (gpu_busy on its
+ * status pipe, CMD never started, the holder never signalled); a holder that lets go in time lets
+ * CMD start; after CMD, the reclaim wait holds the exit back while a dead context of the lease is
+ * still listed. The device-file half runs on a host of its own: test/ray/gpus.test.ts.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vitest"
+import { appLine, type FakeGpuTools, fakeGpuTools, fixture } from "../support/fakeGpuTools.js"
+import { anyPython, isAlive, pythonDir, supervisorArgv } from "../support/lease.js"
+import { waitFor } from "../support/ray.js"
+
+let tools: FakeGpuTools
+let amdTools: FakeGpuTools
+let work = ""
+const holders: Array<ChildProcess> = []
+
+beforeAll(() => {
+  tools = fakeGpuTools(["nvidia-smi"])
+  amdTools = fakeGpuTools(["amd-smi"])
+  work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-gpus-"))
+})
+afterAll(() => {
+  tools.remove()
+  amdTools.remove()
+  fs.rmSync(work, { recursive: true, force: true })
+})
+afterEach(() => {
+  tools.setApps(undefined)
+  for (const h of holders.splice(0)) h.kill("SIGKILL")
+})
+
+interface Holder {
+  pid: number
+  gpu: number | null
+  via: string
+  user: string | null
+  command: string | null
+  memory_mib: number | null
+  alive: boolean
+}
+
+/** `python -I PYDIR gpus --json` with `PATH`. */
+const scan = (PATH: string): { holders: Array<Holder>; unreadable: number } => {
+  const r = spawnSync(anyPython, ["-I", pythonDir, "gpus", "--json"], {
+    env: { ...process.env, PATH },
+    encoding: "utf8"
+  })
+  assert.strictEqual(r.status, 0, r.stderr)
+  return JSON.parse(r.stdout)
+}
+
+/** A process outside any lease: it merely exists (the fake tool says it holds a GPU). */
+const startHolder = () => {
+  const h = spawn("sleep", ["300"], { stdio: "ignore" })
+  holders.push(h)
+  return h.pid!
+}
+
+interface Supervised {
+  code: number | null
+  status: string[]
+  stderr: string
+  ms: number
+}
+
+const supervise = (args: ReadonlyArray<string>, during?: (status: string[]) => Promise<void>) => {
+  const t0 = Date.now()
+  const child = spawn(anyPython, [...supervisorArgv, "--status-fd", "3", ...args], {
+    stdio: ["ignore", "ignore", "pipe", "pipe"],
+    env: { ...process.env, PATH: tools.path }
+  })
+  let stderr = ""
+  let buf = ""
+  const status: string[] = []
+  child.stderr!.on("data", (d) => (stderr += d))
+  ;(child.stdio[3] as NodeJS.ReadableStream).on("data", (d) => {
+    buf += d
+    const lines = buf.split("\n")
+    buf = lines.pop()!
+    status.push(...lines)
+  })
+  const done = new Promise<Supervised>((resolve) =>
+    child.on("close", (code) => resolve({ code, status, stderr, ms: Date.now() - t0 }))
+  )
+  return during === undefined ? done : during(status).then(() => done)
+}
+
+describe("the formats, read once (python/hyperloom/gpus.py)", () => {
+  it("nvidia-smi --query-compute-apps: each line's pid, GPU index (from its UUID), name and MiB; [N/A] and [Insufficient Permissions] are unknown", () => {
+    tools.setApps(fixture("nvidia-smi-compute-apps.csv"))
+    const found = scan(tools.path).holders
+    assert.deepStrictEqual(
+      found.map((h) => [h.pid, h.gpu, h.via, h.memory_mib]),
+      [
+        [48213, 0, "nvidia-smi", 20480],
+        [51990, 0, "nvidia-smi", null],
+        [48213, 1, "nvidia-smi", 20478],
+        [51007, 1, "nvidia-smi", 71234]
+      ]
+    )
+    // The tool's name where this node's /proc does not know the pid (another PID namespace, gone).
+    const engine = found.find((h) => h.pid === 51007)!
+    if (!engine.alive) assert.strictEqual(engine.command, "VLLM::EngineCore")
+    const hidden = found.find((h) => h.pid === 51990)!
+    if (!hidden.alive) assert.isNull(hidden.command)
+  })
+
+  it("an idle nvidia-smi (no output) is no holder", () => {
+    tools.setApps(undefined)
+    assert.deepStrictEqual(scan(tools.path).holders, [])
+  })
+
+  it("amd-smi process --json: each process with its GPU and VRAM; 'No running processes detected' (also with a non-zero exit) is idle", () => {
+    amdTools.setAmd(fixture("amd-smi-process.json"))
+    const found = scan(amdTools.path).holders
+    assert.deepStrictEqual(
+      found.map((h) => [h.pid, h.gpu, h.via, h.memory_mib]),
+      [[61204, 0, "amd-smi", 20480]]
+    )
+    amdTools.setAmd(fixture("amd-smi-process-idle.json"), 2)
+    assert.deepStrictEqual(scan(amdTools.path).holders, [])
+    amdTools.setAmd("No running processes detected\n", 2)
+    assert.deepStrictEqual(scan(amdTools.path).holders, [])
+  })
+})
+
+describe("the supervisor's gate (before CMD starts)", () => {
+  it("a holder outside the lease on a leased GPU: waits --gpu-clean-timeout, then gpu_busy naming it; CMD never starts; the holder lives on", async () => {
+    const pid = startHolder()
+    tools.setApps(appLine(pid, 1, "python3", 1234))
+    const marker = path.join(work, "ran-busy")
+    const r = await supervise(["--gpus=0,1", "--gpu-clean-timeout", "1.5", "--", "touch", marker])
+    assert.strictEqual(r.code, 125, r.stderr)
+    assert.isFalse(fs.existsSync(marker), "CMD must not start")
+    assert.isAtLeast(r.ms, 1400)
+    const busy = r.status.find((l) => l.startsWith("gpu_busy "))
+    assert.isDefined(busy, r.status.join("\n"))
+    const doc = JSON.parse(busy!.slice("gpu_busy ".length)) as { holders: Array<Holder>; waited_sec: number }
+    assert.deepStrictEqual(
+      doc.holders.map((h) => [h.pid, h.gpu, h.via, h.memory_mib, h.user]),
+      [[pid, 1, "nvidia-smi", 1234, os.userInfo().username]]
+    )
+    assert.include(doc.holders[0]!.command!, "sleep 300")
+    assert.isAtLeast(doc.waited_sec, 1.4)
+    assert.deepStrictEqual(r.status.slice(-2), ["failed", "exit 125"])
+    assert.isTrue(r.status[0]!.startsWith("gpu_wait "), "told at once that it waits")
+    assert.isTrue(isAlive(pid), "the holder is never killed")
+  })
+
+  it("a holder that lets go within the timeout: CMD starts", async () => {
+    const pid = startHolder()
+    tools.setApps(appLine(pid, 0, "python3", 99))
+    const marker = path.join(work, "ran-after-wait")
+    const r = await supervise(
+      ["--gpus=0", "--gpu-clean-timeout", "30", "--", "touch", marker],
+      async (status) => {
+        await waitFor(
+          "the gate to see the holder",
+          () => status.some((l) => l.startsWith("gpu_wait ")),
+          20_000,
+          50
+        )
+        tools.setApps(undefined) // it let go
+      }
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.isTrue(fs.existsSync(marker))
+    assert.isTrue(r.status.some((l) => l.startsWith("pid ")))
+    assert.isFalse(r.status.some((l) => l.startsWith("gpu_busy")))
+    assert.isTrue(isAlive(pid))
+  })
+
+  it("a holder on another GPU, or a lease without GPUs: CMD starts at once", async () => {
+    const pid = startHolder()
+    tools.setApps(appLine(pid, 1, "python3", 99))
+    const other = await supervise(["--gpus=0", "--gpu-clean-timeout", "30", "--", "true"])
+    assert.strictEqual(other.code, 0, other.stderr)
+    assert.isBelow(other.ms, 15_000)
+    assert.isFalse(other.status.some((l) => l.startsWith("gpu_")))
+    const none = await supervise(["--gpu-clean-timeout", "30", "--", "true"])
+    assert.strictEqual(none.code, 0)
+    assert.isFalse(none.status.some((l) => l.startsWith("gpu_")))
+  })
+
+  it("a stop while it waits ends it at once (143), CMD never started", async () => {
+    const pid = startHolder()
+    tools.setApps(appLine(pid, 0, "python3", 99))
+    const marker = path.join(work, "ran-stopped")
+    const t0 = Date.now()
+    const child = spawn(
+      anyPython,
+      [...supervisorArgv, "--gpus=0", "--gpu-clean-timeout", "60", "--", "touch", marker],
+      {
+        stdio: "ignore",
+        env: { ...process.env, PATH: tools.path }
+      }
+    )
+    const code = await new Promise<number | null>((resolve) => {
+      setTimeout(() => child.kill("SIGTERM"), 1500)
+      child.on("close", (c) => resolve(c))
+    })
+    assert.strictEqual(code, 143)
+    assert.isBelow(Date.now() - t0, 20_000)
+    assert.isFalse(fs.existsSync(marker))
+  })
+})
+
+describe("the reclaim wait (after CMD ends)", () => {
+  it("holds the exit back while a dead context of the lease is still listed on its GPU, bounded", async () => {
+    // CMD "leaves" a dead pid's context listed (its memory being freed): the fake lists it once CMD ran.
+    const apps = path.join(tools.dir, "apps")
+    const dead = 4_000_000 // above any pid_max: never alive
+    const line = appLine(dead, 0, "python3", 5000).trim()
+    let ranAt = 0
+    const r = await supervise(["--gpus=0", "--", "sh", "-c", `echo '${line}' > ${apps}`], async (status) => {
+      await waitFor("CMD to run", () => fs.existsSync(apps), 20_000, 20)
+      ranAt = Date.now()
+      await new Promise((r) => setTimeout(r, 1500))
+      assert.isFalse(
+        status.some((l) => l.startsWith("exit")),
+        "no exit while the GPU is still held"
+      )
+      tools.setApps(undefined) // freed
+    })
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.strictEqual(r.status.at(-1), "exit 0")
+    assert.isAtLeast(Date.now() - ranAt, 1400)
+  })
+})
