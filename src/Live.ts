@@ -14,6 +14,7 @@ import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
 import * as GcsClient from "./services/GcsClient.js"
+import * as GpuScan from "./services/GpuScan.js"
 import * as GroupBridge from "./services/GroupBridge.js"
 import * as HostQueue from "./services/HostQueue.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
@@ -34,6 +35,7 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
     LeaseBridge.layer,
     GroupBridge.layer,
     HostQueue.layer,
+    GpuScan.layer,
     StateStore.layer,
     AttemptFiles.layer,
     Enablement.layer,

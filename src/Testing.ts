@@ -14,6 +14,7 @@ import * as AttemptFiles from "./services/AttemptFiles.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
 import * as GcsClient from "./services/GcsClient.js"
+import * as GpuScan from "./services/GpuScan.js"
 import * as GroupBridge from "./services/GroupBridge.js"
 import * as HostQueue from "./services/HostQueue.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
@@ -110,6 +111,8 @@ export interface Options {
   readonly settings?: Partial<Settings.SettingsShape>
   /** Seeds state files by session directory. */
   readonly stateFiles?: Readonly<Record<string, string>>
+  /** What `ray doctor`'s GPU scan finds (default: a host without GPU device files). */
+  readonly gpuScan?: Partial<GpuScan.GpuScanReport> | undefined
 }
 
 /**
@@ -137,6 +140,7 @@ export const layer = (options: Options = {}) => {
     LeaseBridge.layerTest(options.lease),
     GroupBridge.layerTest(options.group),
     HostQueue.layerTest(),
+    GpuScan.layerTest(options.gpuScan),
     StateStore.layerTest(options.stateFiles),
     AttemptFiles.layerTest(),
     Enablement.layerTest(),

@@ -1,3 +1,4 @@
+import { describeGpuHolder } from "../domain/GpuHolders.js"
 import { shortId } from "../domain/Text.js"
 import type { EnsureOutcome, RepairOutcome } from "../programs/Cluster.js"
 import type { DoctorReport, StatusReport } from "../programs/Inspect.js"
@@ -118,8 +119,19 @@ export const renderDoctor = (r: DoctorReport): string => {
       ? "contain  a cgroup per lease (cgroup.kill) and the supervisor as subreaper"
       : `contain  the supervisor as subreaper only (no cgroup: ${r.containment.reason})`
   )
+  lines.push(...renderGpuHolders(r.gpu_holders))
   for (const w of r.warnings) lines.push(`warning  ${w}`)
   return lines.join("\n")
+}
+
+/** Doctor's `gpus` lines: the holders of this host's GPUs, per GPU (SPEC §13). */
+const renderGpuHolders = (g: DoctorReport["gpu_holders"]): ReadonlyArray<string> => {
+  if (g.error !== null) return [`gpus     could not tell who holds this host's GPUs: ${g.error}`]
+  if (!g.scanned) return ["gpus     no GPU device file or vendor tool on this host"]
+  const holders = Object.values(g.by_gpu).flat()
+  const hidden = g.unreadable > 0 ? ` (${g.unreadable} process(es) of other users unreadable)` : ""
+  if (holders.length === 0) return [`gpus     no process holds a GPU of this host${hidden}`]
+  return [`gpus     held${hidden}:`, ...holders.map((h) => `  ${describeGpuHolder(h)}`)]
 }
 
 export const renderEnsure = (r: EnsureOutcome): string => {

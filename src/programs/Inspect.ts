@@ -1,6 +1,7 @@
 import { Effect, Either } from "effect"
 import { INFEASIBLE_MARKER, type InfeasibleReason } from "../domain/Errors.js"
 import { checkFeasibility, type LeaseRequest } from "../domain/Feasibility.js"
+import type { GpuHolder } from "../domain/GpuHolders.js"
 import { checkGroupFeasibility, slotHolders } from "../domain/Group.js"
 import { adviseForHost, evaluateGuards, type GuardResult, repairAllowed } from "../domain/Guards.js"
 import {
@@ -11,6 +12,7 @@ import {
 } from "../domain/Snapshot.js"
 import { ClusterInspector, type ResolvedCluster } from "../services/ClusterInspector.js"
 import * as Containment from "../services/Containment.js"
+import { GpuScan, type GpuScanReport } from "../services/GpuScan.js"
 import { ProcFs } from "../services/ProcFs.js"
 import { Settings } from "../services/Settings.js"
 import { WorkGate } from "../services/WorkGate.js"
@@ -92,6 +94,26 @@ export interface DoctorReport {
   } | null
   /** What stops a lease's processes (SPEC §13): a cgroup per lease, or the subreaper alone (and why). */
   readonly containment: Containment.Containment
+  /**
+   * Who holds this host's GPUs (SPEC §13 "Clean GPUs"), per GPU index ("all": /dev/kfd, every AMD
+   * GPU): what a lease's gate would wait for. `scanned` false: no GPU device file or vendor tool here.
+   */
+  readonly gpu_holders: {
+    readonly scanned: boolean
+    readonly by_gpu: Readonly<Record<string, ReadonlyArray<GpuHolder>>>
+    readonly unreadable: number
+    readonly error: string | null
+  }
+}
+
+/** The doctor's `gpu_holders`: the scan's holders grouped per GPU. */
+export const gpuHoldersReport = (scan: GpuScanReport): DoctorReport["gpu_holders"] => {
+  const byGpu: Record<string, Array<GpuHolder>> = {}
+  for (const h of scan.holders) {
+    const key = h.gpu === null ? "all" : String(h.gpu)
+    byGpu[key] = [...(byGpu[key] ?? []), h]
+  }
+  return { scanned: scan.scanned, by_gpu: byGpu, unreadable: scan.unreadable, error: scan.error }
 }
 
 export const doctorReport = (
@@ -99,7 +121,8 @@ export const doctorReport = (
   request: LeaseRequest,
   guards: ReadonlyArray<GuardResult>,
   nodes = 1,
-  containment: Containment.Containment = { mode: "subreaper", reason: "not probed" }
+  containment: Containment.Containment = { mode: "subreaper", reason: "not probed" },
+  gpuScan: GpuScanReport = { scanned: false, holders: [], unreadable: 0, error: null }
 ) => {
   const group = nodes >= 2 ? checkGroupFeasibility(inspection.snapshot, { ...request, nodes }) : undefined
   const verdict = group ?? checkFeasibility(inspection.snapshot, request)
@@ -137,16 +160,19 @@ export const doctorReport = (
               gpus_short: s.gpusShort ?? null
             }))
           },
-    containment
+    containment,
+    gpu_holders: gpuHoldersReport(gpuScan)
   } satisfies DoctorReport
 }
 
 /** Feasibility of a lease and the repair verdict with every guard, without changing anything. */
 export const doctor = Effect.fn("Inspect.doctor")(function* (request: LeaseRequest) {
   const settings = yield* Settings
-  const inspection = yield* inspect()
+  const gpus = yield* GpuScan
+  // The host's GPU holders beside the cluster's inspection (no scan without GPU device files).
+  const [inspection, gpuScan] = yield* Effect.all([inspect(), gpus.scan], { concurrency: 2 })
   const guards = yield* guardsFor(inspection)
-  return doctorReport(inspection, request, guards, settings.nodes, yield* Containment.probe())
+  return doctorReport(inspection, request, guards, settings.nodes, yield* Containment.probe(), gpuScan)
 })
 
 /** `hyperloom ray status`: the cluster snapshot and the host's daemons. */

@@ -106,6 +106,18 @@ describe.skipIf(!own)("clean GPUs (real head, fake device files on a host of its
       [[pid, 1, "/dev/nvidia1"]]
     )
     assert.isTrue(isAlive(pid))
+
+    // ray doctor lists it under its GPU, beside the §7 fields, in --json and in text.
+    const d = await runCli(["ray", "doctor", "--json", "--gpus", "4"], { env: ENV })
+    assert.strictEqual(d.code, 0, d.stderr)
+    for (const name of ["feasible", "infeasible", "repair", "warnings"]) assert.property(d.json, name)
+    assert.isTrue(d.json.gpu_holders.scanned)
+    assert.deepStrictEqual(
+      d.json.gpu_holders.by_gpu["1"].map((h: { pid: number; via: string }) => [h.pid, h.via]),
+      [[pid, "/dev/nvidia1"]]
+    )
+    const t = await runCli(["ray", "doctor", "--gpus", "4"], { env: ENV })
+    assert.include(t.stdout, `GPU 1: pid ${pid} (user ${os.userInfo().username}, sleep 300, via /dev/nvidia1)`)
   })
 
   it("a holder that lets go within the timeout: the lease proceeds; one on an unleased GPU does not matter", async () => {
