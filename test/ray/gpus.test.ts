@@ -117,7 +117,10 @@ describe.skipIf(!own)("clean GPUs (real head, fake device files on a host of its
       [[pid, "/dev/nvidia1"]]
     )
     const t = await runCli(["ray", "doctor", "--gpus", "4"], { env: ENV })
-    assert.include(t.stdout, `GPU 1: pid ${pid} (user ${os.userInfo().username}, sleep 300, via /dev/nvidia1)`)
+    assert.include(
+      t.stdout,
+      `GPU 1: pid ${pid} (user ${os.userInfo().username}, sleep 300, via /dev/nvidia1)`
+    )
   })
 
   it("a holder that lets go within the timeout: the lease proceeds; one on an unleased GPU does not matter", async () => {
@@ -139,10 +142,26 @@ describe.skipIf(!own)("clean GPUs (real head, fake device files on a host of its
   it("the release waits until the lease's own processes closed their GPU device files; the next lease finds them free", async () => {
     // CMD leaves a process of its own (its session, another process group) with /dev/nvidia0
     // open for 3 s after CMD ended.
-    const script = `python3 -c "import os,time; os.setpgid(0,0); f=open('/dev/nvidia0'); time.sleep(3)" & sleep 0.5; exit 0`
+    const pidFile = path.join(work, "left-pid")
+    const script = `python3 -c "import os,time; os.setpgid(0,0); f=open('/dev/nvidia0'); open('${pidFile}','w').write(str(os.getpid())); time.sleep(3)" & while [ ! -s ${pidFile} ]; do sleep 0.05; done; exit 0`
     const r = await runCli(["lease", "run", "--gpus", "4", "--", "sh", "-c", script], { env: ENV })
     assert.strictEqual(r.code, 0, r.stderr)
-    assert.isAtLeast(r.ms, 3000, "released only once the GPU was let go")
+    const left = Number(fs.readFileSync(pidFile, "utf8"))
+    const holds = () => {
+      try {
+        return fs.readdirSync(`/proc/${left}/fd`).some((fd) => {
+          try {
+            return fs.readlinkSync(`/proc/${left}/fd/${fd}`) === "/dev/nvidia0"
+          } catch {
+            return false
+          }
+        })
+      } catch {
+        return false
+      }
+    }
+    assert.isFalse(holds(), "released only once the lease's own process let go of /dev/nvidia0")
+    assert.notInclude(r.stderr, "still hold")
     const next = await runCli(["lease", "run", "--gpus", "4", "--gpu-clean-timeout", "0", "--", "true"], {
       env: ENV
     })
