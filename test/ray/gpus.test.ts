@@ -11,10 +11,10 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vitest"
-import { runCli } from "../support/cli.js"
+import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { mountFakeNvidia, onHostOfOwn } from "../support/fakeGpuDev.js"
 import { isAlive } from "../support/lease.js"
-import { prepareRay, startHead, teardownRay, waitFor } from "../support/ray.js"
+import { prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
 
 const PORT = 6411
 const ENV = { HL_RAY_HEAD_PORT: String(PORT) }
@@ -48,14 +48,14 @@ afterAll(async () => {
 })
 
 /**
- * A process outside any lease with /dev/nvidia<gpu> open (for `holdSec`, then it closes it and
- * sleeps on), in a process group of its own that the test kills at the end.
+ * A process outside any lease with /dev/nvidia<gpu> open (while the file `until` exists, then it
+ * closes it and sleeps on), in a process group of its own that the test kills at the end.
  */
-const startHolder = async (gpu: number, holdSec?: number) => {
+const startHolder = async (gpu: number, until?: string) => {
   const script =
-    holdSec === undefined
+    until === undefined
       ? `exec 3</dev/nvidia${gpu}; exec sleep 300`
-      : `exec 3</dev/nvidia${gpu}; sleep ${holdSec}; exec 3<&-; exec sleep 300`
+      : `exec 3</dev/nvidia${gpu}; while [ -e ${until} ]; do sleep 0.1; done; exec 3<&-; exec sleep 300`
   const h = spawn("sh", ["-c", script], { stdio: "ignore", detached: true })
   holders.push(h)
   await waitFor(`the holder to open /dev/nvidia${gpu}`, () =>
@@ -123,19 +123,30 @@ describe.skipIf(!own)("clean GPUs (real head, fake device files on a host of its
     )
   })
 
-  it("a holder that lets go within the timeout: the lease proceeds; one on an unleased GPU does not matter", async () => {
-    const pid = await startHolder(2, 3)
+  it("a holder that lets go within the timeout: the wait is announced at once, then the lease proceeds", async () => {
+    const flag = path.join(work, "hold-2")
+    fs.writeFileSync(flag, "")
+    const pid = await startHolder(2, flag)
     const marker = path.join(work, "ran-after-wait")
-    const r = await runCli(
-      ["lease", "run", "--gpus", "4", "--gpu-clean-timeout", "60", "--", "touch", marker],
-      {
-        env: ENV
-      }
+    const child = spawn(
+      process.execPath,
+      [cliPath, "lease", "run", "--gpus", "4", "--gpu-clean-timeout", "120", "--", "touch", marker],
+      { cwd: projectRoot, env: cleanEnv(ENV), stdio: ["ignore", "ignore", "pipe"] }
     )
-    assert.strictEqual(r.code, 0, r.stderr)
+    let stderr = ""
+    child.stderr!.on("data", (d) => (stderr += d))
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+    try {
+      // The gate says at once that it waits, and for whom; then the holder lets go.
+      await waitFor("the gate to announce its wait", () => stderr.includes("waiting up to 120 s"), 120_000)
+      assert.include(stderr, `GPU 2: pid ${pid}`)
+      assert.isFalse(fs.existsSync(marker), "nothing runs while it waits")
+      fs.rmSync(flag)
+      assert.strictEqual(await exited, 0, stderr)
+    } finally {
+      child.kill("SIGKILL")
+    }
     assert.isTrue(fs.existsSync(marker))
-    assert.include(r.stderr, "waiting up to 60 s (--gpu-clean-timeout)")
-    assert.include(r.stderr, `pid ${pid}`)
     assert.isTrue(isAlive(pid), "the holder is never killed")
   })
 
