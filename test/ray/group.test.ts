@@ -322,7 +322,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     assert.isFalse(run.json.timed_out)
     assert.match(
       run.stderr,
-      /waiting for 2 nodes with serving_slot and 1 GPU\(s\) each: held by node [0-9a-f]{12}… \([^)]*\): actor [\w.<>]*HyperloomLease \(pid \d+, job [0-9a-f]{8}, driver pid \d+\)/
+      /waiting for 2 nodes with serving_slot and 1 GPU\(s\) each: held by node [0-9a-f]{12}… \([^)]*\): actor lease `.+` of \S+, \d+ GPUs?, since [\d-]+ [\d:]+ UTC \(bridge [^)]+\) \(pid \d+, job [0-9a-f]{8}, driver pid \d+\)/
     )
     assert.strictEqual((await holder.exited).code, 143, "the holder's command was ended by SIGTERM")
     await assertNothingHeld(head)
