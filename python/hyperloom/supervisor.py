@@ -177,6 +177,26 @@ class Supervisor:
             except OSError:
                 pass
 
+    def retire_keeper(self, gone):
+        """Once the lease is empty: SIGKILL the keeper and wait (bounded) until `gone()` says it
+        was reaped, so that nothing of ours outlives the exit report (left to end on our exit's
+        EOF, it was still running, a fork of us, after the lease had ended). While anything of
+        the lease is left, the keeper stays: our exit is its cue to KILL what is left."""
+        if self.keeper_pid is None or not self.empty():
+            return
+        try:
+            os.kill(self.keeper_pid, signal.SIGKILL)
+        except OSError:
+            pass
+        deadline = time.monotonic() + KILL_WAIT_SEC
+        while not gone() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            os.close(self.keeper_fd)
+        except OSError:
+            pass
+        self.keeper_pid = None
+
     # -- the lease's processes
 
     def members(self, table=None):
@@ -300,6 +320,7 @@ class Supervisor:
     def not_started(self, message, code):
         sys.stderr.write(message + "\n")
         sys.stderr.flush()
+        self.retire_keeper(lambda: procgroup.reap(self.keeper_pid, 0))
         self.report("failed")
         self.report("exit %d" % code)
         return code
@@ -386,5 +407,7 @@ class Supervisor:
         # ends the lease (the actor is killed, the slot frees).
         self.stop_all(self.ns.grace)
         gpus.supervisor_reclaim(self.ns.gpus, self.pgid, self.me)  # the lease's GPUs let go
+        keeper_pid = self.keeper_pid
+        self.retire_keeper(lambda: keeper_pid in reaped)
         self.report("exit %d" % code)
         return code
