@@ -8,10 +8,10 @@
 // ran, double holders. Goal: 0 orphans, 0 such samples, 0 double holders.
 //
 //   node scripts/build.mjs --bundle-only && node bench/faults.mjs [--faults 50] [--seed 1]
-//        [--kinds bridge,stop:keeper,...] [--minutes M]
+//        [--kinds bridge,stop:keeper,...] [--minutes M] [--out outcomes.json]
 //
-// --minutes: start no new fault after M minutes (the kinds go round-robin, so a run cut short
-// has as many of each). An iteration the harness itself could not carry out (e.g. the lease
+// --minutes: start no new fault after M minutes (the kind with the fewest faults so far goes
+// next, so a run cut short has as many of each). --out: every outcome, rewritten after each. An iteration the harness itself could not carry out (e.g. the lease
 // never started) is counted and printed as a harness error, not as a fault, and the run goes on.
 //
 // It starts its own head on port 6386 and runs `ray stop --force` at the end: run it where no
@@ -31,6 +31,8 @@ const FAULTS = arg("faults", 50)
 const kindsArg = process.argv.indexOf("--kinds")
 const MINUTES = arg("minutes", Number.POSITIVE_INFINITY)
 const SEED = arg("seed", 1)
+const outArg = process.argv.indexOf("--out")
+const OUT = outArg >= 0 ? path.resolve(process.argv[outArg + 1]) : undefined
 const PORT = 6386
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-faults-"))
@@ -64,14 +66,20 @@ const outcomes = []
 const harnessErrors = []
 const t0 = Date.now()
 try {
-  // Round-robin over the kinds, so that a run cut short has as many of each.
-  for (let n = 0; n < FAULTS * KINDS.length; n++) {
+  // Each kind until it has had --faults faults really injected: a kind whose target does not
+  // exist yet when the fault comes (no worker while the lease waits) falls back to the CLI, and
+  // is counted as that, so the kind with the fewest so far goes next.
+  const injected = Object.fromEntries(KINDS.map((k) => [k, 0]))
+  const ACTOR_LESS = new Set(["cli", "bridge"]) // kinds whose target exists while the lease waits
+  for (let n = 0; n < FAULTS * KINDS.length * 2; n++) {
     if (Date.now() - t0 > MINUTES * 60_000) {
-      console.log(`-- stopped after ${MINUTES} min (--minutes): ${n} of ${FAULTS * KINDS.length} iterations`)
+      console.log(`-- stopped after ${MINUTES} min (--minutes): ${n} iterations`)
       break
     }
-    const kind = KINDS[n % KINDS.length]
-    const phase = random.pick(h.phasesFor(kind))
+    const short = KINDS.filter((k) => injected[k] < FAULTS)
+    if (short.length === 0) break
+    const kind = short.reduce((a, k) => (injected[k] < injected[a] ? k : a))
+    const phase = random.pick(h.phasesFor(kind).filter((p) => p !== "waiting" || ACTOR_LESS.has(kind)))
     let o
     try {
       o = await h.runIteration({
@@ -101,6 +109,8 @@ try {
       continue
     }
     outcomes.push(o)
+    if (o.kind in injected) injected[o.kind]++
+    if (OUT) fs.writeFileSync(OUT, JSON.stringify({ seed: SEED, outcomes, harnessErrors }, null, 1))
     const bad = o.orphans + o.doubleHolders + o.slotFreeWhileRunning > 0 || !o.leaseEnded
     console.log(
       `  -> ${bad ? "VIOLATION" : "held"}: gone ${o.goneMs} ms after the fault, cli exit ${o.cliExit}${o.notes.length ? `; ${o.notes.join(" | ")}` : ""}`
