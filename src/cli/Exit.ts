@@ -44,7 +44,7 @@ const TABLE = [
   [
     "state",
     8,
-    "session state unusable: corrupt, not a regular file, from a newer hyperloom, or locked by another run"
+    "session state missing (no session in that directory) or unusable: corrupt, not a regular file, from a newer hyperloom, or locked by another run"
   ],
   ["lease", 9, "the lease could not be held (bridge or actor failure)"],
   ["baselineFailed", 10, "baseline stopped: baseline_failed"],
@@ -86,28 +86,13 @@ export const EXIT = Object.fromEntries(TABLE.map(([name, code]) => [name, code])
   readonly [R in Row as R[0]]: R[1]
 }
 
-/** Help lines are wrapped to this width; a code's further lines are indented under its text. */
-const HELP_WIDTH = 100
-const INDENT = "       "
-
-const wrap = (text: string): Array<string> => {
-  const out: Array<string> = []
-  let line = ""
-  for (const word of text.split(" ")) {
-    if (line !== "" && INDENT.length + line.length + 1 + word.length > HELP_WIDTH) {
-      out.push(line)
-      line = word
-    } else line = line === "" ? word : `${line} ${word}`
-  }
-  return [...out, line]
-}
-
-/** The exit codes as `--help` lists them: a code, then its text wrapped under itself. */
+/**
+ * The exit codes as `--help` lists them: one line per code, which the help's presentation wraps
+ * to the terminal's width under the code's text.
+ */
 export const EXIT_CODES_HELP = [
   "Exit codes:",
-  ...TABLE.flatMap(([, code, what]) =>
-    wrap(what).map((l, i) => (i === 0 ? `  ${String(code).padEnd(5)}${l}` : `${INDENT}${l}`))
-  )
+  ...TABLE.map(([, code, what]) => `  ${String(code).padEnd(5)}${what}`)
 ].join("\n")
 
 /** Ends the command with a given exit code after its output was written (not an error). */

@@ -9,6 +9,9 @@
 import { editDistance } from "../domain/Text.js"
 import { UsageError } from "./Exit.js"
 
+/** Under a repeatable option: its description says so, and USAGE shows it as `[--name V]...`. */
+const REPEATABLE = /^This option may be repeated zero or more times\.$/
+
 /** The paragraphs @effect/cli writes under every option and argument, which say nothing here. */
 const BOILERPLATE = [
   /^A user-defined piece of text( that is confidential)?\.$/,
@@ -16,10 +19,33 @@ const BOILERPLATE = [
   /^An integer\.$/,
   /^A floating point number\.$/,
   /^This setting is optional\.( Defaults to: .*)?$/,
-  /^This (argument|option) must be repeated at least 1 times\.$/
+  /^This (argument|option) must be repeated at least 1 times\.$/,
+  REPEATABLE
 ]
 
 const SECTION = /^[A-Z][A-Z ]+$/
+
+/**
+ * USAGE shows an option that may be given zero or more times as required (`--rank-env NAME...`):
+ * such options (the ones whose block says so) become `[--rank-env NAME]...` there.
+ */
+const bracketRepeatable = (lines: ReadonlyArray<string>): Array<string> => {
+  const repeatable: Array<string> = []
+  let option: string | undefined
+  for (const line of lines) {
+    const header = /^(--[a-z][a-z0-9-]*)\b/.exec(line)
+    if (header !== null) option = header[1]
+    else if (option !== undefined && REPEATABLE.test(line.trim())) repeatable.push(option)
+  }
+  return lines.map((line) =>
+    line.startsWith("$ ")
+      ? repeatable.reduce(
+          (l, name) => l.replace(new RegExp(`(?<=^| )${name} (\\S+?)\\.\\.\\.(?= |$)`), `[${name} $1]...`),
+          line
+        )
+      : line
+  )
+}
 
 /**
  * The help text (plain, before wrapping) without the banner, the version line and the boilerplate
@@ -27,7 +53,7 @@ const SECTION = /^[A-Z][A-Z ]+$/
  * own and its description under it, indented, so that wrapping keeps it aligned.
  */
 export const tidyHelp = (plain: string, root: boolean): string => {
-  const lines = plain.split("\n")
+  const lines = bracketRepeatable(plain.split("\n"))
   const usageAt = lines.indexOf("USAGE")
   const head = usageAt < 0 ? [] : lines.slice(0, usageAt).filter((l) => /^\S+ \S+$/.test(l.trim()))
   const out: Array<string> = root && head.length > 0 ? [head[head.length - 1]!.trim(), ""] : []

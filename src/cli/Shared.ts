@@ -70,6 +70,7 @@ export const nodes = wholeNumber("nodes", 1).pipe(
 
 /** `--rank-cwd DIR` (SPEC §11): the directory each rank of a group runs in; absolute, it must exist on every node. */
 export const rankCwd = Options.text("rank-cwd").pipe(
+  Options.withPseudoName("DIR"),
   Options.withDescription(
     `With --nodes N >= 2: the directory every rank's command runs in (absolute; it must exist on every node). Default ${DEFAULT_RANK_CWD}: the launching directory may not exist on the other nodes.`
   ),
@@ -85,6 +86,7 @@ export const rankCwd = Options.text("rank-cwd").pipe(
 
 /** `--rank-env NAME`, repeatable (SPEC §11): a variable of this environment every rank gets too. */
 export const rankEnv = Options.text("rank-env").pipe(
+  Options.withPseudoName("NAME"),
   Options.withDescription(
     "With --nodes N >= 2: a variable of this environment that every rank gets too (repeat for more). Ranks run in their own node's environment; of this one they get only the HYPERLOOM_* variables and the names listed here (the device variables are Ray's)."
   ),

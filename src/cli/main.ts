@@ -79,7 +79,8 @@ const COMMAND_NAMES = new Set([
   "state",
   "show",
   "report",
-  "sweep"
+  "sweep",
+  "queue"
 ])
 
 /** Word-wraps one line to `width`, continuing under its text (after a `term  ` column if any). */
@@ -114,10 +115,15 @@ const presentHelp = (text: string, words: ReadonlyArray<string>, tty: boolean) =
   const width = Math.max(40, (tty ? process.stdout.columns : terminal.columns) || 80)
   return plain
     .split("\n")
-    .map((l) => (l.startsWith("$ ") ? usageLine(l, path) : l))
-    .flatMap((l) => wrapLine(l, width))
+    .flatMap((l) =>
+      l.startsWith("$ ") ? wrapLine(keepGroups(usageLine(l, path)), width).map(NBSP_BACK) : wrapLine(l, width)
+    )
     .join("\n")
 }
+
+/** A usage line wraps between its option groups, never inside one (`[--ready-path P]`). */
+const keepGroups = (line: string) => line.replace(/\[[^\]]*\]/g, (group) => group.replaceAll(" ", "\u00a0"))
+const NBSP_BACK = (line: string) => line.replaceAll("\u00a0", " ")
 
 /** `$ run [--json] … <CMD>...` → `$ hyperloom lease run [--json] … -- <CMD>...` */
 const usageLine = (line: string, path: ReadonlyArray<string>) => {

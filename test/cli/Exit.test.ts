@@ -3,14 +3,11 @@ import { EXIT, EXIT_CODES_HELP, exitCodeForSession } from "../../src/cli/Exit.js
 import type { StopReason } from "../../src/domain/State.js"
 
 describe("the exit-code table", () => {
-  it("the help lists every code once, in the table's order, its text wrapped under it", () => {
+  it("the help lists every code once, in the table's order, one line each (the help page wraps it)", () => {
     const lines = EXIT_CODES_HELP.split("\n").slice(1)
-    const listed = lines.filter((l) => /^ {2}\d/.test(l)).map((l) => Number(/^ {2}(\d+)\s/.exec(l)?.[1]))
+    const listed = lines.map((l) => Number(/^ {2}(\d+) +\S/.exec(l)?.[1]))
     assert.deepStrictEqual(listed, Object.values(EXIT))
     assert.strictEqual(new Set(listed).size, listed.length)
-    // every other line continues the code above it, and nothing is wider than the help
-    for (const l of lines) assert.match(l, /^( {2}\d+ +| {7})\S/)
-    for (const l of lines) assert.isAtMost(l.length, 100, l)
     for (const code of [14, 15, 74, 141]) assert.include(listed, code)
   })
 

@@ -72,7 +72,11 @@ describe("help pages", () => {
     ["lease", "run", "--help"],
     ["baseline", "run", "--help"],
     ["state", "show", "--help"],
-    ["report", "--help"]
+    ["report", "--help"],
+    ["sweep", "run", "--help"],
+    ["sweep", "show", "--help"],
+    ["queue", "--help"],
+    ["ray", "doctor", "--help"]
   ]
 
   it("carry no @effect/cli boilerplate, no banner and no SPEC references", () => {
@@ -86,6 +90,7 @@ describe("help pages", () => {
         "An integer.",
         "A floating point number.",
         "must be repeated at least 1 times",
+        "may be repeated zero or more times",
         "SPEC"
       ]) {
         assert.notInclude(r.stdout, boiler, `${page.join(" ")}`)
@@ -95,6 +100,48 @@ describe("help pages", () => {
     }
     // one CLI start per help page, one after another: ~20 starts
   }, 120_000)
+
+  it("sweep and group options show what their value is, and repeatable ones are optional in USAGE", () => {
+    for (const page of [
+      ["sweep", "run", "--help"],
+      ["lease", "run", "--help"],
+      ["baseline", "run", "--help"]
+    ]) {
+      const r = run(page)
+      const usageText = r.stdout.slice(0, r.stdout.indexOf("DESCRIPTION")).replaceAll("\n", " ")
+      assert.notMatch(usageText, / (text|integer)\b/, `${page.join(" ")}: a type as the value's name`)
+      if (page[0] !== "sweep") {
+        assert.include(usageText, "[--rank-env NAME]...", page.join(" "))
+        assert.include(usageText, "[--rank-cwd DIR]", page.join(" "))
+      }
+      // a usage line wraps between option groups, never inside one
+      assert.notMatch(r.stdout.slice(0, r.stdout.indexOf("DESCRIPTION")), /\[[^\]\n]*\n/, page.join(" "))
+    }
+    const sweep = run(["sweep", "run", "--help"]).stdout.replaceAll("\n", " ")
+    assert.include(sweep, "[--param NAME=VALUES]...")
+    assert.include(sweep, "[--slo METRIC<=X]...")
+    assert.include(sweep, "--server 'SERVER CMD'")
+  })
+
+  it("the exit codes wrap at the page's width under each code's text, not twice", () => {
+    for (const columns of ["80", "100"]) {
+      const r = run(["--help"], { COLUMNS: columns })
+      const table = r.stdout.slice(r.stdout.indexOf("Exit codes:"))
+      const rows = table.split("\n").slice(1)
+      for (const [i, row] of rows.entries()) {
+        assert.isAtMost(row.length, Number(columns), row)
+        const next = rows[i + 1]
+        // a row continued on the next line was filled up to the width first
+        if (next !== undefined && /^ {7}\S/.test(next))
+          assert.isAbove(
+            row.length + 1 + next.trim().split(" ")[0]!.length,
+            Number(columns),
+            `${row} | ${next}`
+          )
+      }
+      assert.include(table.replace(/\n {7}/g, " "), "an invalid RAY_ADDRESS or HYPERLOOM_* setting")
+    }
+  })
 
   it("options show what their value is (--gpus N, --timeout S), not its type", () => {
     const r = run(["lease", "run", "--help"])

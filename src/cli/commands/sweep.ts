@@ -35,12 +35,14 @@ import { waitOption } from "./queue.js"
 import { session } from "./state.js"
 
 const server = Options.text("server").pipe(
+  Options.withPseudoName("'SERVER CMD'"),
   Options.withDescription(
     "The engine's command line, ONE string run with `sh -c` in a process group of its own, with {name} placeholders for the --param values, e.g. 'vllm serve MODEL --port $HYPERLOOM_PORT --max-num-seqs {max-num-seqs}'. One lease and one engine start per combination; it serves every load point of that combination."
   )
 )
 
 const param = Options.text("param").pipe(
+  Options.withPseudoName("NAME=VALUES"),
   Options.withDescription(
     "NAME=V1,V2,… : a server parameter and its values (repeat --param for more; the grid is their Cartesian product). {NAME} is replaced in the server string and the client's arguments; values are used as written."
   ),
@@ -48,6 +50,7 @@ const param = Options.text("param").pipe(
 )
 
 const load = Options.text("load").pipe(
+  Options.withPseudoName("NAME=VALUES"),
   Options.withDescription(
     "NAME=V1,V2,… : the client load points (e.g. concurrency), run in ascending order against each combination's engine; {NAME} in the client's arguments. `inf` is a valid rate."
   ),
@@ -55,6 +58,7 @@ const load = Options.text("load").pipe(
 )
 
 const search = Options.text("search").pipe(
+  Options.withPseudoName("NAME[:MAX]"),
   Options.withDescription(
     "NAME[:MAX] instead of --load (needs --slo): per combination, the largest integer load meeting every SLO: 1, 2, 4, … until an SLO fails or MAX (default 1024), then bisection; every evaluated point is recorded."
   ),
@@ -62,6 +66,7 @@ const search = Options.text("search").pipe(
 )
 
 const slo = Options.text("slo").pipe(
+  Options.withPseudoName("METRIC<=X"),
   Options.withDescription(
     "METRIC<=X or METRIC>=X, on the median over the repeats (any metric of the result file: p99_ttft_ms, p99_tpot_ms, output_throughput, …); repeat for more: all must hold."
   ),
@@ -69,6 +74,7 @@ const slo = Options.text("slo").pipe(
 )
 
 const repeats = Options.integer("repeats").pipe(
+  Options.withPseudoName("N"),
   Options.withDescription(
     "Client runs per point (default 1). With 2 or more, a best within the noise (the max−min spread) or under 1 % of another combination's best is reported as a tie."
   ),
@@ -76,6 +82,7 @@ const repeats = Options.integer("repeats").pipe(
 )
 
 const between = Options.text("between").pipe(
+  Options.withPseudoName("'CMD'"),
   Options.withDescription(
     "A shell command line run (sh -c, on the leased node, HYPERLOOM_* set) before each client run, e.g. 'curl -sf -X POST $HYPERLOOM_BASE_URL/reset_prefix_cache'."
   ),
@@ -87,6 +94,7 @@ const pointTimeout = positiveSeconds(
   "Bound each client run, from its start; past it the run is stopped and fails as a timeout (retried once)."
 )
 const readyPath = Options.text("ready-path").pipe(
+  Options.withPseudoName("P"),
   Options.withDescription(`The path polled for the engine's readiness (default ${DEFAULT_READY_PATH}).`),
   Options.optional
 )
