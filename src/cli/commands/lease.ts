@@ -6,6 +6,7 @@ import { formatSeconds } from "../../domain/Text.js"
 import { isGroupResult } from "../../programs/Group.js"
 import { LeasedCommand, runLeasedCommand } from "../../programs/Leased.js"
 import { type LeaseStarted, LeaseTerminal } from "../../services/LeaseBridge.js"
+import { Settings } from "../../services/Settings.js"
 import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.js"
 import { present } from "../Run.js"
 import {
@@ -135,20 +136,23 @@ export const leaseRun = Command.make(
         return Effect.zipRight(
           rayBackend === undefined ? Effect.void : Effect.fail(new UsageError({ detail: rayBackend })),
           Effect.raceFirst(
-            runLeasedCommand({
-              request: leaseRequestOf(o),
-              command: LeasedCommand.Argv({ argv }),
-              env: process.env,
-              cwd: process.cwd(),
-              timeoutSec: Option.getOrUndefined(o.timeout),
-              waitSec: Option.getOrUndefined(o.wait),
-              // A group's ranks (--nodes N >= 2) come as lines; one node's bytes went to the terminal.
-              // With --json stdout carries only the final document: the command's output goes to stderr.
-              onOutput: ({ stream, line, written }) =>
-                written === true
-                  ? Effect.void
-                  : write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
-            }),
+            Effect.flatMap(Settings, (settings) =>
+              runLeasedCommand({
+                request: leaseRequestOf(o),
+                command: LeasedCommand.Argv({ argv }),
+                // the environment the Settings layer read (the live layer's is this process's)
+                env: settings.env,
+                cwd: process.cwd(),
+                timeoutSec: Option.getOrUndefined(o.timeout),
+                waitSec: Option.getOrUndefined(o.wait),
+                // A group's ranks (--nodes N >= 2) come as lines; one node's bytes went to the terminal.
+                // With --json stdout carries only the final document: the command's output goes to stderr.
+                onOutput: ({ stream, line, written }) =>
+                  written === true
+                    ? Effect.void
+                    : write(stream === "stdout" && !o.json ? process.stdout : process.stderr, line)
+              })
+            ),
             untilStdoutFails
           ).pipe(
             Effect.provideService(LeaseTerminal, terminalOf(o.json, seen)),
