@@ -27,10 +27,14 @@ interface Run {
 }
 
 /** `hyperloom ARGS` with `input` on its stdin (then EOF), its output as bytes. */
-const hyperloom = (args: ReadonlyArray<string>, input?: Buffer | string): Promise<Run> =>
+const hyperloom = (
+  args: ReadonlyArray<string>,
+  input?: Buffer | string,
+  env: Record<string, string> = {}
+): Promise<Run> =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cliPath, ...args], {
-      env: cleanEnv(),
+      env: cleanEnv(env),
       cwd: projectRoot,
       stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"]
     })
@@ -99,6 +103,18 @@ describe("lease run forwards stdin to the command", () => {
     assert.strictEqual(r.status, 0, `${r.stdout}\n${r.stderr}`)
     assert.include(r.stdout, "got:hello")
     assert.include(r.stdout, "eof seen")
+  })
+})
+
+describe("lease run runs the command in this environment", () => {
+  it("a variable hyperloom was started with reaches CMD (through the Settings layer)", async () => {
+    const r = await hyperloom(
+      ["lease", "run", "--gpus", "0", "--", "sh", "-c", 'printf %s "$HYPERLOOM_T_ENV_MARK"'],
+      undefined,
+      { HYPERLOOM_T_ENV_MARK: "reached cmd" }
+    )
+    assert.strictEqual(r.code, 0, r.stderr.toString())
+    assert.strictEqual(r.stdout.toString(), "reached cmd")
   })
 })
 
