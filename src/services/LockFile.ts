@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as nodePath from "node:path"
 import type { PlatformError } from "@effect/platform/Error"
 import { Data, Duration, Effect, Schedule } from "effect"
@@ -22,8 +23,8 @@ import { lockRetry } from "../domain/Schedules.js"
  * created 0600 and must belong to us, to root, or to the owner of its directory; the host's own
  * directory (`/tmp/hyperloom-<uid>`, 0700, ours, never a symlink: `hostDir`) admits nobody else.
  * A foreign local user can neither hold such a lock nor tell a waiter a made-up holder. The one
- * thing such a user can do is make `/tmp/hyperloom-<uid>` first: hyperloom then refuses at once,
- * naming that user, rather than trusting it (docs/reliability.md).
+ * thing such a user can do is make `/tmp/hyperloom-<uid>` first: hyperloom then never trusts it
+ * and uses a fallback directory of the user's own (`hostDir`, docs/reliability.md §2).
  *
  * Limits (docs/reliability.md): a lock lives in one mount namespace's view of the file (a
  * container with its own /tmp has its own host lock; it normally has its own PID namespace too,
@@ -105,10 +106,113 @@ const errno = (e: unknown) => (e as NodeJS.ErrnoException).code ?? "error"
  * The host's hyperloom directory for this user: `/tmp/hyperloom-<uid>` (under `base`, `/tmp` by
  * default), whatever RAY_TMPDIR/TMPDIR say, so every process of this user on the host meets
  * there. Created 0700; an existing one must be a real directory (not a symlink), ours, and open to
- * nobody else, else LockUnavailable naming its owner (never trusted, never taken over).
+ * nobody else. When another user made that name first (a squat: a sticky `/tmp` lets anyone make
+ * it), the first safe directory of `fallbacks` is used instead (`fallbackDirs`: the same for every
+ * process of the user on this host, whatever its environment), with one warning line naming the
+ * squatter; LockUnavailable naming it only when none is safe (never trusted, never taken over).
  */
-export const hostDir = (base = "/tmp"): Effect.Effect<string, LockUnavailable> =>
-  privateDir(nodePath.join(base, `hyperloom-${euid()}`))
+export const hostDir = (
+  base = "/tmp",
+  fallbacks: ReadonlyArray<FallbackDir> = fallbackDirs()
+): Effect.Effect<string, LockUnavailable> => {
+  const path = nodePath.join(base, `hyperloom-${euid()}`)
+  return privateDir(path).pipe(
+    Effect.catchAll((refused) => {
+      const squatter = foreignOwner(path)
+      if (squatter === undefined) return Effect.fail(refused)
+      const who = `${userName(squatter)} (uid ${squatter})`
+      const tryEach = (rest: ReadonlyArray<FallbackDir>): Effect.Effect<string, LockUnavailable> =>
+        rest.length === 0
+          ? Effect.fail(
+              new LockUnavailable({
+                path,
+                detail: `${refused.detail}; no fallback directory of yours is safe either (${fallbacks.map((f) => f.path).join(", ") || "none"})`
+              })
+            )
+          : privateDirUnder(rest[0]!).pipe(Effect.orElse(() => tryEach(rest.slice(1))))
+      return tryEach(fallbacks).pipe(
+        Effect.tap((dir) =>
+          warnedSquats.has(`${path}>${dir}`)
+            ? Effect.void
+            : Effect.zipRight(
+                Effect.sync(() => warnedSquats.add(`${path}>${dir}`)),
+                Effect.logWarning(
+                  `${path} belongs to ${who}, not to you (another user made it first; hyperloom trusts nothing in it): using ${dir} instead; remove it as root to go back`
+                )
+              )
+        )
+      )
+    })
+  )
+}
+
+/** The squats already warned about in this process (one warning line each). */
+const warnedSquats = new Set<string>()
+
+/** The uid of another user owning `path` itself (a directory, a file or a symlink), else undefined. */
+const foreignOwner = (path: string): number | undefined => {
+  try {
+    const uid = fs.lstatSync(path).uid
+    return uid !== euid() ? uid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** A fallback for the host's directory: `path`, made (0700, ours) below `root`, which must exist. */
+export interface FallbackDir {
+  /** An existing directory of the user's own that nobody else can write. */
+  readonly root: string
+  readonly path: string
+}
+
+/**
+ * Where the host's directory goes when `/tmp/hyperloom-<uid>` is squatted, in order: the user's
+ * runtime directory `/run/user/<uid>` (what XDG_RUNTIME_DIR names in a login session; read from
+ * its fixed path, not from the variable, so every process of the user picks the same one), then
+ * `<home>/.cache/hyperloom/host-<hostname>` (the home from the password database; the host's name
+ * keeps a home shared between hosts apart).
+ */
+export const fallbackDirs = (): ReadonlyArray<FallbackDir> => {
+  let home = ""
+  try {
+    home = os.userInfo().homedir
+  } catch {
+    // no password entry: only the runtime directory
+  }
+  const run = nodePath.join("/run/user", String(euid()))
+  return [
+    { root: run, path: nodePath.join(run, "hyperloom") },
+    ...(home !== ""
+      ? [{ root: home, path: nodePath.join(home, ".cache", "hyperloom", `host-${os.hostname()}`) }]
+      : [])
+  ]
+}
+
+/**
+ * A fallback's `path` as a directory of our own (`privateDir`, each missing level made 0700),
+ * when its `root` is a real directory of ours that nobody else can write; every level below it
+ * must be ours too (`privateDir` refuses one that is not).
+ */
+const privateDirUnder = (dir: FallbackDir): Effect.Effect<string, LockUnavailable> =>
+  Effect.suspend(() => {
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(dir.root)
+    } catch (e) {
+      return Effect.fail(new LockUnavailable({ path: dir.root, detail: errno(e) }))
+    }
+    if (!st.isDirectory() || st.uid !== euid() || (st.mode & 0o022) !== 0)
+      return Effect.fail(
+        new LockUnavailable({ path: dir.root, detail: "not a directory of yours that only you can write" })
+      )
+    const levels: Array<string> = []
+    for (let p = dir.path; p !== dir.root && p !== nodePath.dirname(p); p = nodePath.dirname(p))
+      levels.unshift(p)
+    if (nodePath.dirname(levels[0] ?? dir.root) !== dir.root && levels.length > 0)
+      return Effect.fail(new LockUnavailable({ path: dir.path, detail: `not below ${dir.root}` }))
+    return Effect.as(Effect.forEach(levels, privateDir, { discard: true }), dir.path)
+  })
 
 /** `path` as a directory of our own, 0700 (made if missing); see `hostDir`. */
 export const privateDir = (path: string): Effect.Effect<string, LockUnavailable> =>

@@ -4,7 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Scope, TestClock } from "effect"
+import { Chunk, Clock, Duration, Effect, Exit, Fiber, Logger, Option, Scope, TestClock } from "effect"
 import { holdLockFile, hostDir, type LockHeld } from "../../src/services/LockFile.js"
 import { canActAsForeignUser, startSquatter } from "../support/foreignUser.js"
 import { lockHolderProcess } from "../support/lockHolder.js"
@@ -318,7 +318,7 @@ describe("the host's directory: ours alone, never trusted when someone else made
   )
 
   it.live.skipIf(!canActAsForeignUser())(
-    "made first by uid 65534: refused at once, naming that user; its lock files are refused too",
+    "made first by uid 65534: a fallback of the user's own is used (one warning naming the squatter) and its lock works; refused naming that user only when no fallback is safe",
     () =>
       Effect.gen(function* () {
         const b = base()
@@ -333,10 +333,44 @@ describe("the host's directory: ours alone, never trusted when someone else made
           `mkdir -m 700 ${squatted} && echo '{"pid":1,"what":"made-up story"}' > ${squatted}/host.lock`
         ])
         assert.strictEqual(made.status, 0, String(made.stderr))
-        const e = yield* Effect.flip(hostDir(b))
+        // The first fallback's root is not ours (made by the squatter too): the next one is used.
+        const theirRoot = path.join(b, "their-run")
+        const mineRoot = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-home-"))
+        fs.chmodSync(mineRoot, 0o700)
+        fs.mkdirSync(theirRoot, { mode: 0o700 })
+        fs.chownSync(theirRoot, 65534, 65534)
+        const fallbacks = [
+          { root: theirRoot, path: path.join(theirRoot, "hyperloom") },
+          { root: mineRoot, path: path.join(mineRoot, ".cache", "hyperloom", "host-x") }
+        ]
+        const logs: Array<string> = []
+        const logger = Logger.make(({ message }) => {
+          logs.push(String(message))
+        })
+        const dir = yield* hostDir(b, fallbacks).pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+        )
+        assert.strictEqual(dir, fallbacks[1]!.path)
+        assert.strictEqual(fs.statSync(dir).mode & 0o777, 0o700)
+        assert.strictEqual(fs.statSync(path.dirname(dir)).mode & 0o777, 0o700)
+        assert.strictEqual(logs.length, 1, logs.join("\n"))
+        assert.include(logs[0], "uid 65534")
+        assert.include(logs[0], `using ${dir} instead`)
+        // Every process of the user picks the same one; the warning is said once per process.
+        assert.strictEqual(
+          yield* hostDir(b, fallbacks).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))),
+          dir
+        )
+        assert.strictEqual(logs.length, 1)
+        // It works: the host lock is held there, the squatter's story is never read.
+        const lock = path.join(dir, "host.lock")
+        yield* Effect.scoped(holdLockFile(lock, { what: "mine" }))
+        // No safe fallback: refused at once, naming the squatter.
+        const e = yield* Effect.flip(hostDir(b, [fallbacks[0]!]))
         assert.strictEqual(e._tag, "LockUnavailable")
         assert.include(e.message, "uid 65534")
         assert.include(e.message, "another user made it first")
+        assert.include(e.message, "no fallback directory of yours is safe")
         // A lock file of a foreign user (in a directory of ours) is not trusted either.
         const mine = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-mine-"))
         const theirs = path.join(mine, "x.lock")
