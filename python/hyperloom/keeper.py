@@ -12,6 +12,7 @@ still has that start time). While it waits it also wakes its parent should it fi
 import os
 import select
 import signal
+import time
 
 from hyperloom import cgroup, procgroup
 
@@ -153,3 +154,36 @@ def _wait(r, watched, parent, targets):
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             _note(targets, line.decode("utf-8", "replace"))
+
+
+class Group:
+    """A process group led by a keeper: killed whole when this runner ends, however it ends."""
+
+    def __init__(self):
+        self.pgid, self.keeper_w = start()
+
+    def join(self):
+        pgid = self.pgid
+        return lambda: os.setpgid(0, pgid)
+
+    def members(self):
+        return procgroup.group_members(self.pgid, exclude=(self.pgid,)) or []
+
+    def stop(self, grace, poll=None):
+        """TERM, grace, KILL; then the keeper goes too. Returns (how, gone)."""
+        how = None
+        if self.members():
+            how = procgroup.stop_group(self.pgid, grace, lambda: not self.members(), poll=poll)
+        if self.keeper_w is not None:
+            os.close(self.keeper_w)  # the keeper SIGKILLs the group, itself included
+            self.keeper_w = None
+        procgroup.killpg(self.pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            left = procgroup.group_members(self.pgid)
+            if left is None or not left:
+                break
+            time.sleep(0.02)
+        procgroup.reap(self.pgid, 1.0)
+        left = procgroup.group_members(self.pgid)
+        return how, left is not None and not left

@@ -55,7 +55,6 @@ import urllib.error
 import urllib.request
 
 from hyperloom import keeper, procgroup
-from hyperloom.procgroup import group_members
 from hyperloom.tee import Tee
 
 STATUS_FILE = "serve.json"
@@ -179,8 +178,7 @@ class Runner:
     def __init__(self, args):
         self.args = args
         self.stop_requested = threading.Event()
-        self.keeper = None
-        self.keeper_w = None
+        self.server_group = None
         self.server = None
         self.server_started = None
         self.server_pgid = None
@@ -238,18 +236,14 @@ class Runner:
         a = self.args
         # The keeper leads the server's group; only we hold its pipe's write end, which closes
         # when we end, however.
-        self.keeper, self.keeper_w = keeper.start()
-        pgid = self.keeper
-        self.server_pgid = pgid
+        self.server_group = keeper.Group()
+        self.server_pgid = self.server_group.pgid
         logf = open(os.path.join(a["dir"], SERVER_LOG), "ab", buffering=0)
-
-        def join_group():
-            os.setpgid(0, pgid)
 
         try:
             self.server = subprocess.Popen(
                 ["sh", "-c", a["server"]], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                env=env, cwd=a["cwd"], close_fds=True, preexec_fn=join_group,
+                env=env, cwd=a["cwd"], close_fds=True, preexec_fn=self.server_group.join(),
             )
         finally:
             logf.close()
@@ -268,36 +262,14 @@ class Runner:
 
     def stop_server(self):
         """TERM the server's group, grace, KILL; returns once none of it is left (or /proc cannot tell)."""
-        pgid = self.server_pgid
-        if pgid is None:
+        if self.server_group is None:
             return True
-        members = lambda: group_members(pgid, exclude=(self.keeper,)) or []
-        if members():
-            # TERM (the keeper ignores it), the grace, KILL: "TERM" or "KILL", whichever ended it.
-            self.stopped_with = procgroup.stop_group(
-                pgid, self.args["stop_grace"], lambda: not members(), poll=self.server_alive
-            )
-        # Closing our end of the pipe makes the keeper SIGKILL the whole group, itself included.
-        if self.keeper_w is not None:
-            os.close(self.keeper_w)
-            self.keeper_w = None
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except OSError:
-            pass
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            left = group_members(pgid)
-            if left is None:
-                return False
-            if not left:
-                break
-            time.sleep(0.02)
+        # "TERM" or "KILL", whichever ended it (None: nothing was left to stop)
+        how, gone = self.server_group.stop(self.args["stop_grace"], poll=self.server_alive)
+        if how is not None:
+            self.stopped_with = how
         self.server_alive()
-        if self.keeper is not None:
-            procgroup.reap(self.keeper, 1.0)
-        left = group_members(pgid)
-        return left is not None and not left
+        return gone
 
     # -- the client
 

@@ -35,7 +35,6 @@ import threading
 import time
 
 from hyperloom import keeper, procgroup
-from hyperloom.procgroup import group_members
 from hyperloom.serve import expand, free_port, last_line, node_facts, probe
 from hyperloom.tee import Tee
 
@@ -72,39 +71,6 @@ def read_json(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
-
-
-class Group:
-    """A process group led by a keeper: killed whole when this runner ends, however it ends."""
-
-    def __init__(self):
-        self.pgid, self.keeper_w = keeper.start()
-
-    def join(self):
-        pgid = self.pgid
-        return lambda: os.setpgid(0, pgid)
-
-    def members(self):
-        return group_members(self.pgid, exclude=(self.pgid,)) or []
-
-    def stop(self, grace, poll=None):
-        """TERM, grace, KILL; then the keeper goes too. Returns (how, gone)."""
-        how = None
-        if self.members():
-            how = procgroup.stop_group(self.pgid, grace, lambda: not self.members(), poll=poll)
-        if self.keeper_w is not None:
-            os.close(self.keeper_w)  # the keeper SIGKILLs the group, itself included
-            self.keeper_w = None
-        procgroup.killpg(self.pgid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            left = group_members(self.pgid)
-            if left is None or not left:
-                break
-            time.sleep(0.02)
-        procgroup.reap(self.pgid, 1.0)
-        left = group_members(self.pgid)
-        return how, left is not None and not left
 
 
 class Runner:
@@ -146,7 +112,7 @@ class Runner:
         return False
 
     def start_server(self, env):
-        self.server_group = Group()
+        self.server_group = keeper.Group()
         logf = open(os.path.join(self.a.dir, SERVER_LOG), "ab", buffering=0)
         try:
             self.server = subprocess.Popen(
@@ -198,7 +164,7 @@ class Runner:
     def run_between(self, cmd, env, run_dir):
         started = time.monotonic()
         with open(os.path.join(run_dir, "between.log"), "ab") as logf:
-            group = Group()
+            group = keeper.Group()
             try:
                 p = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                      env=env, cwd=self.a.cwd, close_fds=True, preexec_fn=group.join())
@@ -219,7 +185,7 @@ class Runner:
         tee = Tee(os.path.join(run_dir, CLIENT_LOG), log)
         t0 = time.time()
         started = time.monotonic()
-        self.client_group = Group()
+        self.client_group = keeper.Group()
         try:
             self.client = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
