@@ -12,6 +12,7 @@ this package and its __main__.py). One job per module:
     group        one serving group, a rank actor per node (`python PYDIR group`)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
     tee          the runners' one copy of a client's output to theirs and to client.log
+    jsonfile     the runners' one atomic write of a status document (serve.json, engine.json)
 
 procgroup, keeper and supervisor are standard library only; the bridges import Ray. The package
 is pickled by value with the actor class (actor.register_by_value), so a Ray node that runs a

@@ -98,6 +98,7 @@ RUNNER_FILES = (
     "hyperloom/procgroup.py",
     "hyperloom/keeper.py",
     "hyperloom/tee.py",
+    "hyperloom/jsonfile.py",
     "hyperloom/serve.py",
 )
 HEARTBEAT_MAX_SEC = 20.0

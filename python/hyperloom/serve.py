@@ -42,7 +42,6 @@ Standard library only; Python >= 3.8; Linux (process groups, /proc).
 """
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -54,7 +53,7 @@ import time
 import urllib.error
 import urllib.request
 
-from hyperloom import keeper, procgroup
+from hyperloom import jsonfile, keeper, procgroup
 from hyperloom.tee import Tee
 
 STATUS_FILE = "serve.json"
@@ -219,14 +218,8 @@ class Runner:
             "node": self.node,
         }
         path = os.path.join(a["dir"], STATUS_FILE)
-        tmp = path + ".tmp"
         try:
-            with open(tmp, "w") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            jsonfile.write(path, doc)
         except OSError as e:
             log("cannot write %s: %s" % (path, e))
 

@@ -26,7 +26,6 @@ Standard library only; Python >= 3.8; Linux.
 """
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -34,7 +33,7 @@ import sys
 import threading
 import time
 
-from hyperloom import keeper, procgroup
+from hyperloom import jsonfile, keeper, procgroup
 from hyperloom.serve import expand, free_port, last_line, node_facts, probe
 from hyperloom.tee import Tee
 
@@ -53,24 +52,6 @@ AFTER_DEATH_GRACE_SEC = 10.0
 def log(msg):
     sys.stderr.write("hyperloom-sweep: %s\n" % msg)
     sys.stderr.flush()
-
-
-def write_json(path, doc):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 class Runner:
@@ -93,7 +74,7 @@ class Runner:
         self.client_group = None
 
     def status(self):
-        write_json(os.path.join(self.a.dir, ENGINE_FILE), {
+        jsonfile.write(os.path.join(self.a.dir, ENGINE_FILE), {
             "version": 1, "state": self.state, "outcome": self.outcome, "port": self.port,
             "base_url": self.base_url, "ready_sec": self.ready_sec, "exit_code": self.server_exit,
             "runtime_sec": self.server_runtime, "gone": self.gone, "node": self.node,
@@ -242,7 +223,7 @@ class Runner:
                     self.state = "exited"
                     return ENGINE_DIED_EXIT
                 if os.path.exists(path):
-                    req = read_json(path)
+                    req = jsonfile.read(path)
                 if req is None:
                     time.sleep(POLL_SEC)
             if req.get("stop"):
@@ -261,7 +242,7 @@ class Runner:
             if self.stop_requested.is_set():
                 return STOPPED_EXIT
             alive = self.server_alive()
-            write_json(os.path.join(control, "%d.done.json" % seq), {
+            jsonfile.write(os.path.join(control, "%d.done.json" % seq), {
                 "seq": seq, "exit_code": code, "timed_out": timed_out, "runtime_sec": runtime,
                 "between_exit_code": between_code, "between_sec": between_sec, "engine_alive": alive,
                 "engine_exit_code": self.server_exit, "client_started": t0, "client_ended": t1,
