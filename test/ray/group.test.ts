@@ -11,6 +11,7 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
+import { groupRun, markedSleeps, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
   closeGcs,
   gcsActors,
@@ -34,55 +35,16 @@ import {
 
 const PORT = 6402
 
-/** The `sleep` processes carrying a marker (not the supervisors, whose argv also holds it). */
-const sleeps = (marker: string): number[] =>
-  pidsWithArg(marker).filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep"
-    } catch {
-      return false
-    }
-  })
-
 /** `ray status --json`, through the CLI. */
-const status = async () => {
-  const r = await runCli(["ray", "status", "--json"])
-  assert.strictEqual(r.code, 0, r.stderr)
-  return r.json
-}
-
-const GROUP_RESOURCE = /_group_(\d+_)?[0-9a-f]{16,}$/
-
-/** Placement group resources Ray still shows on any node (a removed group leaves none). */
-const groupResources = (s: any): string[] =>
-  s.resources_by_node.flatMap((r: any) => Object.keys(r.total).filter((k) => GROUP_RESOURCE.test(k)))
-
-/** The parent pid of a process, from /proc. */
-const ppidOf = (pid: number): number => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-}
+const status = () => rayStatus(runCli)
 
 /** Live actors of ours (lease or group ranks). */
 const liveRanks = async (head: Head) =>
   (await gcsActors(head)).filter((a) => a.className.includes("Hyperloom") && a.state !== "DEAD")
 
-/** Nothing of a group is left: no rank actor, no placement group resource, every slot free. */
-const assertNothingHeld = async (head: Head) => {
-  await waitFor(
-    "no live rank actor",
-    async () => ((await liveRanks(head)).length === 0 ? true : undefined),
-    15_000
-  )
-  const s = await waitFor(
-    "placement group removed and slots free",
-    async () => {
-      const st = await status()
-      const held = st.nodes.some((n: any) => n.serving_slot !== null && n.serving_slot.held > 0)
-      return groupResources(st).length === 0 && !held ? st : undefined
-    },
-    15_000
-  )
+/** Nothing of a group is left (no rank actor, no placement group, every slot free), and no slot names a holder. */
+const assertNothingHeld = async () => {
+  const s = await waitNothingHeld(status)
   for (const n of s.nodes)
     if (n.serving_slot?.declared > 0) assert.deepStrictEqual(n.serving_slot.holders, [])
 }
@@ -194,19 +156,7 @@ describe("serving groups across two Ray nodes on one host", () => {
   it("a 2-rank group runs one rank per node with the rank environment, holding both slots, and leaves nothing held", async () => {
     const env =
       "rank=$HYPERLOOM_RANK world=$HYPERLOOM_WORLD_SIZE leader=$HYPERLOOM_LEADER_HOST:$HYPERLOOM_LEADER_PORT cvd=$CUDA_VISIBLE_DEVICES"
-    const run = startCli([
-      "lease",
-      "run",
-      "--json",
-      "--nodes",
-      "2",
-      "--gpus",
-      "1",
-      "--",
-      "sh",
-      "-c",
-      `echo "${env}"; sleep 4`
-    ])
+    const run = startCli(groupRun(`echo "${env}"; sleep 4`))
     // While it runs: both slots held, by the group's two ranks, on distinct nodes.
     const during = await waitFor(
       "both ranks holding their node's slot",
@@ -248,26 +198,16 @@ describe("serving groups across two Ray nodes on one host", () => {
         `[rank ${rank}] rank=${rank} world=2 leader=${head.host}:${r.group.leader_port} cvd=0`
       )
     }
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 
   it("one rank failing stops the others; the exit code is the failing rank's", async () => {
     const marker = markerSleep()
     const t0 = Date.now()
     const run = await runCli(
-      [
-        "lease",
-        "run",
-        "--json",
-        "--nodes",
-        "2",
-        "--gpus",
-        "1",
-        "--",
-        "sh",
-        "-c",
+      groupRun(
         `if [ "$HYPERLOOM_RANK" = 1 ]; then sleep 1; echo failing >&2; exit 3; fi; exec sleep ${marker}`
-      ],
+      ),
       { timeoutMs: 120_000 }
     )
     assert.strictEqual(run.code, 3, run.stderr)
@@ -278,7 +218,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     assert.include(run.stderr, "[rank 1] failing")
     assert.isBelow(Date.now() - t0, 60_000)
     assert.deepStrictEqual(pidsWithArg(marker), [], "rank 0's command was stopped")
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 
   it("a group waiting for a slot held by a single lease says so and by whom, then runs; the wait is not charged", async () => {
@@ -286,7 +226,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     const holder = startCli(["lease", "run", "--gpus", "1", "--", "sleep", holderMarker])
     await waitFor(
       "the single lease running",
-      () => (sleeps(holderMarker).length === 1 ? true : undefined),
+      () => (markedSleeps(holderMarker).length === 1 ? true : undefined),
       60_000,
       200
     )
@@ -314,7 +254,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     // Waiting longer than --timeout: the wait is not charged. Then the holder's command ends, its
     // lease is released and the group is placed.
     await new Promise((r) => setTimeout(r, 2_500))
-    for (const pid of sleeps(holderMarker)) process.kill(pid, "SIGTERM")
+    for (const pid of markedSleeps(holderMarker)) process.kill(pid, "SIGTERM")
     const { code } = await group.exited
     const run = { code, stderr: group.out.stderr, json: JSON.parse(group.out.stdout) }
     assert.strictEqual(run.code, 0, run.stderr)
@@ -325,7 +265,7 @@ describe("serving groups across two Ray nodes on one host", () => {
       /waiting for 2 nodes with serving_slot and 1 GPU\(s\) each: held by node [0-9a-f]{12}… \([^)]*\): actor lease `.+` of \S+, \d+ GPUs?, since [\d-]+ [\d:]+ UTC \(bridge [^)]+\) \(pid \d+, job [0-9a-f]{8}, driver pid \d+\)/
     )
     assert.strictEqual((await holder.exited).code, 143, "the holder's command was ended by SIGTERM")
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 
   it("baseline run --nodes 2 runs its attempt as a group: rank 0 (on hyperloom's node) reports the throughput", async () => {
@@ -355,7 +295,7 @@ describe("serving groups across two Ray nodes on one host", () => {
       assert.strictEqual(r.json.baseline_attempts.length, 1)
       assert.include(r.stderr, "[attempt 1] [rank 0] rank 0 of 2")
       assert.include(r.stderr, "[attempt 1] [rank 1] rank 1 of 2")
-      await assertNothingHeld(head)
+      await assertNothingHeld()
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
@@ -398,7 +338,7 @@ describe("serving groups across two Ray nodes on one host", () => {
       assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*\S/)
       const serve = JSON.parse(readFileSync(path.join(dir, "attempts", "1", "serve.json"), "utf8"))
       assert.strictEqual(serve.outcome, "client_exited")
-      await assertNothingHeld(head)
+      await assertNothingHeld()
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
@@ -433,47 +373,62 @@ describe("serving groups across two Ray nodes on one host", () => {
       /^leading on http:\/\/127\.0\.0\.1:\d+$/,
       "rank_ports: rank 0's own port"
     )
-    assert.deepStrictEqual(sleeps(marker), [])
+    assert.deepStrictEqual(markedSleeps(marker), [])
     g.send({ op: "release" })
     assert.strictEqual((await g.exited).code, 0)
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 
   it("SIGKILL of the CLI during a group leaves no rank running and no placement group", async () => {
     const marker = markerSleep()
     const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
+    await waitFor(
+      "both ranks running",
+      () => (markedSleeps(marker).length === 2 ? true : undefined),
+      60_000,
+      200
+    )
     run.child.kill("SIGKILL")
     await run.exited
     await waitGone("every rank's command", () => pidsWithArg(marker), 20_000)
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 
   it("SIGKILL of the group bridge (the driver) leaves no rank running and no placement group (SPEC §9 per rank)", async () => {
     const marker = markerSleep()
     const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
+    await waitFor(
+      "both ranks running",
+      () => (markedSleeps(marker).length === 2 ? true : undefined),
+      60_000,
+      200
+    )
     const bridges = pidsRunning("group")
     assert.strictEqual(bridges.length, 1, "one group bridge")
     process.kill(bridges[0]!, "SIGKILL")
-    await waitGone("every rank's command", () => sleeps(marker), 20_000)
+    await waitGone("every rank's command", () => markedSleeps(marker), 20_000)
     const { code } = await run.exited
     assert.strictEqual(code, 125, `the lease failed: ${run.out.stderr}`)
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 
   it("SIGKILL of one rank's actor worker: its command dies, the other rank is stopped, nothing held", async () => {
     const marker = markerSleep()
     const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor("both ranks running", () => (sleeps(marker).length === 2 ? true : undefined), 60_000, 200)
+    await waitFor(
+      "both ranks running",
+      () => (markedSleeps(marker).length === 2 ? true : undefined),
+      60_000,
+      200
+    )
     // sleep's parent is the rank's command supervisor, whose parent is the actor's worker.
-    const worker = ppidOf(ppidOf(sleeps(marker)[0]!))
+    const worker = ppidOf(ppidOf(markedSleeps(marker)[0]!))
     process.kill(worker, "SIGKILL")
-    await waitGone("every rank's command", () => sleeps(marker), 20_000)
+    await waitGone("every rank's command", () => markedSleeps(marker), 20_000)
     const { code } = await run.exited
     assert.strictEqual(code, 125, run.out.stderr)
     assert.include(run.out.stderr, "died")
     assert.include(run.out.stderr, "(hyperloom exit code 9)")
-    await assertNothingHeld(head)
+    await assertNothingHeld()
   })
 })

@@ -8,6 +8,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { groupRun, markedSleeps, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
   GCS,
   type Hosts,
@@ -30,45 +31,16 @@ if (why !== undefined) process.stderr.write(`two-hosts tests skipped: cannot mak
 
 /** `sleep MARKER` processes on a host (not the supervisors, whose argv also holds the marker). */
 const sleepsOn = (hosts: Hosts, host: "head" | "worker", marker: string) =>
-  pidsWithArg(marker).filter((pid) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "sleep" && onHost(hosts, host, pid)
-    } catch {
-      return false
-    }
-  })
-
-const parentOf = (pid: number): number => {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-}
+  markedSleeps(marker, (pid) => onHost(hosts, host, pid))
 
 describe.skipIf(why !== undefined)("serving groups across two hosts of their own", () => {
   let hosts: Hosts
 
   /** The cluster as the head host's hyperloom sees it. */
-  const status = async () => {
-    const r = await hosts.cli(["ray", "status", "--json"], { timeoutMs: 60_000 })
-    assert.strictEqual(r.code, 0, r.stderr)
-    return r.json
-  }
+  const status = () => rayStatus(hosts.cli)
 
   /** No rank left anywhere: no live rank actor, no placement group, every slot free. */
-  const assertNothingHeld = async () => {
-    await waitFor(
-      "every slot free, no rank actor, no placement group",
-      async () => {
-        const s = await status()
-        const held = s.nodes.some(
-          (n: any) => n.state === "ALIVE" && n.serving_slot !== null && n.serving_slot.held > 0
-        )
-        const ranks = s.actors.filter((a: any) => a.class_name.includes("Hyperloom") && a.state !== "DEAD")
-        return !held && ranks.length === 0 ? true : undefined
-      },
-      30_000,
-      500
-    )
-  }
+  const assertNothingHeld = () => waitNothingHeld(status)
 
   beforeAll(async () => {
     hosts = await makeHosts()
@@ -102,19 +74,9 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
 
   it("a 2-rank group runs one rank per host; the rank on the worker host needs nothing of hyperloom", async () => {
     const r = await hosts.cli(
-      [
-        "lease",
-        "run",
-        "--json",
-        "--nodes",
-        "2",
-        "--gpus",
-        "1",
-        "--",
-        "sh",
-        "-c",
+      groupRun(
         `echo "rank=$HYPERLOOM_RANK leader=$HYPERLOOM_LEADER_HOST"; test -e ${projectRoot}/package.json && echo sees-checkout || echo no-checkout`
-      ],
+      ),
       { timeoutMs: 150_000 }
     )
     assert.strictEqual(r.code, 0, r.stderr)
@@ -137,31 +99,14 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     const show =
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell default (${NAME:-unset}), not JavaScript
       'echo "rank=$HYPERLOOM_RANK cwd=$(pwd) secret=${HL_TEST_SECRET:-unset} wanted=${HL_TEST_WANTED:-unset} path=$PATH"'
-    const r = await hosts.cli(
-      [
-        "lease",
-        "run",
-        "--json",
-        "--nodes",
-        "2",
-        "--gpus",
-        "1",
-        "--rank-env",
-        "HL_TEST_WANTED",
-        "--",
-        "sh",
-        "-c",
-        show
-      ],
-      {
-        timeoutMs: 150_000,
-        env: {
-          HL_TEST_SECRET: "leaked",
-          HL_TEST_WANTED: "yes",
-          PATH: `/launcher-only/bin:${process.env.PATH}`
-        }
+    const r = await hosts.cli(groupRun(show, { extra: ["--rank-env", "HL_TEST_WANTED"] }), {
+      timeoutMs: 150_000,
+      env: {
+        HL_TEST_SECRET: "leaked",
+        HL_TEST_WANTED: "yes",
+        PATH: `/launcher-only/bin:${process.env.PATH}`
       }
-    )
+    })
     assert.strictEqual(r.code, 0, r.stderr)
     for (const rank of [0, 1]) {
       const line = r.stderr.split("\n").find((l) => l.startsWith(`[rank ${rank}] rank=${rank}`))
@@ -309,7 +254,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
   it("SIGKILL of the worker host's rank worker: its command dies, the head's rank is stopped, nothing held", async () => {
     const { marker, run } = await sleepingGroup()
     // sleep's parent is the rank's command supervisor, whose parent is the actor's worker.
-    process.kill(parentOf(parentOf(sleepsOn(hosts, "worker", marker)[0]!)), "SIGKILL")
+    process.kill(ppidOf(ppidOf(sleepsOn(hosts, "worker", marker)[0]!)), "SIGKILL")
     await waitFor(
       "every rank's command gone",
       () => (pidsWithArg(marker).length === 0 ? true : undefined),
