@@ -6,6 +6,7 @@ export interface ModelSettings {
   readonly decodeMs: number
   readonly decodeMsPerSeq: number
   readonly kvTokens: number
+  readonly queueMs: number
 }
 export interface Load {
   readonly concurrency: number

@@ -11,6 +11,8 @@
  *   --decode-ms MS              the model's own: per-token step time at an empty batch, default 20
  *   --decode-ms-per-seq MS      the model's own: what each running request adds, default 5
  *   --kv-tokens N               the model's own: KV-cache tokens at U = 1, default 600000
+ *   --queue-ms MS               the model's own: what a request that had to wait pays before its
+ *                               first token once admitted, default 1500
  *   --token-rate R              older stand-in flag: a fixed step of 1000/R ms (per-seq cost 0)
  *
  * ## The engine (what fake-engine.mjs does)
@@ -22,6 +24,11 @@
  *   `kv_cache_oom`. With the defaults 256 × 2048 = 524288 ≤ 540000 fits; B = 512, or B = 256 with
  *   L = 4096, or U = 0.5 does not. With L = 32768: B ≤ 16 fits, B = 32 fails.
  * - Up to B requests run at once; more wait in one FIFO queue (admitted as running ones end).
+ * - A request that had to wait pays QUEUE_MS once admitted, holding its slot, before its first
+ *   token (a saturated engine re-forming its batch: the admitted prompts' prefill, a preempted
+ *   request's recompute); so does one that arrives, a slot free, while an admitted request is still
+ *   paying it (it joins that batch). No request waits while c ≤ B, so then nothing is paid; the
+ *   cost makes the queue's TTFT jump seconds, far above a loaded machine's jitter (hundreds of ms).
  * - With b requests running, every running request gets one token per step of
  *   t(b) = DECODE_MS + DECODE_MS_PER_SEQ × b milliseconds (so per-request speed 1000 / t(b) tok/s
  *   falls as the batch grows, and the engine's output rate b × 1000 / t(b) rises towards
@@ -29,15 +36,18 @@
  *
  * ## Closed form (`predict`): a closed-loop client (`--max-concurrency c`, `--request-rate inf`,
  * N prompts of n output tokens) against that engine runs in lockstep waves. Each wave admits
- * min(B, queued) requests together; a wave of b takes n × t(b); when it ends, its clients send
- * their next requests. With b = min(c, B) and N a multiple of b:
+ * min(B, queued) requests together; a wave of b takes n × t(b), plus Q = QUEUE_MS when one of its
+ * requests had waited; when it ends, its clients send their next requests. With b = min(c, B) and
+ * N a multiple of b:
  *
- *   output throughput  = b × 1000 / t(b) tok/s    request throughput = that / n
- *   TPOT               = t(b) ms                   duration            = (N / b) × n × t(b) ms
- *   TTFT (c ≤ B)       = t(b) ms: no queue
- *   TTFT (c > B)       = the first wave t(B); every later wave holds c − B requests that waited a
- *                        whole wave, n × t(B) ms: the p99 jumps by ~ n × t(B) (hundreds of ms).
- *                        At c = 2B every request after the first wave waits one wave.
+ *   c ≤ B: output throughput  = b × 1000 / t(b) tok/s   request throughput = that / n
+ *          TPOT = TTFT        = t(b) ms (no queue)      duration = (N / b) × n × t(b) ms
+ *   c > B: the first wave as above; every later wave pays Q and holds c − B requests that waited
+ *          a whole wave before it: in the second wave their TTFT is Q + n × t(B) + t(B), in later
+ *          ones 2Q + n × t(B) + t(B) (the wave they waited for paid Q too): the p99 jumps by
+ *          seconds (Q = 1500 ms plus hundreds of ms); TPOT stays t(B); a later wave takes
+ *          Q + n × t(B), so throughput falls below B × 1000 / t(B). At c = 2B every request after
+ *          the first wave waits one wave.
  *
  * `predict` computes those waves exactly (also for N not a multiple of b: the last, smaller wave
  * is faster) and takes percentiles as numpy's `percentile` does (linear), as vLLM's client does.
@@ -48,18 +58,22 @@
  *   output throughput at batch b = 200 × b / (4 + b): b = 1: 40, 2: 66.7, 4: 100, 8: 133.3,
  *   16: 160 tok/s (neighbours of a doubling grid up to 16 differ by ≥ 20 %)
  *   one wave n × t(B), n = 32: B = 2: 960 ms, B = 4: 1280 ms, B = 8: 1920 ms (n = 16: half)
+ *   a queued request's TTFT in the second wave, n = 16: B = 1: 1925 ms, B = 2: 2010 ms, B = 4:
+ *   2180 ms (in later waves Q more)
  *
  * - Largest load under `p99_ttft_ms<=X`: for concurrency c ≤ B the p99 TTFT is t(c) (plus the
  *   machine's round trip: tens of ms; up to ~250 ms measured on a 2-core machine at load average
- *   17); for c > B at
- *   least one request per later wave waits a whole wave, and with N ≤ 100 prompts the p99 (linear,
- *   rank 0.99 × (N − 1)) is then ≥ (1 − 0.01 × (N − 1)) × n × t(B). With n = 32 and N = 2 × c (or
- *   any N ≥ c + 1, so the queue is used), X = 400 ms makes the largest passing concurrency exactly
- *   B for every B ≥ 1, in grid and in search mode (the smallest jump: B = 1, c = 2, N = 4:
- *   p99 ≥ 0.97 × 32 × 25 = 776 ms). `predict` gives the exact p99 for a chosen N.
+ *   17, more at 20); for c > B at least one request per later wave waits a whole wave and pays Q,
+ *   and with N ≤ 100 prompts the p99 (linear, rank 0.99 × (N − 1)) is then
+ *   ≥ (1 − 0.01 × (N − 1)) × (Q + n × t(B)). With n = 16…32 and N = 2 × c (or any N ≥ c + 1, so
+ *   the queue is used), X = 1000 ms makes the largest passing concurrency exactly B for every
+ *   B ≥ 1, in grid and in search mode, with ~900 ms to spare on either side (the smallest jump:
+ *   B = 1, c = 2, N = 4, n = 16: p99 ≥ 0.97 × (1500 + 16 × 25) = 1843 ms). `predict` gives the
+ *   exact p99 for a chosen N.
  * - Best combination of a grid: the feasible (kvFailure undefined) combination with the largest B,
  *   at concurrency B: throughput 200 × B / (4 + B). Combinations over the KV budget are infeasible.
- * - A load point takes (N / min(c, B)) waves; keep N ≈ 2 × c and n = 16…32 for 1-3 s points.
+ * - A load point takes (N / min(c, B)) waves; keep N ≈ 2 × c and n = 16…32 for 1-3 s points (a
+ *   point over the batch limit: Q more per later wave).
  */
 
 export const DEFAULTS = Object.freeze({
@@ -68,7 +82,8 @@ export const DEFAULTS = Object.freeze({
   gpuMemoryUtilization: 0.9,
   decodeMs: 20,
   decodeMsPerSeq: 5,
-  kvTokens: 600_000
+  kvTokens: 600_000,
+  queueMs: 1500
 })
 
 /** Bytes of KV cache per token (a Llama-3-8B shape: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes). */
@@ -83,7 +98,8 @@ const FLAGS = {
   "mem-fraction-static": "gpuMemoryUtilization",
   "decode-ms": "decodeMs",
   "decode-ms-per-seq": "decodeMsPerSeq",
-  "kv-tokens": "kvTokens"
+  "kv-tokens": "kvTokens",
+  "queue-ms": "queueMs"
 }
 
 const positive = (name, text) => {
@@ -191,10 +207,16 @@ export const waves = (settings, { concurrency, numPrompts, outputLen }) => {
   while (queue.length > 0) {
     const wave = queue.splice(0, B)
     const step = stepMs(settings, wave.length)
+    // a wave one of whose requests had waited pays the queue's cost, every request of it
+    const paid = wave.some((arrived) => arrived < t) ? settings.queueMs : 0
     for (const arrived of wave) {
-      requests.push({ ttftMs: t - arrived + step, tpotMs: step, e2elMs: t - arrived + n * step })
+      requests.push({
+        ttftMs: t - arrived + paid + step,
+        tpotMs: step,
+        e2elMs: t - arrived + paid + n * step
+      })
     }
-    t += n * step
+    t += paid + n * step
     const next = Math.min(wave.length, N - sent)
     for (let i = 0; i < next; i++) queue.push(t)
     sent += next

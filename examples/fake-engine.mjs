@@ -18,13 +18,15 @@
  *
  *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
  *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
- *        [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N] [--token-rate R]
+ *        [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N] [--queue-ms MS] [--token-rate R]
  *        [--fail=kv-oom-vllm|kv-oom-sglang|arg-error|crash-after-ready] [--never-ready]
  *
  * Its speed is the performance model of examples/engine-model.mjs (read its header): at most
  * --max-num-seqs requests run at once (SGLang's --max-running-requests works too), the rest wait
  * in a FIFO queue; each running request gets one token per step of
- * decode-ms + decode-ms-per-seq × (requests running) ms; a batch limit × --max-model-len over the
+ * decode-ms + decode-ms-per-seq × (requests running) ms; a request that had to wait (or that joins
+ * a batch still paying it) waits --queue-ms more, holding its slot, before its first token; a
+ * batch limit × --max-model-len over the
  * KV-cache budget (--gpu-memory-utilization × --kv-tokens) fails at start with vLLM's own
  * "KV cache is needed, which is larger than the available KV cache memory" ValueError on stderr,
  * exit 1. `--token-rate R` (older flag) is a fixed step of 1000 / R ms.
@@ -171,9 +173,11 @@ if (kvLines !== undefined) {
   let ready = false
   let served = 0
   let tokensOut = 0
-  // The scheduler (engine-model.mjs): at most maxNumSeqs running, the rest in one FIFO queue.
+  // The scheduler (engine-model.mjs): at most maxNumSeqs running, the rest in one FIFO queue; a
+  // request that waited pays queueMs once admitted, and so does one that joins it meanwhile.
   let running = 0
   const waiting = []
+  let payingUntil = 0
   const admit = () => {
     while (running < settings.maxNumSeqs && waiting.length > 0) {
       const job = waiting.shift()
@@ -185,6 +189,10 @@ if (kvLines !== undefined) {
   const start = (job) => {
     running++
     let due = performance.now()
+    if (job.waited || due < payingUntil) {
+      due += settings.queueMs
+      payingUntil = Math.max(payingUntil, due)
+    }
     let i = 0
     const finish = () => {
       if (job.done) return
@@ -208,6 +216,7 @@ if (kvLines !== undefined) {
     job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
   }
   const enqueue = (job) => {
+    job.waited = running >= settings.maxNumSeqs
     waiting.push(job)
     admit()
   }

@@ -59,27 +59,44 @@ describe("engine model: closed form", () => {
     for (let i = 1; i < tput.length; i++) assert.isAtLeast((tput[i] ?? 0) / (tput[i - 1] ?? 1), 1.19)
   })
 
-  it("concurrency > B queues FIFO: TTFT jumps by a whole wave (n × t(B)), throughput stays B/t(B)", () => {
+  it("concurrency > B queues FIFO: TTFT jumps by the queue's cost and a whole wave (Q + n × t(B)), each later wave pays Q", () => {
     const s = { ...DEFAULTS, maxNumSeqs: 4 }
+    assert.strictEqual(s.queueMs, 1500)
     const wave = 32 * stepMs(s, 4)
     const atB = predict(s, { concurrency: 4, numPrompts: 16, outputLen: 32 })
     const twoB = predict(s, { concurrency: 8, numPrompts: 16, outputLen: 32 })
-    assert.strictEqual(twoB.outputThroughput, atB.outputThroughput)
-    // the first wave waits nothing; the three later ones wait one wave each
-    assert.strictEqual(twoB.medianTtftMs, wave + stepMs(s, 4))
-    assert.strictEqual(twoB.p99TtftMs, wave + stepMs(s, 4))
-    // one more than B: one request per later wave waits a wave; the p99 shows it
+    // the first wave waits nothing; the three later ones wait one wave each and pay Q: the second
+    // waits the first (a wave), the third and fourth a wave that paid Q
+    const second = s.queueMs + wave + stepMs(s, 4)
+    const later = 2 * s.queueMs + wave + stepMs(s, 4)
+    assert.strictEqual(twoB.durationMs, wave + 3 * (s.queueMs + wave))
+    assert.strictEqual(twoB.medianTtftMs, (second + later) / 2)
+    assert.strictEqual(twoB.p99TtftMs, later)
+    assert.strictEqual(twoB.medianTpotMs, stepMs(s, 4))
+    assert.isBelow(twoB.outputThroughput, atB.outputThroughput)
+    // one more than B: one request per later wave waits a wave, and its wave pays Q (those that
+    // joined it too: the median is Q + a step, between the last wave's t(2) and t(4)); the p99 shows the wait
     const plusOne = predict(s, { concurrency: 5, numPrompts: 10, outputLen: 32 })
-    assert.strictEqual(plusOne.medianTtftMs, stepMs(s, 4))
-    assert.isAbove(plusOne.p99TtftMs, 0.9 * wave)
+    assert.strictEqual(plusOne.medianTtftMs, s.queueMs + (stepMs(s, 2) + stepMs(s, 4)) / 2)
+    assert.isAbove(plusOne.p99TtftMs, 0.9 * (s.queueMs + wave))
+    // no queue cost: the old model's jump, a whole wave
+    const free = predict({ ...s, queueMs: 0 }, { concurrency: 8, numPrompts: 16, outputLen: 32 })
+    assert.strictEqual(free.p99TtftMs, wave + stepMs(s, 4))
+    assert.strictEqual(free.outputThroughput, atB.outputThroughput)
   })
 
-  it("the header's SLO answer: p99_ttft_ms<=400 passes up to c = B and fails just above, for B = 1…16", () => {
-    for (const B of [1, 2, 4, 8, 16]) {
-      const s = { ...DEFAULTS, maxNumSeqs: B }
-      const p99 = (c: number) => predict(s, { concurrency: c, numPrompts: 2 * c, outputLen: 32 }).p99TtftMs
-      for (let c = 1; c <= B; c++) assert.isAtMost(p99(c), 100, `B=${B} c=${c}`)
-      for (const c of [B + 1, 2 * B, 4 * B]) assert.isAbove(p99(c), 700, `B=${B} c=${c}`)
+  it("the header's SLO answer: p99_ttft_ms<=1000 passes up to c = B and fails just above, for B = 1…16, n = 16 and 32, with ~900 ms to spare", () => {
+    for (const n of [16, 32]) {
+      for (const B of [1, 2, 4, 8, 16]) {
+        const s = { ...DEFAULTS, maxNumSeqs: B }
+        const p99 = (c: number, N = 2 * c) =>
+          predict(s, { concurrency: c, numPrompts: N, outputLen: n }).p99TtftMs
+        for (let c = 1; c <= B; c++) assert.isAtMost(p99(c), 100, `B=${B} c=${c} n=${n}`)
+        for (const c of [B + 1, 2 * B, 4 * B]) {
+          assert.isAbove(p99(c), 1800, `B=${B} c=${c} n=${n}`)
+          assert.isAbove(p99(c, c + 1), 1800, `B=${B} c=${c} N=c+1 n=${n}`)
+        }
+      }
     }
   })
 
@@ -112,8 +129,15 @@ describe("engine model: flags", () => {
       "0.7"
     ])
     assert.deepStrictEqual([g.maxNumSeqs, g.maxModelLen, g.gpuMemoryUtilization], [16, 1024, 0.7])
-    const k = modelFlags(["--decode-ms", "10", "--decode-ms-per-seq=2", "--kv-tokens", "1000"])
-    assert.deepStrictEqual([k.decodeMs, k.decodeMsPerSeq, k.kvTokens], [10, 2, 1000])
+    const k = modelFlags([
+      "--decode-ms",
+      "10",
+      "--decode-ms-per-seq=2",
+      "--kv-tokens",
+      "1000",
+      "--queue-ms=0"
+    ])
+    assert.deepStrictEqual([k.decodeMs, k.decodeMsPerSeq, k.kvTokens, k.queueMs], [10, 2, 1000, 0])
     const r = modelFlags(["--token-rate", "400"])
     assert.deepStrictEqual([r.decodeMs, r.decodeMsPerSeq], [2.5, 0])
   })
@@ -245,11 +269,12 @@ describe("engine model: the stand-in engine and client measure what it predicts"
 
   // A loaded 2-core machine (load average ~17 while eight people build and test) adds a round trip
   // of tens of ms, up to ~250 ms, to requests and between waves: throughputs came out 3-13 % low,
-  // no-queue TTFTs 50-210 ms high. The tolerances allow that and no more than the model's own
-  // answers need: neighbouring points ≥ 20 % apart; a no-queue p99 (≤ 100 ms predicted) + the
-  // slack stays within the header's SLO X = 400 ms, below the queue's smallest jump (≥ 640 ms here).
+  // no-queue TTFTs 50-210 ms high (more at load 20). The tolerances allow that and no more than
+  // the model's own answers need: neighbouring points ≥ 20 % apart; a no-queue p99 (≤ 100 ms
+  // predicted) + the slack stays within the header's SLO X = 1000 ms, below the queue's smallest
+  // jump (Q + n × t(B) ≥ 2140 ms here).
   const THROUGHPUT_TOLERANCE = 0.2
-  const NO_QUEUE_TTFT_SLACK_MS = 300
+  const NO_QUEUE_TTFT_SLACK_MS = 800
   const line = (c: number, p: Prediction, m: Record<string, number | undefined>) =>
     console.log(
       `[engine model] B=${B} c=${c} n=${outputLen}: output tok/s predicted ${p.outputThroughput.toFixed(1)} measured ${(m.output_throughput ?? 0).toFixed(1)}; ` +
@@ -292,7 +317,7 @@ describe("engine model: the stand-in engine and client measure what it predicts"
     // the orderings a sweep relies on
     const [c2, c4, c8] = results
     assert.isAbove(c4?.m.output_throughput ?? 0, (c2?.m.output_throughput ?? 0) * 1.2)
-    assert.isAbove(c8?.m.median_ttft_ms ?? 0, (c4?.m.p99_ttft_ms ?? 0) + 300)
+    assert.isAbove(c8?.m.median_ttft_ms ?? 0, (c4?.m.p99_ttft_ms ?? 0) + 1000)
   }, 60_000)
 })
 
