@@ -146,7 +146,7 @@ for (const k of Object.keys(s.byKind)) {
   const of = outcomes.filter((o) => o.kind === k)
   const sum = (f) => of.reduce((a, o) => a + f(o), 0)
   console.log(
-    `    ${k.padEnd(16)} ${of.length} / ${of.filter((o) => o.orphans + o.doubleHolders + o.slotFreeWhileRunning === 0 && o.leaseEnded).length} / ${sum((o) => o.orphans)} / ${sum((o) => o.slotFreeWhileRunning)} / ${sum((o) => o.doubleHolders)}`
+    `    ${k.padEnd(16)} ${of.length} / ${of.filter((o) => o.orphans + o.doubleHolders + o.slotFreeWhileRunning === 0 && o.leaseEnded).length} / ${of.filter((o) => o.survived).length} / ${sum((o) => o.orphans)} / ${sum((o) => o.slotFreeWhileRunning)} / ${sum((o) => o.doubleHolders)}`
   )
 }
 console.log(`  escapes (setsid, timeout, start_new_session, double fork) in every lease's command`)
@@ -158,5 +158,8 @@ console.log(`  orphans found: ${s.orphans} (goal 0)`)
 console.log(`  double holders: ${s.doubleHolders} (goal 0)`)
 console.log(`  samples with the slot free while the command ran: ${s.slotFreeWhileRunning} (goal 0)`)
 console.log(`  leases not ended within the bound: ${s.leasesNotEnded} (goal 0)`)
+console.log(
+  `  leases that survived their fault (a replaced keeper or spare bridge), then ended with SIGINT: ${s.survived}`
+)
 console.log(`  command gone after the fault: median ${pct(50)} ms, p90 ${pct(90)} ms, max ${s.maxGoneMs} ms`)
 process.exitCode = s.invariantsHeld === s.faults ? 0 : 1

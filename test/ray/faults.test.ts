@@ -45,7 +45,9 @@ const PLAN: ReadonlyArray<{ phase: Phase; kinds?: ReadonlyArray<Kind> }> = [
   { phase: "running", kinds: ["stop:keeper"] },
   { phase: "running", kinds: ["stop:supervisor"] },
   { phase: "running", kinds: ["stop:group"] },
-  { phase: "running", kinds: ["group"] }
+  { phase: "running", kinds: ["group"] },
+  // A SIGKILLed keeper is replaced by its supervisor: the lease goes on, and then ends cleanly.
+  { phase: "running", kinds: ["keeper"] }
 ]
 
 let head: Head
@@ -88,6 +90,7 @@ describe("faults during a lease (real head)", () => {
       assert.strictEqual(o.doubleHolders, 0, where)
       assert.isTrue(o.leaseEnded, where)
       assert.notStrictEqual(o.target, "nothing to hit", where)
+      assert.strictEqual(o.survived, o.kind === "keeper", where)
     }
     // Every kind was injected.
     assert.includeMembers(
