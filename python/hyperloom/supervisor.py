@@ -108,6 +108,7 @@ class Supervisor:
         self.cg = None
         self.cmd_pid = None
         self.tracked = {}  # descendant pid -> start time, told to the keeper
+        self.reaped = set()  # our children the reaper thread has waited for (the keeper among them)
 
     # -- reporting
 
@@ -168,6 +169,8 @@ class Supervisor:
 
     def watch_keeper(self, reaped):
         """Wakes a stopped keeper; forks a new one when it died (it is our child: `reaped`)."""
+        if self.keeper_pid is None:
+            return
         if self.keeper_pid in reaped:
             os.close(self.keeper_fd)
             self.start_keeper()
@@ -233,12 +236,20 @@ class Supervisor:
         self.signal_all(signal.SIGKILL)
 
     def stop_all(self, grace):
-        """TERM every process of the lease, `grace` seconds, KILL; until none is left (bounded)."""
+        """TERM every process of the lease, `grace` seconds, KILL; until none is left (bounded).
+
+        The main loop's guard duties go on during the grace: a stopped keeper is woken and a dead
+        one replaced (the release is when Ray is likeliest to SIGKILL us: a worker running the
+        stop call of a bridge that dies exits at once and kills its children, and a keeper left
+        frozen then guards nothing), and the end of the worker or the bridge cuts the grace short."""
         if self.empty():
             return
         self.signal_all(signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and not self.empty():
+            self.watch_keeper(self.reaped)
+            if os.getppid() != self.parent or self.owner_gone():
+                break  # the lease is over: no grace
             time.sleep(0.05)
         deadline = time.monotonic() + KILL_WAIT_SEC
         while not self.empty() and time.monotonic() < deadline:
@@ -371,16 +382,25 @@ class Supervisor:
         # We reap every child: CMD, the keeper, and (a subreaper) every orphan of the lease.
         done = threading.Event()
         result = {"status": None}
-        reaped = set()
+        reaped = self.reaped
 
         def reaper():
             while True:
                 try:
-                    pid, status = os.waitpid(-1, 0)
+                    # WUNTRACED: a child that is stopped is reported too, so a keeper SIGSTOPped
+                    # is woken the moment it stops, not at the next tick.
+                    pid, status = os.waitpid(-1, os.WUNTRACED)
                 except ChildProcessError:
                     time.sleep(0.05)
                     continue
                 except InterruptedError:
+                    continue
+                if os.WIFSTOPPED(status):
+                    if pid == self.keeper_pid:
+                        try:
+                            os.kill(pid, signal.SIGCONT)
+                        except OSError:
+                            pass
                     continue
                 reaped.add(pid)
                 if pid == proc.pid:

@@ -364,6 +364,16 @@ const settled = (m: ReadonlyArray<string>) =>
     return names.includes("sleep") && names.every((n) => n === "sleep" || n === "timeout")
   })
 
+/** A process's state letter (R, S, T for stopped, Z, …); undefined once it is gone. */
+const stateOf = (pid: number): string | undefined => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
+  } catch {
+    return undefined
+  }
+}
+
 describe("supervisor containment (SPEC §13)", () => {
   for (const mode of ["auto", "subreaper"]) {
     it(`--containment ${mode}: what left CMD's group or session is gone before the exit is reported`, async () => {
@@ -415,6 +425,30 @@ describe("supervisor containment (SPEC §13)", () => {
       assert.deepStrictEqual(pidsWithArg(marker), [])
     })
   }
+
+  it("the keeper SIGSTOPped during the release's grace is woken at once, as it is while CMD runs", async () => {
+    // The release is when Ray is likeliest to SIGKILL the supervisor (the worker running the stop
+    // call of a bridge that dies exits at once, killing its children): a keeper left frozen for
+    // the whole grace would guard nothing then. On main it stayed stopped until the grace ended.
+    const g = { markers: [markerSleep(), markerSleep()] }
+    const argv = ["sh", "-c", `trap '' TERM; sleep ${g.markers[0]} & sleep ${g.markers[1]}; wait`]
+    await supervise(["--grace", "6", "--", ...argv], async (pid) => {
+      await waitFor(
+        "CMD's sleeps",
+        () => (g.markers.every((m) => pidsWithArg(m).length > 0) ? true : undefined),
+        20_000
+      )
+      const keeper = pidsInGroup(pid).find((p) => p !== pid)!
+      process.kill(pid, "SIGTERM") // the release: TERM to CMD's group, which ignores it; 6 s of grace
+      await sleep(500)
+      process.kill(keeper, "SIGSTOP")
+      await waitFor("the keeper to be woken", () => (stateOf(keeper) !== "T" ? true : undefined), 2_000)
+      assert.isTrue(
+        g.markers.every((m) => pidsWithArg(m).length > 0),
+        "still in its grace"
+      )
+    })
+  })
 
   for (const frozen of ["keeper", "supervisor"]) {
     it(`the ${frozen} SIGSTOPped, then the owner dies: the other ends the lease's processes`, async () => {
