@@ -97,7 +97,7 @@ describe("faults during a lease (real head)", () => {
       outcomes.map((o) => o.kind),
       PLAN.flatMap((step) => step.kinds ?? [])
     )
-  })
+  }, 420_000) // ten leases, each with its probe lease (~20 s each at load 15; the keeper's waits out its bound)
 
   // Last: it stops the head. The supervisor is not a Ray process `ray stop` kills, and the raylet
   // that would SIGKILL it is killed first: the worker's death (PR_SET_PDEATHSIG) must take the
