@@ -6,7 +6,8 @@
 // Prints the median wall time and CPU time (user + sys of the process and its waited-for
 // children) of each and both ratios side by side. Goal (issue 15): hyperloom ≤ 0.8× the bare
 // script's wall time and ≤ 1.0× its CPU time.
-// Needs `npm run build` first; starts and stops its own head.
+// Needs `npm run build` first; starts and stops its own head. HYPERLOOM_BENCH_CLI_BEFORE=<bin>[:<bin>…]
+// puts other builds' bins (each in a package folder of its own) in the same rotation.
 //
 //   node bench/lease.mjs [runs]        (default 7)
 import { spawnSync } from "node:child_process"
@@ -24,7 +25,13 @@ const python = (() => {
   return process.env.HYPERLOOM_RAY_PYTHON ?? (m ? m[1] : "python3")
 })()
 
-const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-lease-")), "bare_lease.py")
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-lease-"))
+const script = path.join(work, "bare_lease.py")
+// The CLI's V8 code cache in a folder of the bench's own, written by each build's warm-up run:
+// the user's cache folder is shared by every build on the host, and the loader drops the files
+// of all but the last few builds written, so other builds run meanwhile (other worktrees, tests)
+// could make a measured run compile the bundle afresh and write its cache again.
+const codeCache = path.join(work, "code-cache")
 fs.writeFileSync(
   script,
   `import subprocess, sys
@@ -49,7 +56,7 @@ sys.exit(code)
  * rusage (user + sys, its waited-for descendants included) read by a tiny wrapper shell.
  */
 const measure = (argv) => {
-  const env = { ...process.env, RAY_USAGE_STATS_ENABLED: "0" }
+  const env = { ...process.env, RAY_USAGE_STATS_ENABLED: "0", HYPERLOOM_CACHE_DIR: codeCache }
   delete env.RAY_ADDRESS
   const started = process.hrtime.bigint()
   // `times` in sh prints the shell's and its children's user/sys after the command ends.
@@ -72,28 +79,18 @@ try {
   // warm-up: the first actor on a fresh head pays for the worker pool; each side once
   must("hyperloom lease run", measure(["node", cli, "lease", "run", "--gpus", "0", "--", "true"]))
   must("bare Ray script", measure([python, script]))
-  if (process.env.HYPERLOOM_BENCH_CLI_BEFORE !== undefined) {
-    must(
-      "before",
-      measure(["node", process.env.HYPERLOOM_BENCH_CLI_BEFORE, "lease", "run", "--gpus", "0", "--", "true"])
-    )
-  }
-  const before = process.env.HYPERLOOM_BENCH_CLI_BEFORE
+  // Other builds to put in the same rotation (a before/after comparison): one bin, or several
+  // separated by ":" (each with its package beside it, as dist/hyperloom.mjs has).
+  const others = (process.env.HYPERLOOM_BENCH_CLI_BEFORE ?? "").split(":").filter((p) => p !== "")
+  const lease = (bin) => measure(["node", bin, "lease", "run", "--gpus", "0", "--", "true"])
+  for (const bin of others) must(`lease run (${bin})`, lease(bin))
   const cases = [
-    {
-      name: "hyperloom lease run --gpus 0 -- true",
-      run: () => measure(["node", cli, "lease", "run", "--gpus", "0", "--", "true"])
-    },
+    { name: "hyperloom lease run --gpus 0 -- true", run: () => lease(cli) },
     { name: "bare Ray script (python)", run: () => measure([python, script]) },
-    // For a before/after comparison: the same command from another build, in the same rotation.
-    ...(before !== undefined
-      ? [
-          {
-            name: "hyperloom lease run (HYPERLOOM_BENCH_CLI_BEFORE)",
-            run: () => measure(["node", before, "lease", "run", "--gpus", "0", "--", "true"])
-          }
-        ]
-      : [])
+    ...others.map((bin, i) => ({
+      name: `hyperloom lease run (HYPERLOOM_BENCH_CLI_BEFORE${others.length > 1 ? ` #${i + 1}` : ""})`,
+      run: () => lease(bin)
+    }))
   ]
   const wall = Object.fromEntries(cases.map((c) => [c.name, []]))
   const cpu = Object.fromEntries(cases.map((c) => [c.name, []]))
@@ -108,7 +105,7 @@ try {
   console.log(`\ntrivial lease on one idle head (port ${PORT}), ${runs} runs each, alternating`)
   for (const name of cases.map((c) => c.name)) {
     console.log(
-      `  ${name.padEnd(40)} wall median ${fmt(median(wall[name])).padStart(9)}   cpu median ${fmt(median(cpu[name])).padStart(9)}`
+      `  ${name.padEnd(50)} wall median ${fmt(median(wall[name])).padStart(9)}   cpu median ${fmt(median(cpu[name])).padStart(9)}`
     )
     console.log(`    wall runs: ${wall[name].map(fmt).join(", ")}`)
     console.log(`    cpu runs:  ${cpu[name].map(fmt).join(", ")}`)
@@ -119,13 +116,13 @@ try {
   console.log(
     `  ratios hyperloom / bare: wall ${wallRatio.toFixed(3)}x (${goal(wallRatio, 0.8)})   cpu ${cpuRatio.toFixed(3)}x (${goal(cpuRatio, 1.0)})`
   )
-  if (before !== undefined) {
-    const c = cases[2].name
+  others.forEach((bin, i) => {
+    const c = cases[2 + i].name
     console.log(
-      `  before: wall ratio ${(median(wall[c]) / median(wall[b])).toFixed(3)}x, cpu ratio ${(median(cpu[c]) / median(cpu[b])).toFixed(3)}x`
+      `  ${others.length > 1 ? `#${i + 1} ` : ""}before (${bin}): wall ratio ${(median(wall[c]) / median(wall[b])).toFixed(3)}x, cpu ratio ${(median(cpu[c]) / median(cpu[b])).toFixed(3)}x`
     )
-  }
+  })
 } finally {
   stopRay()
-  fs.rmSync(path.dirname(script), { recursive: true, force: true })
+  fs.rmSync(work, { recursive: true, force: true })
 }
