@@ -390,11 +390,12 @@ def actor_options(spec, **extra):
     return options
 
 
-def lease_name(argv, gpus, now=None):
+def lease_name(argv, gpus, now=None, lease_id=None):
     """The lease actor's Ray name, as whoever sees the holder of a busy slot reads it (a waiting
     lease, `ray status`, `ray doctor`, `queue`): its command, user, GPUs, since when (its
     submission: a lease of this host's queue is submitted when its turn comes), and its bridge
-    (host and pid), which also keeps the name unique."""
+    (host and pid), which also keeps the name unique; and its lease id in the host's queue, by
+    which the waiters behind it see that it asked Ray (services/HostQueue.ts, programs/Queue.ts)."""
     import getpass
     import shlex
     import socket
@@ -408,8 +409,9 @@ def lease_name(argv, gpus, now=None):
         user = "uid %d" % os.getuid()
     gpus_text = ("%g GPU" % gpus) + ("" if gpus == 1 else "s")
     since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
-    return "lease `%s` of %s, %s, since %s (bridge %s:%d)" % (
-        cmd, user, gpus_text, since, socket.gethostname(), os.getpid())
+    queued = "" if not lease_id else ", lease %s" % lease_id
+    return "lease `%s` of %s, %s, since %s (bridge %s:%d%s)" % (
+        cmd, user, gpus_text, since, socket.gethostname(), os.getpid(), queued)
 
 
 def host_identity():

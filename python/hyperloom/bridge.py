@@ -13,6 +13,7 @@ hyperloom -> bridge (stdin):
     {"op": "lease", "address": "host:port", "gpus": N, "serving_slot": true,
      "argv": ["cmd", "arg", ...], "env": {"K": "V", ...}, "cwd": "/dir",
      "name": "optional actor name", "namespace": "optional, default hyperloom",
+     "lease_id": "optional: the lease's id in the host's queue (named in the default actor name)",
      "stop_grace_sec": 3, "stdin": false, "raw_output": false, "gpu_clean_timeout_sec": 30}
         At most one per bridge. `gpus` >= 0 (fractions allowed), `serving_slot` defaults to true,
         `env` is the command's whole environment (default: the bridge's), `cwd` defaults to the
@@ -110,7 +111,7 @@ class Bridge(JsonLinesEndpoint):
             cls = ray.remote(actor.make_actor_class(ray))
             options = actor.actor_options(spec)
             # Named for whoever meets it as the holder of a busy slot (see actor.lease_name).
-            options["name"] = spec["name"] or actor.lease_name(spec["argv"], spec["gpus"])
+            options["name"] = spec["name"] or actor.lease_name(spec["argv"], spec["gpus"], lease_id=spec["lease_id"])
             self.actor = cls.options(**options).remote()
         except Exception as e:
             self.emit_error("actor_creation", describe(e))
@@ -261,6 +262,8 @@ def parse_lease(msg):
     need(isinstance(cwd, str), "cwd must be a string")
     name = msg.get("name") or None
     need(name is None or isinstance(name, str), "name must be a string")
+    lease_id = msg.get("lease_id") or None
+    need(lease_id is None or (isinstance(lease_id, str) and len(lease_id) <= 200), "lease_id must be a string")
     namespace = msg.get("namespace") or DEFAULT_NAMESPACE
     need(isinstance(namespace, str), "namespace must be a string")
     stdin = msg.get("stdin", False)
@@ -280,6 +283,7 @@ def parse_lease(msg):
         "env": env,
         "cwd": cwd,
         "name": name,
+        "lease_id": lease_id,
         "namespace": namespace,
         "stop_grace_sec": float(grace),
         "stdin": stdin,

@@ -4,12 +4,19 @@
  * services/HostQueue.ts; this room only orders and estimates.
  */
 import { Data } from "effect"
+import { isSlotResource } from "./Group.js"
+import type { ClusterSnapshot } from "./Snapshot.js"
 
 /** One lease in the host's queue, as its own process wrote it when it joined. */
 export interface QueueEntry {
-  /** Arrival order on the host (one counter per host queue). */
+  /** Arrival order on the host (the in-memory queue: one counter; the files: `arrival` says it). */
   readonly ticket: number
-  /** The lease's id in the queue (`<host>-<ticket>`). */
+  /**
+   * The live queue's arrival key, compared as text before `ticket` (services/HostQueue.ts: the
+   * ticket file's ctime, which no user can set earlier, then its record's time, then its name).
+   */
+  readonly arrival?: string | undefined
+  /** The lease's id in the queue (unique on the host; the Ray actor of the lease names it). */
   readonly leaseId: string
   readonly pid: number
   readonly uid: number
@@ -42,12 +49,58 @@ export interface HistoryEntry {
  * holds the slot does not block (Ray grants the slot to the one waiting actor when it is freed,
  * or at once on a cluster with a free slot on another node).
  */
-export const blockers = (entries: ReadonlyArray<QueueEntry>, mine: number): ReadonlyArray<QueueEntry> =>
-  entries.filter((e) => e.ticket < mine && e.holding === undefined).sort((a, b) => a.ticket - b.ticket)
+export const blockers = (
+  entries: ReadonlyArray<QueueEntry>,
+  mine: number | Pick<QueueEntry, "ticket" | "arrival">
+): ReadonlyArray<QueueEntry> => {
+  const me = typeof mine === "number" ? { ticket: mine } : mine
+  return entries.filter((e) => byArrival(e, me) < 0 && e.holding === undefined).sort(byArrival)
+}
+
+/** Arrival order: the live queue's `arrival` keys when both have one, else the tickets. */
+export const byArrival = (
+  a: Pick<QueueEntry, "ticket" | "arrival">,
+  b: Pick<QueueEntry, "ticket" | "arrival">
+): number =>
+  a.arrival !== undefined && b.arrival !== undefined
+    ? a.arrival < b.arrival
+      ? -1
+      : a.arrival > b.arrival
+        ? 1
+        : 0
+    : a.ticket - b.ticket
+
+/**
+ * Whether a Ray actor's name is the lease's (`python/hyperloom/actor.py` `lease_name` ends the
+ * default name with `, lease <id>)`): by it, waiters see that a lease of the queue asked Ray.
+ */
+export const isLeaseActor = (actorName: string, leaseId: string): boolean =>
+  actorName.endsWith(`, lease ${leaseId})`)
+
+/**
+ * Whether Ray shows the lease asking for the slot now: an actor of its (`isLeaseActor`), not dead,
+ * that asks for the serving slot and for nothing that no alive node has in total (an actor that
+ * can never be granted does not count as asking).
+ */
+export const leaseAsksRay = (snapshot: ClusterSnapshot, leaseId: string): boolean => {
+  const alive = snapshot.nodes.filter((n) => n.state === "ALIVE")
+  return snapshot.actors.some(
+    (a) =>
+      a.state !== "DEAD" &&
+      isLeaseActor(a.name, leaseId) &&
+      Object.entries(a.requiredResources).some(([k, v]) => v > 0 && isSlotResource(k)) &&
+      (a.state !== "PENDING_CREATION" ||
+        alive.some((n) =>
+          Object.entries(a.requiredResources).every(
+            ([k, v]) => v <= 0 || k.includes("_group_") || (n.resourcesTotal[k] ?? 0) >= v
+          )
+        ))
+  )
+}
 
 /** The holders (their command runs) and the waiters in arrival order. */
 export const splitQueue = (entries: ReadonlyArray<QueueEntry>) => {
-  const sorted = [...entries].sort((a, b) => a.ticket - b.ticket)
+  const sorted = [...entries].sort(byArrival)
   return {
     holders: sorted.filter((e) => e.holding !== undefined),
     waiters: sorted.filter((e) => e.holding === undefined)

@@ -31,3 +31,14 @@ export const lockRetry = Schedule.spaced(Duration.millis(100)).pipe(Schedule.jit
  * submit its actor (a dead waiter or holder is seen at the next look: the kernel freed its lock).
  */
 export const queuePoll = Schedule.spaced(Duration.millis(200))
+
+/**
+ * How long a waiter of another user may be the head of the host's queue (as a waiter behind it
+ * sees it) without Ray showing an actor of its lease, before the waiters behind it pass it over
+ * (a foreign user who joins and never asks Ray must not hold the line). A real lease's head
+ * submits within seconds of its turn: its bridge imports Ray and the cluster is checked first.
+ */
+export const foreignHeadGrace = Duration.seconds(20)
+
+/** A waiter behind a foreign head asks Ray about it at most this often. */
+export const foreignHeadLook = Duration.seconds(1)

@@ -15,7 +15,7 @@ import {
 } from "../services/LeaseBridge.js"
 import { WorkGate } from "../services/WorkGate.js"
 import { ensureLocked } from "./Cluster.js"
-import { awaitTurn, type WaitNotes } from "./Queue.js"
+import { awaitTurn, leasesInRay, type WaitNotes } from "./Queue.js"
 
 export interface LeaseRunSpec {
   readonly request: LeaseRequest
@@ -36,6 +36,8 @@ export interface LeaseRunSpec {
    */
   readonly waitSec?: number | undefined
   readonly name?: string | undefined
+  /** The lease's id in the host's queue (set by `runLeased` for a queued lease). */
+  readonly leaseId?: string | undefined
   /** Each output line as it comes. */
   readonly onOutput?: ((output: LeaseOutput) => Effect.Effect<void>) | undefined
 }
@@ -204,6 +206,7 @@ export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
         env: spec.env,
         cwd: spec.cwd,
         name: spec.name,
+        leaseId: spec.leaseId,
         onOutput: spec.onOutput
       })
       yield* gate.addOwnJob(session.jobId)
@@ -243,8 +246,8 @@ export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunS
       // SPEC §13: a lease for the slot waits its turn in the host's queue before it submits its actor.
       const ticket = spec.request.servingSlot ? yield* queue.join({ gpus: spec.request.gpus }) : undefined
       const grant = Effect.gen(function* () {
-        if (ticket !== undefined) yield* awaitTurn(ticket, said)
-        const lease = yield* acquireLease({ ...spec, onOutput })
+        if (ticket !== undefined) yield* awaitTurn(ticket, said, leasesInRay)
+        const lease = yield* acquireLease({ ...spec, leaseId: ticket?.entry.leaseId, onOutput })
         progress.gcsAddress = lease.gcsAddress
         const reporter = yield* Effect.fork(
           Effect.delay(

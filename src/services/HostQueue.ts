@@ -1,33 +1,42 @@
 /**
  * The host's fair queue (SPEC §13 "Fair"): leases of this host that wait for the serving slot
- * are granted in arrival order, whatever order Ray would grant them in.
+ * are granted in arrival order, whatever order Ray would grant them in, across the host's users.
  *
- * A queue entry is a ticket file `<queue>/<ticket>.ticket` (its record, written before it
- * appears) on which its process holds a LockFile.ts lock (flock(2)) for as long as it is in the
- * queue: the kernel releases it when the process dies, whatever the signal, so a dead waiter or
- * holder is known at once by anyone (its lock is free) and its files are removed by whoever sees
- * it first. A ticket is made under a temporary name, locked, then renamed into place, so a ticket
- * that can be seen is always locked while its process lives. Tickets are numbered by one counter
- * under the queue's mutex (arrival order). `<ticket>.holding` marks an entry whose command runs.
- * The queue lives in the host's hyperloom directory (`/tmp/hyperloom-<uid>/queue`, 0700: only
- * the user can join, leave or write in it, so nobody else can squat it or lie through it).
- * `history.jsonl` keeps the recent leases' hold times for the estimate.
+ * A queue entry is a ticket file in a directory every user can write and nobody can tamper with
+ * others' names in: `/tmp` itself, checked to be root's, sticky and not a symlink (`sharedPlace`;
+ * else the user's own `/tmp/hyperloom-<uid>/queue`, 0700, with one warning line). A ticket is
+ * `.hyperloom-queue.<uid>.<pid>.<random>`: made O_CREAT|O_EXCL|O_NOFOLLOW 0600 under a temporary
+ * name, its record (lease id, pid, user, command, GPUs, when it joined) written, locked, then made
+ * 0644 and renamed into place, so a ticket that can be seen is always locked while its lease
+ * lives; the sticky bit lets only its owner remove or rename it. The lock is an exclusive
+ * flock(2) held by a keeper process of the lease's own (`flock -F … cat`: flock(1) execs `cat`,
+ * which reads the lease's pipe and so ends when the lease ends, however it ends), so /proc/locks
+ * names a live holder whose uid can be checked. A ticket counts only when it is a regular file
+ * (never a symlink), owned by the uid its name says, its record parses and names the same lease,
+ * and its lock is held by a process of its owner (a foreign user who keeps a dead ticket locked,
+ * which flock allows on a read-only descriptor, does not keep it alive). Arrival order is the
+ * ticket's ctime (set by the kernel at the rename; nobody can set it earlier), then its record's
+ * join time within one clock tick, then its name: never a number a user writes. A holder appends
+ * a second line (`{"since","actor_id"}`) to its ticket when its command runs.
+ * `history.jsonl` (in the user's own directory) keeps the user's recent leases for the estimate.
  */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { Clock, Effect, Layer, Ref, type Scope } from "effect"
-import type { HistoryEntry, QueueEntry } from "../domain/Queue.js"
+import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.js"
 import {
   closeFd,
   flockOnce,
-  heldInodes,
   holdLockFile,
   hostFile,
   inodeKey,
   type LockHeld,
   LockUnavailable,
   privateDir,
+  testPrefix,
   userName
 } from "./LockFile.js"
 
@@ -53,8 +62,10 @@ export interface QueueView {
   /** Every live entry, in arrival order. */
   readonly entries: ReadonlyArray<QueueEntry>
   readonly history: ReadonlyArray<HistoryEntry>
-  /** Where the queue lives (for messages). */
+  /** Where the queue lives (for messages): its tickets' path pattern. */
   readonly path: string
+  /** Whether every user of the host meets in it (false: this user's own queue, the fallback). */
+  readonly shared: boolean
 }
 
 export interface HostQueueShape {
@@ -64,43 +75,142 @@ export interface HostQueueShape {
   readonly view: Effect.Effect<QueueView, LockUnavailable>
 }
 
+/** Where a queue lives: its tickets (directory, name prefix) and the user's own directory. */
+export interface QueuePlace {
+  /** The tickets' directory: a shared sticky one (`/tmp`), or the user's own. */
+  readonly tickets: string
+  /** Every ticket's name starts with it. */
+  readonly prefix: string
+  /** The user's own directory (0700): the history and its mutex. */
+  readonly own: string
+  readonly shared: boolean
+}
+
 /** How many finished leases the history keeps (it is trimmed to this once it doubles). */
 const HISTORY_KEEP = 50
 
-const pad = (n: number) => String(n).padStart(12, "0")
+/** A ticket's record is read up to this many bytes (a larger one does not count). */
+const RECORD_MAX_BYTES = 64 * 1024
+
+/** A temporary ticket of ours left this long unlocked is a dead join's, and removed. */
+const TEMP_STALE_MS = 60_000
 
 const errno = (e: unknown) => (e as NodeJS.ErrnoException).code ?? "error"
 
-const parseEntry = (text: string): QueueEntry | undefined => {
+const euid = () => process.geteuid?.() ?? 0
+
+const io = (path: string) => (e: unknown) =>
+  new LockUnavailable({ path, detail: `${errno(e)}: ${String(e)}` })
+
+/**
+ * Whether `dir` lets every user add names and nobody remove or rename another's: a real
+ * directory (lstat: not a symlink) owned by root, world-writable, with the sticky bit.
+ */
+export const isSharedSticky = (dir: string): boolean => {
   try {
-    const j = JSON.parse(text) as Record<string, unknown>
-    const num = (k: string) => (typeof j[k] === "number" ? (j[k] as number) : undefined)
-    const ticket = num("ticket")
-    const pid = num("pid")
-    const uid = num("uid")
-    const gpus = num("gpus")
-    const joinedAt = num("joined_at")
-    if (ticket === undefined || pid === undefined || uid === undefined || gpus === undefined) return undefined
-    if (joinedAt === undefined || typeof j.lease_id !== "string" || typeof j.command !== "string")
-      return undefined
+    const st = fs.lstatSync(dir)
+    return st.isDirectory() && st.uid === 0 && (st.mode & 0o1000) !== 0 && (st.mode & 0o002) !== 0
+  } catch {
+    return false
+  }
+}
+
+let warnedPrivate = false
+
+/**
+ * The host's queue: its tickets in `base` (`/tmp`) when it is root's sticky directory, shared by
+ * every user of the host; else in the user's own `/tmp/hyperloom-<uid>/queue`, with one warning
+ * line (other users' leases then meet this user's in Ray's own order).
+ */
+export const hostPlace = (base = "/tmp"): Effect.Effect<QueuePlace, LockUnavailable> =>
+  Effect.gen(function* () {
+    const own = yield* Effect.flatMap(hostFile("queue"), privateDir)
+    const prefix = `.hyperloom-queue.${testPrefix}`
+    if (isSharedSticky(base)) return { tickets: base, prefix, own, shared: true }
+    if (!warnedPrivate) {
+      warnedPrivate = true
+      yield* Effect.logWarning(
+        `${base} is not a sticky directory of root's that every user may write (lstat): the host's queue is this user's own (${own}); other users' leases meet this user's in Ray's own order`
+      )
+    }
+    return { tickets: own, prefix, own, shared: false }
+  })
+
+/** A queue in a directory of the test's own (`dir`: shared when it is root's and sticky). */
+export const placeIn = (
+  dir: string,
+  own = nodePath.join(dir, `.own-${euid()}`)
+): Effect.Effect<QueuePlace, LockUnavailable> =>
+  Effect.map(privateDir(own), (o) => ({
+    tickets: dir,
+    prefix: ".hyperloom-queue.",
+    own: o,
+    shared: isSharedSticky(dir)
+  }))
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/** The flock(2) holders /proc/locks shows, per `major:minor:inode`: pid and whether exclusive. */
+const flockHolders = (): ReadonlyMap<string, ReadonlyArray<{ pid: number; exclusive: boolean }>> => {
+  const held = new Map<string, Array<{ pid: number; exclusive: boolean }>>()
+  try {
+    for (const line of fs.readFileSync("/proc/locks", "utf8").split("\n")) {
+      // "1: FLOCK  ADVISORY  WRITE 123 fe:00:456 0 EOF"; "1: -> FLOCK …" lines are blocked waiters.
+      const f = line.trim().split(/\s+/)
+      if (f[1] !== "FLOCK") continue
+      const id = f[5]?.split(":")
+      const pid = Number(f[4])
+      if (id?.length !== 3 || !Number.isInteger(pid)) continue
+      const key = `${Number.parseInt(id[0]!, 16)}:${Number.parseInt(id[1]!, 16)}:${id[2]}`
+      held.set(key, [...(held.get(key) ?? []), { pid, exclusive: f[3] === "WRITE" }])
+    }
+  } catch {
+    // no /proc/locks: every question is asked with a try of the lock instead
+  }
+  return held
+}
+
+/** The real uid of a live process (/proc/<pid>/status), undefined when it is gone. */
+const uidOf = (pid: number): number | undefined => {
+  try {
+    const m = /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+    return m === null ? undefined : Number(m[1])
+  } catch {
+    return undefined
+  }
+}
+
+/** The first line of a ticket as its record, when it names the lease its name says. */
+const parseRecord = (
+  line: string,
+  want: { uid: number; pid: number; leaseId: string }
+): (Omit<QueueEntry, "ticket" | "arrival"> & { joinedUs: number }) | undefined => {
+  try {
+    const j = JSON.parse(line) as Record<string, unknown>
+    const num = (k: string) =>
+      typeof j[k] === "number" && Number.isFinite(j[k]) ? (j[k] as number) : undefined
+    const [pid, uid, gpus, joinedAt, joinedUs] = ["pid", "uid", "gpus", "joined_at", "joined_us"].map(num)
+    if (pid !== want.pid || uid !== want.uid || j.lease_id !== want.leaseId) return undefined
+    if (gpus === undefined || joinedAt === undefined || joinedUs === undefined) return undefined
+    if (typeof j.command !== "string") return undefined
     return {
-      ticket,
-      leaseId: j.lease_id,
+      leaseId: want.leaseId,
       pid,
       uid,
-      user: typeof j.user === "string" ? j.user : String(uid),
-      command: j.command,
+      user: userName(uid),
+      command: j.command.slice(0, 300),
       gpus,
-      joinedAt
+      joinedAt,
+      joinedUs
     }
   } catch {
     return undefined
   }
 }
 
-const parseHolding = (text: string): QueueEntry["holding"] => {
+const parseHolding = (line: string | undefined): QueueEntry["holding"] => {
   try {
-    const j = JSON.parse(text) as Record<string, unknown>
+    const j = JSON.parse(line ?? "") as Record<string, unknown>
     return typeof j.since === "number" ? { since: j.since, actorId: String(j.actor_id ?? "") } : undefined
   } catch {
     return undefined
@@ -134,175 +244,309 @@ const writeAtomic = (path: string, body: string) => {
   fs.renameSync(temp, path)
 }
 
-const io = (path: string) => (e: unknown) =>
-  new LockUnavailable({ path, detail: `${errno(e)}: ${String(e)}` })
+/** Up to RECORD_MAX_BYTES of the regular file behind `fd` (undefined when larger). */
+const readBounded = (fd: number): string | undefined => {
+  const buf = Buffer.alloc(RECORD_MAX_BYTES + 1)
+  let got = 0
+  for (;;) {
+    const n = fs.readSync(fd, buf, got, buf.length - got, got)
+    if (n === 0) break
+    got += n
+    if (got > RECORD_MAX_BYTES) return undefined
+  }
+  return buf.subarray(0, got).toString("utf8")
+}
 
-/** The live queue in `dir` (made 0700 if missing; refused if another user made it). */
-export const makeFileQueue = (dirOf: Effect.Effect<string, LockUnavailable>): HostQueueShape => {
-  const ready = Effect.flatMap(dirOf, privateDir)
+/**
+ * The keeper of a ticket's lock: `flock -F -n -x` on the ticket (reopened through our `fd`, its
+ * fd 3) execs `cat`, which holds the exclusive lock for as long as it runs and reads our pipe, so
+ * it ends with this process whatever ends it (SIGKILL included). In a session of its own: a
+ * terminal's signals reach the lease, which leaves the queue in order. Resolves once it holds
+ * the lock; fails when another process holds it.
+ */
+const startKeeper = (fd: number, path: string) =>
+  Effect.async<ChildProcess, LockUnavailable>((resume) => {
+    let child: ChildProcess
+    try {
+      child = spawn(
+        "flock",
+        ["-F", "-n", "-x", "-E", "75", "/proc/self/fd/3", "sh", "-c", "echo locked; exec cat"],
+        {
+          stdio: ["pipe", "pipe", "pipe", fd],
+          detached: true
+        }
+      )
+    } catch (e) {
+      resume(Effect.fail(new LockUnavailable({ path, detail: `cannot run flock(1): ${String(e)}` })))
+      return
+    }
+    let done = false
+    let stderr = ""
+    const finish = (r: Effect.Effect<ChildProcess, LockUnavailable>) => {
+      if (done) return
+      done = true
+      resume(r)
+    }
+    child.stderr?.on("data", (d) => {
+      stderr += d
+    })
+    child.stdout?.on("data", (d) => {
+      if (String(d).includes("locked")) {
+        child.unref()
+        for (const s of [child.stdin, child.stdout, child.stderr])
+          (s as unknown as { unref?: () => void })?.unref?.()
+        finish(Effect.succeed(child))
+      }
+    })
+    child.once("error", (e: NodeJS.ErrnoException) =>
+      finish(
+        Effect.fail(
+          new LockUnavailable({
+            path,
+            detail:
+              e.code === "ENOENT"
+                ? "flock(1) was not found (install util-linux: hyperloom's locks are flock(2) locks)"
+                : `cannot run flock(1): ${e.message}`
+          })
+        )
+      )
+    )
+    child.once("exit", (code) =>
+      finish(
+        Effect.fail(
+          new LockUnavailable({
+            path,
+            detail:
+              code === 75
+                ? "a new ticket was locked by someone else"
+                : `flock(1) exited with ${code}: ${stderr.trim()}`
+          })
+        )
+      )
+    )
+  })
+
+/** The live queue at `placeOf` (see the module's text). */
+export const makeFileQueue = (placeOf: Effect.Effect<QueuePlace, LockUnavailable>): HostQueueShape => {
   const host = os.hostname()
 
-  /** Whether the ticket at `path` is still held by its process; removes it (and its mark) when not. */
-  const alive = (path: string, held: ReadonlySet<string>) =>
+  /** Whether the ticket behind `fd` is locked by a process of `owner`; a dead one of ours is removed. */
+  const alive = (
+    fd: number,
+    path: string,
+    key: string,
+    owner: number,
+    held: ReturnType<typeof flockHolders>
+  ): Effect.Effect<boolean, LockUnavailable> =>
     Effect.gen(function* () {
-      let st: fs.Stats
-      try {
-        st = fs.statSync(path)
-      } catch {
-        return false
+      const holders = held.get(key)
+      let live: boolean
+      if (holders !== undefined && holders.length > 0) {
+        // The kernel names who holds it: only an exclusive lock of a process of the owner counts.
+        live = holders.some((h) => h.exclusive && uidOf(h.pid) === owner)
+      } else {
+        // Not listed (a holder in another PID namespace is hidden there, or it is free): ask the lock.
+        live = !(yield* flockOnce(fd, path))
       }
-      if (held.has(inodeKey(st))) return true
-      // Not listed (a holder in another PID namespace is hidden there, or it is dead): ask the lock.
-      let fd: number
-      try {
-        fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
-      } catch {
-        return false
-      }
-      const free = yield* flockOnce(fd, path).pipe(Effect.tapError(() => closeFd(fd)))
-      if (free) {
-        // Dead: its process is gone, whatever the signal. Remove it while holding its lock.
-        for (const p of [path, path.replace(/\.ticket$/, ".holding")]) {
-          try {
-            fs.unlinkSync(p)
-          } catch {
-            // already removed by another waiter
-          }
+      if (!live && (owner === euid() || euid() === 0)) {
+        try {
+          fs.unlinkSync(path)
+        } catch {
+          // already removed by another waiter
         }
       }
-      yield* closeFd(fd)
-      return !free
+      return live
     })
 
-  const scan = (dir: string) =>
+  const scan = (place: QueuePlace) =>
     Effect.gen(function* () {
-      const held = heldInodes()
+      const held = flockHolders()
       let names: Array<string>
       try {
-        names = fs.readdirSync(dir).filter((n) => n.endsWith(".ticket"))
+        names = fs.readdirSync(place.tickets)
       } catch (e) {
-        return yield* Effect.fail(io(dir)(e))
+        return yield* Effect.fail(io(place.tickets)(e))
       }
+      const ticketRe = new RegExp(`^${escapeRe(place.prefix)}(\\d+)\\.(\\d+)\\.([0-9a-f]{8})$`)
+      const tempRe = new RegExp(`^${escapeRe(place.prefix)}new\\.(\\d+)\\.`)
+      const now = Date.now()
       const entries: Array<QueueEntry> = []
-      for (const name of names.sort()) {
-        const path = nodePath.join(dir, name)
-        let text: string
+      for (const name of names) {
+        const path = nodePath.join(place.tickets, name)
+        const temp = tempRe.exec(name)
+        if (temp !== null) {
+          // A join that died before its ticket appeared: ours, unlocked and old.
+          if (Number(temp[1]) === euid()) {
+            try {
+              const st = fs.lstatSync(path)
+              if (st.isFile() && now - st.ctimeMs > TEMP_STALE_MS && !held.has(inodeKey(st)))
+                fs.unlinkSync(path)
+            } catch {
+              // gone
+            }
+          }
+          continue
+        }
+        const m = ticketRe.exec(name)
+        if (m === null) continue
+        const owner = Number(m[1])
+        const pid = Number(m[2])
+        const leaseId = `${host}-${owner}-${pid}-${m[3]}`
+        let fd: number
         try {
-          text = fs.readFileSync(path, "utf8")
+          // Never a symlink, never blocking on a FIFO; what it is is asked of the open descriptor.
+          fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
         } catch {
           continue
         }
-        const entry = parseEntry(text)
-        if (entry === undefined) continue
-        if (!(yield* alive(path, held))) continue
-        let holding: QueueEntry["holding"]
-        try {
-          holding = parseHolding(fs.readFileSync(path.replace(/\.ticket$/, ".holding"), "utf8"))
-        } catch {
-          holding = undefined
-        }
-        entries.push(holding === undefined ? entry : { ...entry, holding })
+        const counted = yield* Effect.gen(function* () {
+          const st = fs.fstatSync(fd, { bigint: true })
+          if (!st.isFile() || Number(st.uid) !== owner) return undefined
+          const text = readBounded(fd)
+          if (text === undefined) return undefined
+          const lines = text.split("\n")
+          const record = parseRecord(lines[0] ?? "", { uid: owner, pid, leaseId })
+          if (record === undefined) return undefined
+          if (!(yield* alive(fd, path, inodeKey(fs.fstatSync(fd)), owner, held))) return undefined
+          const holding = parseHolding(lines[1])
+          const { joinedUs, ...entry } = record
+          return {
+            ...entry,
+            ticket: Number(st.ctimeNs / 1000n),
+            arrival: `${String(st.ctimeNs).padStart(20, "0")}.${String(joinedUs).padStart(17, "0")}.${name}`,
+            ...(holding !== undefined ? { holding } : {})
+          } satisfies QueueEntry
+        }).pipe(
+          Effect.catchAllDefect(() => Effect.succeed(undefined)),
+          Effect.ensuring(closeFd(fd))
+        )
+        if (counted !== undefined) entries.push(counted)
       }
-      return entries
+      return entries.sort(byArrival)
     })
 
-  const historyFile = (dir: string) => nodePath.join(dir, "history.jsonl")
-  const mutex = (dir: string) =>
-    holdLockFile(nodePath.join(dir, ".mutex"), { waitMs: 30_000, label: `the host queue's mutex (${dir})` })
+  const historyFile = (place: QueuePlace) => nodePath.join(place.own, "history.jsonl")
+  const mutex = (place: QueuePlace) =>
+    holdLockFile(nodePath.join(place.own, ".mutex"), {
+      waitMs: 30_000,
+      label: `the host queue's history mutex (${place.own})`
+    })
 
   const join = (info: JoinInfo) =>
     Effect.gen(function* () {
-      const dir = yield* ready
+      const place = yield* placeOf
       const now = yield* Clock.currentTimeMillis
+      const joinedUs = Number((yield* Clock.currentTimeNanos) / 1000n)
+      const uid = euid()
+      const rand = crypto.randomBytes(4).toString("hex")
+      const name = `${place.prefix}${uid}.${process.pid}.${rand}`
+      const path = nodePath.join(place.tickets, name)
+      const temp = nodePath.join(place.tickets, `${place.prefix}new.${uid}.${process.pid}.${rand}`)
+      const entry: QueueEntry = {
+        ticket: 0,
+        leaseId: `${host}-${uid}-${process.pid}-${rand}`,
+        pid: process.pid,
+        uid,
+        user: userName(uid),
+        command: info.command ?? ownCommand(),
+        gpus: info.gpus,
+        joinedAt: now
+      }
+      const record = `${JSON.stringify({
+        lease_id: entry.leaseId,
+        pid: entry.pid,
+        uid,
+        user: entry.user,
+        command: entry.command,
+        gpus: entry.gpus,
+        joined_at: now,
+        joined_us: joinedUs
+      })}\n`
+      const removeAll = (fd: number | undefined, keeper: ChildProcess | undefined) =>
+        Effect.sync(() => {
+          for (const p of [path, temp]) {
+            try {
+              fs.unlinkSync(p)
+            } catch {
+              // not there
+            }
+          }
+          if (keeper?.pid !== undefined) {
+            try {
+              process.kill(keeper.pid, "SIGKILL")
+            } catch {
+              // already gone
+            }
+          }
+          if (fd !== undefined) {
+            try {
+              fs.closeSync(fd)
+            } catch {
+              // closed
+            }
+          }
+        })
       const taken = yield* Effect.acquireRelease(
-        Effect.scoped(
-          Effect.gen(function* () {
-            yield* mutex(dir)
-            return yield* Effect.try({
-              try: () => {
-                const seqFile = nodePath.join(dir, "seq")
-                let last = 0
-                try {
-                  last = Number.parseInt(fs.readFileSync(seqFile, "utf8"), 10) || 0
-                } catch {
-                  // the first ticket on this host
-                }
-                const ticket = last + 1
-                writeAtomic(seqFile, String(ticket))
-                const uid = process.geteuid?.() ?? 0
-                const entry: QueueEntry = {
-                  ticket,
-                  leaseId: `${host}-${ticket}`,
-                  pid: process.pid,
-                  uid,
-                  user: userName(uid),
-                  command: info.command ?? ownCommand(),
-                  gpus: info.gpus,
-                  joinedAt: now
-                }
-                const path = nodePath.join(dir, `${pad(ticket)}.ticket`)
-                const temp = nodePath.join(dir, `.new-${pad(ticket)}-${process.pid}`)
-                const fd = fs.openSync(temp, "wx", 0o600)
-                fs.writeSync(
-                  fd,
-                  `${JSON.stringify({
-                    ticket,
-                    lease_id: entry.leaseId,
-                    pid: entry.pid,
-                    uid,
-                    user: entry.user,
-                    command: entry.command,
-                    gpus: entry.gpus,
-                    joined_at: now
-                  })}\n`
-                )
-                return { entry, path, temp, fd }
-              },
-              catch: io(dir)
-            })
+        Effect.gen(function* () {
+          const fd = yield* Effect.try({
+            try: () => {
+              // Ours alone until it is locked (0600): nobody else can open it and take its lock first.
+              const fd = fs.openSync(
+                temp,
+                fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
+                0o600
+              )
+              fs.writeSync(fd, record)
+              return fd
+            },
+            catch: io(temp)
           })
-        ).pipe(
-          // Locked before it can be seen: a visible ticket is always held while its process lives.
-          Effect.tap((t) =>
-            Effect.flatMap(flockOnce(t.fd, t.temp), (ok) =>
-              ok
-                ? Effect.try({ try: () => fs.renameSync(t.temp, t.path), catch: io(t.path) })
-                : Effect.fail(
-                    new LockUnavailable({ path: t.temp, detail: "a new ticket was locked by someone else" })
-                  )
-            ).pipe(Effect.tapError(() => closeFd(t.fd)))
-          ),
-          Effect.map((t) => ({ ...t, holdingSince: undefined as number | undefined }))
-        ),
+          const keeper = yield* startKeeper(fd, temp).pipe(Effect.tapError(() => removeAll(fd, undefined)))
+          // Locked before it can be seen: a visible ticket is always held while its lease lives.
+          const st = yield* Effect.try({
+            try: () => {
+              fs.fchmodSync(fd, 0o644)
+              fs.renameSync(temp, path)
+              return fs.fstatSync(fd, { bigint: true })
+            },
+            catch: io(path)
+          }).pipe(Effect.tapError(() => removeAll(fd, keeper)))
+          return { fd, keeper, st, holdingSince: undefined as number | undefined }
+        }),
         (t) =>
           Effect.gen(function* () {
             const ended = yield* Clock.currentTimeMillis
-            for (const p of [t.path.replace(/\.ticket$/, ".holding"), t.path, t.temp]) {
-              try {
-                fs.unlinkSync(p)
-              } catch {
-                // not there
-              }
-            }
-            yield* closeFd(t.fd)
+            yield* removeAll(t.fd, t.keeper)
             if (t.holdingSince !== undefined)
-              yield* recordLease(dir, ended, (ended - t.holdingSince) / 1000, info.gpus)
+              yield* recordLease(place, ended, (ended - t.holdingSince) / 1000, info.gpus)
           })
       )
+      const mine: QueueEntry = {
+        ...entry,
+        ticket: Number(taken.st.ctimeNs / 1000n),
+        arrival: `${String(taken.st.ctimeNs).padStart(20, "0")}.${String(joinedUs).padStart(17, "0")}.${name}`
+      }
       const ticket: Ticket = {
-        entry: taken.entry,
-        look: scan(dir),
+        entry: mine,
+        look: Effect.flatMap(scan(place), (entries) =>
+          entries.some((e) => e.leaseId === mine.leaseId)
+            ? Effect.succeed(entries)
+            : Effect.fail(
+                new LockUnavailable({
+                  path,
+                  detail: `this lease's place in the host's queue was lost (its lock keeper, pid ${taken.keeper.pid}, ended, or the ticket was removed)`
+                })
+              )
+        ),
         markHolding: (actorId) =>
           Effect.flatMap(Clock.currentTimeMillis, (since) =>
             Effect.sync(() => {
               taken.holdingSince = since
               try {
-                writeAtomic(
-                  taken.path.replace(/\.ticket$/, ".holding"),
-                  `${JSON.stringify({ since, actor_id: actorId })}\n`
-                )
+                const line = Buffer.from(`${JSON.stringify({ since, actor_id: actorId })}\n`)
+                fs.writeSync(taken.fd, line, 0, line.length, fs.fstatSync(taken.fd).size)
               } catch {
-                // a full disk: the queue shows it waiting, which holds nobody back (it is not ahead)
+                // a full disk: the queue shows it waiting, which holds nobody back behind it for long
               }
             })
           )
@@ -311,11 +555,11 @@ export const makeFileQueue = (dirOf: Effect.Effect<string, LockUnavailable>): Ho
     })
 
   /** Appends a finished lease to the history; trims it to the last HISTORY_KEEP now and then. */
-  const recordLease = (dir: string, endedAt: number, heldSec: number, gpus: number) =>
+  const recordLease = (place: QueuePlace, endedAt: number, heldSec: number, gpus: number) =>
     Effect.scoped(
       Effect.gen(function* () {
-        yield* mutex(dir)
-        const file = historyFile(dir)
+        yield* mutex(place)
+        const file = historyFile(place)
         fs.appendFileSync(file, `${JSON.stringify({ ended_at: endedAt, held_sec: heldSec, gpus })}\n`, {
           mode: 0o600
         })
@@ -333,24 +577,29 @@ export const makeFileQueue = (dirOf: Effect.Effect<string, LockUnavailable>): Ho
     ).pipe(Effect.catchAll(() => Effect.void))
 
   const view = Effect.gen(function* () {
-    const dir = yield* ready
-    const entries = yield* scan(dir)
-    return { entries, history: readHistory(historyFile(dir)), path: dir }
+    const place = yield* placeOf
+    const entries = yield* scan(place)
+    return {
+      entries,
+      history: readHistory(historyFile(place)),
+      path: nodePath.join(place.tickets, `${place.prefix}*`),
+      shared: place.shared
+    }
   })
 
   return { join, view }
 }
 
 export class HostQueue extends Effect.Service<HostQueue>()("hyperloom/services/HostQueue", {
-  succeed: makeFileQueue(hostFile("queue")) as HostQueueShape
+  succeed: makeFileQueue(hostPlace()) as HostQueueShape
 }) {}
 
-/** The live layer: the host's queue in `/tmp/hyperloom-<uid>/queue`. */
+/** The live layer: the host's queue in `/tmp` (shared by the host's users; see `hostPlace`). */
 export const layer: Layer.Layer<HostQueue> = HostQueue.Default
 
-/** The live queue in a directory of the test's own (`<base>/hyperloom-<uid>/queue`). */
+/** The live queue in a directory of the test's own (`placeIn`). */
 export const layerIn = (dir: string): Layer.Layer<HostQueue> =>
-  Layer.succeed(HostQueue, HostQueue.make(makeFileQueue(Effect.succeed(dir))))
+  Layer.succeed(HostQueue, HostQueue.make(makeFileQueue(placeIn(dir))))
 
 /**
  * An in-memory queue with the live one's order (fresh per build): entries join with the next
@@ -407,7 +656,8 @@ export const layerTest = (history: ReadonlyArray<HistoryEntry> = []): Layer.Laye
       const view = Effect.map(Effect.zip(Ref.get(entries), Ref.get(past)), ([es, h]) => ({
         entries: es,
         history: h,
-        path: "(in memory)"
+        path: "(in memory)",
+        shared: true
       }))
       return HostQueue.make({ join, view })
     })

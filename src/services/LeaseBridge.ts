@@ -92,6 +92,11 @@ export interface LeaseSpec {
   readonly cwd: string
   /** Actor name (in Ray namespace `hyperloom`); a taken name fails with LeaseActorFailed. */
   readonly name?: string | undefined
+  /**
+   * The lease's id in the host's queue, named in the actor's default name: the waiters behind it
+   * see by it that it asked Ray (programs/Queue.ts passes over a foreign head that never does).
+   */
+  readonly leaseId?: string | undefined
   /** Grace between TERM and KILL when the command is stopped (default 3 s). */
   readonly stopGraceSec?: number | undefined
   /**
@@ -203,6 +208,7 @@ export const leaseRequest = (spec: LeaseSpec, terminal: LeaseTerminalShape = {})
     env: definedEntries(spec.env),
     cwd: spec.cwd,
     ...(spec.name !== undefined ? { name: spec.name } : {}),
+    ...(spec.leaseId !== undefined ? { lease_id: spec.leaseId } : {}),
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
     ...(terminal.stdin !== undefined ? { stdin: true } : {}),
     ...(terminal.write !== undefined ? { raw_output: true } : {}),

@@ -249,7 +249,7 @@ class Refusal extends Error {}
  * process can step out of the host's exclusion or queue.
  */
 declare const __HYPERLOOM_TEST_HOST_LOCK__: string | undefined
-const testPrefix: string =
+export const testPrefix: string =
   typeof __HYPERLOOM_TEST_HOST_LOCK__ === "string" ? `${__HYPERLOOM_TEST_HOST_LOCK__}.` : ""
 
 /** A file of the host's hyperloom directory (`hostDir`): the host lock, the queue, its history. */

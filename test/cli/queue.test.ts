@@ -22,7 +22,9 @@ describe("hyperloom queue", () => {
     assert.strictEqual(r.code, 0, r.stderr)
     const j = JSON.parse(r.stdout)
     assert.deepStrictEqual([j.holders, j.waiters, j.typical_lease_sec, j.recent_leases], [[], [], null, 0])
-    assert.match(j.queue, /hyperloom-\d+\/hyperloom-unit-tests-\d+\.queue$/)
+    // Shared by the host's users in /tmp (root's and sticky here), under the unit bundle's own name.
+    assert.match(j.queue, /^\/tmp\/\.hyperloom-queue\.hyperloom-unit-tests-\d+\.\*$/)
+    assert.isTrue(j.shared)
   })
 
   it("readable: says nobody holds or waits", () => {

@@ -59,7 +59,15 @@ const queueJson = async () => {
   assert.strictEqual(r.code, 0, r.stderr)
   return r.json as {
     holders: Array<{ pid: number; gpus: number; command: string; user: string; lease_id: string }>
-    waiters: Array<{ position: number; pid: number; gpus: number; user: string; waited_sec: number }>
+    waiters: Array<{
+      position: number
+      pid: number
+      gpus: number
+      user: string
+      waited_sec: number
+      in_ray: boolean | null
+      passed_over: boolean
+    }>
   }
 }
 
@@ -121,6 +129,25 @@ describe("the host's queue for the serving slot (real head)", () => {
       assert.deepStrictEqual(
         q.waiters.map((w) => [w.position, w.pid, w.gpus]),
         waiters.map((w, i) => [i + 1, w.child.pid, gpus[i]])
+      )
+      // Only the head asks Ray (its actor, named for its lease id, waits for the slot in the GCS).
+      const asking = await waitFor(
+        "the head's lease shown asking Ray",
+        async () => {
+          const now = await queueJson()
+          return now.waiters[0]?.in_ray === true ? now : undefined
+        },
+        60_000,
+        500
+      )
+      assert.deepStrictEqual(
+        asking.waiters.map((w) => [w.in_ray, w.passed_over]),
+        [
+          [true, false],
+          [false, false],
+          [false, false],
+          [false, false]
+        ]
       )
       release()
       const ends = await Promise.all([holder.exited, ...waiters.map((w) => w.exited)])

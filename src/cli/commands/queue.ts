@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import { Clock, Effect } from "effect"
 import { estimateWaitSec, fmtSec, splitQueue, typicalHoldSec } from "../../domain/Queue.js"
+import { leasesInRay } from "../../programs/Queue.js"
 import { HostQueue } from "../../services/HostQueue.js"
 import { present } from "../Run.js"
 import { json, positiveSeconds } from "../Shared.js"
@@ -17,10 +18,14 @@ const queueReport = Effect.gen(function* () {
   const view = yield* queue.view
   const now = yield* Clock.currentTimeMillis
   const { holders, waiters } = splitQueue(view.entries)
+  // Which waiters Ray shows asking for the slot: a waiter of another user passed over by a later
+  // one (programs/Queue.ts) is one Ray does not show while a later one of another user it does.
+  const inRay = waiters.length > 0 ? yield* leasesInRay(waiters.map((w) => w.leaseId)) : undefined
   const typical = typicalHoldSec(view.history)
   const round = (n: number) => Number(n.toFixed(1))
   return {
     queue: view.path,
+    shared: view.shared,
     holders: holders.map((h) => ({
       lease_id: h.leaseId,
       user: h.user,
@@ -44,7 +49,12 @@ const queueReport = Effect.gen(function* () {
         gpus: w.gpus,
         joined_at: new Date(w.joinedAt).toISOString(),
         waited_sec: round((now - w.joinedAt) / 1000),
-        estimate_sec: estimate === undefined ? null : round(estimate)
+        estimate_sec: estimate === undefined ? null : round(estimate),
+        in_ray: inRay === undefined ? null : inRay.has(w.leaseId),
+        passed_over:
+          inRay !== undefined &&
+          !inRay.has(w.leaseId) &&
+          waiters.slice(i + 1).some((l) => l.uid !== w.uid && inRay.has(l.leaseId))
       }
     }),
     typical_lease_sec: typical === undefined ? null : round(typical),
@@ -55,7 +65,9 @@ const queueReport = Effect.gen(function* () {
 type QueueReport = Effect.Effect.Success<typeof queueReport>
 
 const render = (r: QueueReport): string => {
-  const lines = [`host queue ${r.queue}: ${r.holders.length} holding, ${r.waiters.length} waiting`]
+  const lines = [
+    `host queue ${r.queue}${r.shared ? "" : " (this user's own)"}: ${r.holders.length} holding, ${r.waiters.length} waiting`
+  ]
   for (const h of r.holders) {
     lines.push(
       `  holding  lease ${h.lease_id}  ${h.user}  pid ${h.pid}  ${h.gpus} GPU(s)  since ${h.since} (${fmtSec(h.held_sec)})  ${h.command}`
@@ -63,8 +75,13 @@ const render = (r: QueueReport): string => {
   }
   for (const w of r.waiters) {
     const estimate = w.estimate_sec === null ? "no estimate yet" : `about ${fmtSec(w.estimate_sec)} more`
+    const ray = w.passed_over
+      ? "  [passed over: never asked Ray while the head]"
+      : w.in_ray === true
+        ? "  [asking Ray]"
+        : ""
     lines.push(
-      `  ${String(w.position).padStart(2)}.  lease ${w.lease_id}  ${w.user}  pid ${w.pid}  ${w.gpus} GPU(s)  waited ${fmtSec(w.waited_sec)}, ${estimate}  ${w.command}`
+      `  ${String(w.position).padStart(2)}.  lease ${w.lease_id}  ${w.user}  pid ${w.pid}  ${w.gpus} GPU(s)  waited ${fmtSec(w.waited_sec)}, ${estimate}  ${w.command}${ray}`
     )
   }
   if (r.holders.length === 0 && r.waiters.length === 0)
@@ -81,6 +98,6 @@ export const queueCommand = Command.make("queue", { json }, (o) =>
   present(o.json, queueReport, { render })
 ).pipe(
   Command.withDescription(
-    "Show the host's queue for the serving slot: the leases that hold it (lease id, user, pid, command, GPUs, since when) and the leases waiting for it in arrival order (position, user, command, waited so far, an estimate from the host's recent lease times). Leases of this host are granted in this order, whatever order Ray would choose: only the queue's head submits its actor. A waiter that dies or is stopped (Ctrl-C) leaves at once. Reads only the host's queue (no Ray call)."
+    "Show the host's queue for the serving slot: the leases that hold it (lease id, user, pid, command, GPUs, since when) and the leases waiting for it in arrival order (position, user, command, waited so far, an estimate from the host's recent lease times). Leases of this host, of every user, are granted in this order, whatever order Ray would choose: only the queue's head submits its actor. A waiter that dies or is stopped (Ctrl-C) leaves at once; a waiter of another user that is the head and does not ask Ray for 20 s is passed over (shown as such). Reads the host's queue, and asks Ray (briefly) which waiters' leases it shows asking for the slot."
   )
 )
