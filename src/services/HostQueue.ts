@@ -30,6 +30,7 @@ import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.j
 import {
   closeFd,
   flockOnce,
+  flockSpawnFailed,
   holdLockFile,
   hostFile,
   inodeKey,
@@ -298,19 +299,7 @@ const startKeeper = (fd: number, path: string) =>
         finish(Effect.succeed(child))
       }
     })
-    child.once("error", (e: NodeJS.ErrnoException) =>
-      finish(
-        Effect.fail(
-          new LockUnavailable({
-            path,
-            detail:
-              e.code === "ENOENT"
-                ? "flock(1) was not found (install util-linux: hyperloom's locks are flock(2) locks)"
-                : `cannot run flock(1): ${e.message}`
-          })
-        )
-      )
-    )
+    child.once("error", (e: NodeJS.ErrnoException) => finish(Effect.fail(flockSpawnFailed(path, e))))
     child.once("exit", (code) =>
       finish(
         Effect.fail(

@@ -290,6 +290,16 @@ const openLockFile = (path: string): Effect.Effect<number, LockUnavailable> =>
       new LockUnavailable({ path, detail: e instanceof Refusal ? e.message : `${errno(e)}: ${String(e)}` })
   })
 
+/** flock(1) could not be started (missing, or the spawn failed). */
+export const flockSpawnFailed = (path: string, e: NodeJS.ErrnoException) =>
+  new LockUnavailable({
+    path,
+    detail:
+      e.code === "ENOENT"
+        ? "flock(1) was not found (install util-linux: hyperloom's locks are flock(2) locks)"
+        : `cannot run flock(1): ${e.message}`
+  })
+
 /**
  * One non-blocking flock(2) on `fd` (exclusive, or shared): `flock -n 3` with our descriptor as
  * its fd 3, so the lock is placed on our open file description and stays when `flock` exits.
@@ -314,19 +324,7 @@ export const flockOnce = (
     child.stderr?.on("data", (d) => {
       stderr += d
     })
-    child.once("error", (e: NodeJS.ErrnoException) =>
-      resume(
-        Effect.fail(
-          new LockUnavailable({
-            path,
-            detail:
-              e.code === "ENOENT"
-                ? "flock(1) was not found (install util-linux: hyperloom's locks are flock(2) locks)"
-                : `cannot run flock(1): ${e.message}`
-          })
-        )
-      )
-    )
+    child.once("error", (e: NodeJS.ErrnoException) => resume(Effect.fail(flockSpawnFailed(path, e))))
     child.once("close", (code) => {
       if (code === 0) resume(Effect.succeed(true))
       else if (code === 75) resume(Effect.succeed(false))
