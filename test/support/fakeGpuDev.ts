@@ -18,10 +18,11 @@ export const onHostOfOwn = (): boolean => {
   }
 }
 
-/** Adds /dev/nvidia0..count-1 (refuses outside a host of its own: it would shadow the real /dev). */
-export const mountFakeNvidia = (count: number): void => {
-  if (!onHostOfOwn()) throw new Error("fake GPU device files need a host of its own (scripts/own-host.sh)")
-  const script = `
+/**
+ * The shell script that adds /dev/nvidia0..count-1 in the mount namespace it runs in: run it only
+ * in one of one's own (a host of its own, or a host of test/support/hosts.ts).
+ */
+export const fakeNvidiaScript = (count: number): string => `
 set -eu
 d=$(mktemp -d /tmp/hyperloom-fake-dev.XXXXXX)
 mkdir -p "$d/upper" "$d/work" "$d/keep"
@@ -35,5 +36,9 @@ n=0
 while [ "$n" -lt ${count} ]; do : > "/dev/nvidia$n"; chmod 666 "/dev/nvidia$n"; n=$((n+1)); done
 : > /dev/nvidiactl
 `
-  execFileSync("sh", ["-c", script], { stdio: ["ignore", "ignore", "pipe"] })
+
+/** Adds /dev/nvidia0..count-1 (refuses outside a host of its own: it would shadow the real /dev). */
+export const mountFakeNvidia = (count: number): void => {
+  if (!onHostOfOwn()) throw new Error("fake GPU device files need a host of its own (scripts/own-host.sh)")
+  execFileSync("sh", ["-c", fakeNvidiaScript(count)], { stdio: ["ignore", "ignore", "pipe"] })
 }

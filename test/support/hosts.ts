@@ -62,6 +62,14 @@ const childrenOf = (pid: number): number[] => {
   }
 }
 
+const isNsenter = (pid: number): boolean => {
+  try {
+    return path.basename(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? "") === "nsenter"
+  } catch {
+    return false
+  }
+}
+
 export interface Hosts {
   readonly dir: string
   /** The pid (as seen here) of each host's init: the processes of a host are its descendants. */
@@ -123,8 +131,15 @@ export const makeHosts = async (): Promise<Hosts> => {
         resolve({ code, signal, stdout: out.stdout, stderr: out.stderr, json })
       })
     )
-    // `two-hosts.sh run` execs nsenter, which forks the command into the host's PID namespace.
-    const pid = () => waitFor("the command started on its host", () => childrenOf(child.pid!)[0], 30_000, 50)
+    // `two-hosts.sh run` execs nsenter, which forks the command into the host's PID namespace
+    // (before that exec, the script's child is a `cat` of its command substitution).
+    const pid = () =>
+      waitFor(
+        "the command started on its host",
+        () => (isNsenter(child.pid!) ? childrenOf(child.pid!)[0] : undefined),
+        30_000,
+        50
+      )
     return { child, out, exited, pid }
   }
 
@@ -233,3 +248,31 @@ export const onHost = (hosts: Hosts, host: HostName, pid: number): boolean => {
     return false
   }
 }
+
+/** A process's argv, or undefined once it is gone. */
+export const argvOf = (pid: number): string[] | undefined => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The lease's own processes left on a host: supervisors and their keepers (`… supervise
+ * --status-fd …`, from the package or from the copy a node without it runs) and rank actors'
+ * workers (Ray names their process after the actor class).
+ */
+export const leaseProcsOn = (hosts: Hosts, host: HostName): string[] =>
+  fs
+    .readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e))
+    .map(Number)
+    .filter((pid) => onHost(hosts, host, pid))
+    .flatMap((pid) => {
+      const argv = argvOf(pid) ?? []
+      const ours =
+        (argv.includes("supervise") && argv.includes("--status-fd")) ||
+        argv.some((a) => a.includes("HyperloomGroupRank") || a.includes("HyperloomLease"))
+      return ours ? [`${pid}: ${argv.join(" ").slice(0, 160)}`] : []
+    })
