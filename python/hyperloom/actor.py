@@ -106,14 +106,17 @@ def runnable_dir(files):
     return target
 
 
-def supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean=None):
+def supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean=None, hold_fd=None):
     """The supervisor's argv: its status pipe, its parent (this worker), the grace, CMD's cwd, the
     lease's owner when it runs on this host (its keeper watches it), the leased GPUs and the
-    clean-GPU gate's timeout (`gpu_clean`: {"gpus": [ids], "timeout_sec": S}), then CMD."""
+    clean-GPU gate's timeout (`gpu_clean`: {"gpus": [ids], "timeout_sec": S}), the pipe a group
+    rank's start waits on (`hold_fd`), then CMD."""
     cmd = [
         sys.executable, "-I", pydir, "supervise",
         "--status-fd", str(status_fd), "--parent", str(os.getpid()), "--grace", str(grace),
     ]
+    if hold_fd is not None:
+        cmd += ["--hold-fd", str(hold_fd)]
     if gpu_clean and gpu_clean.get("gpus"):
         cmd += ["--gpus=" + ",".join(str(g) for g in gpu_clean["gpus"])]
         cmd += ["--gpu-clean-timeout", str(gpu_clean["timeout_sec"])]
@@ -153,13 +156,17 @@ def make_actor_class(ray):
             self._stopped = False
             self._lock = threading.Lock()
             self._spawned = threading.Event()  # run has started the supervisor (or never will)
+            self._hold = None  # a group rank's word to start CMD: the write end of --hold-fd
 
         @ray.method(num_returns="streaming")
-        def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False, gpu_clean_timeout=None):
+        def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False, gpu_clean_timeout=None,
+                hold=False):
             """Streams CMD's events. `stdin`: CMD reads a pipe that `feed` writes (else /dev/null).
             `raw_output`: output events carry byte chunks ({"data": bytes}) exactly as CMD wrote
             them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split).
-            `gpu_clean_timeout`: the clean-GPU gate's wait before CMD starts (hyperloom.gpus)."""
+            `gpu_clean_timeout`: the clean-GPU gate's wait before CMD starts (hyperloom.gpus).
+            `hold` (a group rank): once the gate has passed, an event {"event": "gpu_clean"}, and
+            CMD starts only on `go` (the group bridge says so once every rank is clean)."""
             pydir = runnable_dir(files)
             gpu_clean = leased_gpus(ray, gpu_clean_timeout)
             merged = dict(env or {})
@@ -168,16 +175,19 @@ def make_actor_class(ray):
                 if v is not None:
                     merged[k] = v
             r, w = os.pipe()
+            hold_r, hold_w = os.pipe() if hold else (None, None)
             try:
-                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv, gpu_clean)
+                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv, gpu_clean, hold_r)
             except BaseException:
-                os.close(r)
-                os.close(w)
+                for fd in (r, w, hold_r, hold_w):
+                    if fd is not None:
+                        os.close(fd)
                 raise
             with self._lock:
                 if self._stopped:  # released before CMD started: never start it
-                    os.close(r)
-                    os.close(w)
+                    for fd in (r, w, hold_r, hold_w):
+                        if fd is not None:
+                            os.close(fd)
                     self._spawned.set()
                     return
                 try:
@@ -188,16 +198,21 @@ def make_actor_class(ray):
                         stderr=subprocess.PIPE,
                         env=merged,
                         start_new_session=True,
-                        pass_fds=(w,),
+                        pass_fds=(w,) if hold_r is None else (w, hold_r),
                         close_fds=True,
                     )
                 except BaseException:
                     os.close(r)
+                    if hold_w is not None:
+                        os.close(hold_w)
                     self._spawned.set()
                     raise
                 finally:
                     os.close(w)
+                    if hold_r is not None:
+                        os.close(hold_r)
                 self._proc = proc
+                self._hold = hold_w
                 self._spawned.set()
             events = queue.Queue()
 
@@ -238,6 +253,8 @@ def make_actor_class(ray):
                                 containment[0] = parts[1]
                             elif parts == ["failed"]:
                                 events.put(("pid", None, None))
+                            elif parts == ["clean"]:
+                                events.put(("clean", None, None))
                 finally:
                     events.put(("eof", "status", None))
 
@@ -288,7 +305,10 @@ def make_actor_class(ray):
                         out.extend(pending)
                         pending = []
                     elif kind == "gpu_busy":  # before "failed": the lease ends with class gpu_busy
-                        out.append(dict(a, event="gpu_busy"))
+                        # The holders' pids are this node's: name it (a group rank's may be remote).
+                        out.append(dict(a, event="gpu_busy", **self._node()))
+                    elif kind == "clean":  # a held rank's GPUs are clean: it waits for `go`
+                        out.append({"event": "gpu_clean"})
                     elif kind == "gpu_wait":  # told at once, not held back until the start
                         out.append({"event": "output", "stream": "stderr", "line": gpus.wait_line(a)})
                     elif kind == "exit":
@@ -306,11 +326,43 @@ def make_actor_class(ray):
                     yield out
                 if proc_rc is not None and not open_streams:
                     break
+            self._let_go()
             if not started:
                 yield [self._started_event(None, proc.pid)] + pending
             if exit_code is None:
                 exit_code = procgroup.exit_code(proc_rc)
             yield [{"event": "exit", "code": exit_code}]
+
+        def _node(self):
+            try:
+                address = ray.util.get_node_ip_address()
+            except Exception:
+                address = None
+            return {"node_id": ray.get_runtime_context().get_node_id(), "node_address": address}
+
+        def go(self):
+            """A held rank (run's `hold`): start CMD now. False when it is no longer held."""
+            with self._lock:
+                fd, self._hold = self._hold, None
+            if fd is None:
+                return False
+            try:
+                os.write(fd, b"g")
+                return True
+            except OSError:
+                return False
+            finally:
+                os.close(fd)
+
+        def _let_go(self):
+            """Closes a hold not given (EOF: the supervisor never starts CMD)."""
+            with self._lock:
+                fd, self._hold = self._hold, None
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
         def _started_event(self, pid, supervisor, containment=None):
             return {
@@ -350,6 +402,7 @@ def make_actor_class(ray):
                 self._stopped = True
                 proc = self._proc
                 self._spawned.set()
+            self._let_go()  # a held rank never starts CMD now
             if proc is None:
                 return None
             # Popen's own send_signal: never to a pid already reaped (it may be another process's now).

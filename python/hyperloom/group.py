@@ -47,10 +47,12 @@ bridge -> hyperloom (stdout):
                                                             declare an unreachable node dead
     {"event": "started", "rank": r, "pid": P|null, "pgid": G, "actor_pid": A, "node_id": "<hex>",
      "cuda_visible_devices": "0"|null, "actor_id": "<hex>"}
-    {"event": "gpu_busy", "rank": r, "holders": [...], "waited_sec": S}
-                                                            rank r's GPUs stayed held outside the
-                                                            group (hyperloom.bridge): its command
-                                                            never started, the rank exits 125
+    {"event": "gpu_busy", "rank": r, "holders": [...], "waited_sec": S, "node_id": "<hex>",
+     "node_address": "a.b.c.d"}                             rank r's GPUs stayed held outside the
+                                                            group on that node (the holders' pids
+                                                            are that node's): no rank's command
+                                                            started, the rank exits 125 and the
+                                                            others 143
     {"event": "output", "rank": r, "stream": "stdout"|"stderr", "line": "..."}
     {"event": "exit", "rank": r, "code": N}                 a rank's command ended. When one
                                                             exits non-zero, the others are stopped
@@ -67,6 +69,11 @@ bridge -> hyperloom (stdout):
     {"event": "released"}                                   last line
 
 Exit status: 0 after a release with no error, 1 after an error event.
+
+All ranks or none, also at the clean-GPU gate (SPEC §13): each rank's supervisor checks its own
+node's GPUs, then holds its command back (hyperloom.supervisor --hold-fd) until this bridge has
+heard from every rank that its GPUs are clean, and only then tells each to start. A rank whose
+GPUs stay held fails with gpu_busy; the others are stopped before their commands ever ran.
 
 The heartbeat (SPEC §11, an unreachable node): while the ranks run, this bridge calls every rank's
 `beat` every H/5 seconds. A rank cut off from it (a network partition, the launching host gone)
@@ -134,6 +141,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         self.decided = None  # len(self.exits) when the group was told to stop (a failure, the leader's end)
         self.ended = False
         self.spec = None
+        self.went = False  # every rank's GPUs were clean and every rank was told to start
 
     # -- lifecycle
 
@@ -192,7 +200,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
                 ),
             )
             actor = cls.options(**options).remote()
-            self.ranks.append({"actor": actor, "started": False, "exited": False, "code": None})
+            self.ranks.append({"actor": actor, "started": False, "exited": False, "code": None, "clean": False})
         # Bounded: the serve loop (and so a release) waits on this. The bundle is reserved, so the
         # only wait is a worker process starting.
         host, port = ray.get(self.ranks[0]["actor"].endpoint.remote(), timeout=RANK_START_TIMEOUT_SEC)
@@ -292,6 +300,10 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         r = self.ranks[rank]
         for ev in batch:
             name = ev.pop("event")
+            if name == "gpu_clean":  # held by its supervisor until every rank is clean
+                r["clean"] = True
+                self.start_if_all_clean()
+                continue
             ev["rank"] = rank
             if name == "started":
                 r["started"] = True
@@ -302,6 +314,18 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             self.emit(name, **ev)
             if name == "exit":
                 self.on_rank_exit(rank, ev["code"])
+
+    def start_if_all_clean(self):
+        """Every rank's GPUs are clean (each rank's gate passed): tell every rank to start."""
+        if self.went or self.releasing or self.ended or self.decided is not None:
+            return
+        if not all(r["clean"] for r in self.ranks):
+            return
+        self.went = True
+        for r in self.ranks:
+            actor = r.get("actor")
+            if actor is not None:
+                actor.go.remote()  # a rank that died meanwhile: its pump reports it
 
     def on_rank_exit(self, rank, code):
         r = self.ranks[rank]
@@ -423,7 +447,8 @@ def make_rank_class(ray):
             if heartbeat:
                 threading.Thread(target=watch, daemon=True).start()
             try:
-                yield from base.run(self, argv, merged, cwd, grace, owner, gpu_clean_timeout=gpu_clean_timeout)
+                # Held after its gate: the bridge says when every rank's GPUs are clean.
+                yield from base.run(self, argv, merged, cwd, grace, owner, gpu_clean_timeout=gpu_clean_timeout, hold=True)
             finally:
                 done.set()
 

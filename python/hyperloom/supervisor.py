@@ -4,7 +4,13 @@ once everything CMD started is gone (leftovers: TERM, grace, KILL), because the 
 
     python -I PYDIR supervise [--status-fd FD] [--parent PID] [--cwd DIR] [--grace SEC]
                               [--owner-pid PID [--owner-start TICKS]]
-                              [--containment auto|subreaper] -- ARGV...
+                              [--containment auto|subreaper] [--gpus IDS] [--gpu-clean-timeout S]
+                              [--hold-fd FD] -- ARGV...
+
+--hold-fd FD (a group rank): once the clean-GPU gate has passed, report "clean" and start CMD only
+when a byte arrives on FD; EOF, TERM or the parent's or owner's death first: CMD never starts
+("failed", "exit 143"). The group bridge sends that byte to every rank once every rank is clean,
+so that no rank's command runs while another rank's GPUs are still held (all ranks or none).
 
 Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it could not be
 executed, 2 usage). Standard library only: the lease actor runs it with `python -I` from the
@@ -55,6 +61,7 @@ def parse_args(args):
     p.add_argument("--containment", choices=("auto", "subreaper"), default="auto")
     p.add_argument("--gpus", type=gpus.parse_gpu_list, default=[])  # the leased GPUs (hyperloom.gpus)
     p.add_argument("--gpu-clean-timeout", type=float, default=gpus.DEFAULT_CLEAN_TIMEOUT_SEC)
+    p.add_argument("--hold-fd", type=int)  # a group rank: start CMD on the bridge's word (see above)
     p.add_argument("argv", nargs=argparse.REMAINDER)
     ns = p.parse_args(args)
     if ns.argv[:1] == ["--"]:
@@ -336,6 +343,26 @@ class Supervisor:
         self.report("exit %d" % code)
         return code
 
+    def hold(self, fd):
+        """A group rank's GPUs are clean: say so, then wait for the word to start CMD (a byte on
+        `fd`). False when the lease ended first (EOF, TERM, the worker or the owner gone)."""
+        self.report("clean")
+        go = False
+        try:
+            while not self.stop_asked and os.getppid() == self.parent and not self.owner_gone():
+                ready, _, _ = select.select([fd], [], [], TICK_SEC)
+                if ready:
+                    go = os.read(fd, 1) != b""
+                    break
+        except OSError:
+            go = False
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return go and not self.stop_asked
+
     def run_command(self):
         argv, cwd = self.ns.argv, self.ns.cwd
         if cwd and not os.path.isdir(cwd):
@@ -346,6 +373,11 @@ class Supervisor:
         refused = gpus.supervisor_gate(self.ns.gpus, self.ns.gpu_clean_timeout, own, lambda: self.stop_asked, self.report)
         if refused is not None:
             return refused
+        if self.ns.hold_fd is not None and not self.hold(self.ns.hold_fd):
+            self.retire_keeper(lambda: procgroup.reap(self.keeper_pid, 0))
+            self.report("failed")
+            self.report("exit 143")
+            return 143  # released before it started: as a command stopped by TERM
 
         def cmd_preexec():
             if cg is not None:

@@ -24,13 +24,24 @@ export interface Presentation<A> {
 
 export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
-/** The JSON document of a failure: `{"error": {"tag", "message", "exit_code"}}` (gpu_busy: also `class`, `holders`). */
+/**
+ * The JSON document of a failure: `{"error": {"tag", "message", "exit_code"}}` (gpu_busy: also
+ * `class`, `holders`, and where known `rank`, `node_id`, `node_address`: the holders' node).
+ */
 export const errorJson = (error: Failure) => ({
   error: {
     tag: error._tag,
     message: error.message,
     exit_code: exitCodeFor(error),
-    ...(error._tag === "GpuBusy" ? { class: error.class, holders: error.holders } : {})
+    ...(error._tag === "GpuBusy"
+      ? {
+          class: error.class,
+          holders: error.holders,
+          ...(error.rank === undefined ? {} : { rank: error.rank }),
+          ...(error.nodeId === undefined ? {} : { node_id: error.nodeId }),
+          ...(error.nodeAddress === undefined ? {} : { node_address: error.nodeAddress })
+        }
+      : {})
   }
 })
 

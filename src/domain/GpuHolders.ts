@@ -12,6 +12,7 @@
  * `--gpu-clean-timeout` and then fails naming each holder; it never kills one.
  */
 import { Data, Schema } from "effect"
+import { shortId } from "./Text.js"
 
 /** The gate's default wait (`--gpu-clean-timeout`): VRAM is freed asynchronously after a crash. */
 export const DEFAULT_GPU_CLEAN_TIMEOUT_SEC = 30
@@ -49,17 +50,29 @@ export const gpuBusyMessage = (holders: ReadonlyArray<GpuHolder>, waitedSec: num
 
 /**
  * The lease's GPUs stayed held by processes outside it for `--gpu-clean-timeout` (SPEC §13): the
- * command never started; every holder is named, none was signalled.
+ * command never started (in a group: no rank's did); every holder is named, none was signalled.
  */
 export class GpuBusy extends Data.TaggedError("GpuBusy")<{
   readonly holders: ReadonlyArray<GpuHolder>
   readonly waitedSec: number
   /** The group rank whose node found them (serving groups); undefined for a single lease. */
   readonly rank?: number | undefined
+  /** The node that found them (the holders' pids are that node's), when the bridge said. */
+  readonly nodeId?: string | undefined
+  readonly nodeAddress?: string | undefined
 }> {
   override get message(): string {
+    const node =
+      this.nodeId === undefined
+        ? undefined
+        : this.nodeAddress === undefined
+          ? `on node ${shortId(this.nodeId)}`
+          : `on node ${this.nodeAddress} (${shortId(this.nodeId)})`
+    const where = [this.rank === undefined ? undefined : `rank ${this.rank}`, node].filter(
+      (w) => w !== undefined
+    )
     const text = gpuBusyMessage(this.holders, this.waitedSec)
-    return this.rank === undefined ? text : text.replace(/^gpu_busy: /, `gpu_busy: rank ${this.rank}: `)
+    return where.length === 0 ? text : text.replace(/^gpu_busy: /, `gpu_busy: ${where.join(" ")}: `)
   }
   /** The failure class (SPEC §13). */
   get class(): "gpu_busy" {

@@ -133,11 +133,20 @@ export const ErrorEvent = Schema.Struct({
 export const GpuBusyEvent = Schema.Struct({
   event: Schema.Literal("gpu_busy"),
   holders: Schema.Array(GpuHolderJson),
-  waited_sec: Schema.Number
+  waited_sec: Schema.Number,
+  /** The node whose gate refused: the holders' pids are that node's. */
+  node_id: Schema.optional(Schema.NullOr(Schema.String)),
+  node_address: Schema.optional(Schema.NullOr(Schema.String))
 })
 /** The GpuBusy failure of a `gpu_busy` event (a group's carries its rank). */
 export const gpuBusyOf = (ev: typeof GpuBusyEvent.Type, rank?: number) =>
-  new GpuBusy({ holders: ev.holders, waitedSec: ev.waited_sec, rank })
+  new GpuBusy({
+    holders: ev.holders,
+    waitedSec: ev.waited_sec,
+    rank,
+    nodeId: ev.node_id ?? undefined,
+    nodeAddress: ev.node_address ?? undefined
+  })
 /** `{"event": "released"}`: the bridge's last line. */
 export const ReleasedEvent = Schema.Struct({ event: Schema.Literal("released") })
 

@@ -49,5 +49,15 @@ describe("the holders Python reports", () => {
     assert.strictEqual(busy.message, text)
     assert.strictEqual(busy.class, "gpu_busy")
     assert.match(new GpuBusy({ holders, waitedSec: 30, rank: 1 }).message, /^gpu_busy: rank 1: /)
+    // A group rank's node is named: the holders' pids are that node's.
+    const node = "0123456789abcdef0123456789abcdef0123456789abcdef01234567"
+    assert.match(
+      new GpuBusy({ holders, waitedSec: 30, rank: 1, nodeId: node, nodeAddress: "10.0.0.2" }).message,
+      /^gpu_busy: rank 1 on node 10\.0\.0\.2 \(0123456789ab…\): the leased GPU\(s\)/
+    )
+    assert.match(
+      new GpuBusy({ holders, waitedSec: 30, nodeId: node }).message,
+      /^gpu_busy: on node 0123456789ab…: /
+    )
   })
 })

@@ -70,6 +70,19 @@ interface Supervised {
   ms: number
 }
 
+/** The lines the supervisor writes on its status pipe, as they come. */
+const statusLines = (pipe: NodeJS.ReadableStream): string[] => {
+  const status: string[] = []
+  let buf = ""
+  pipe.on("data", (d) => {
+    buf += d
+    const lines = buf.split("\n")
+    buf = lines.pop()!
+    status.push(...lines)
+  })
+  return status
+}
+
 const supervise = (args: ReadonlyArray<string>, during?: (status: string[]) => Promise<void>) => {
   const t0 = Date.now()
   const child = spawn(anyPython, [...supervisorArgv, "--status-fd", "3", ...args], {
@@ -77,15 +90,8 @@ const supervise = (args: ReadonlyArray<string>, during?: (status: string[]) => P
     env: { ...process.env, PATH: tools.path }
   })
   let stderr = ""
-  let buf = ""
-  const status: string[] = []
+  const status = statusLines(child.stdio[3] as NodeJS.ReadableStream)
   child.stderr!.on("data", (d) => (stderr += d))
-  ;(child.stdio[3] as NodeJS.ReadableStream).on("data", (d) => {
-    buf += d
-    const lines = buf.split("\n")
-    buf = lines.pop()!
-    status.push(...lines)
-  })
   const done = new Promise<Supervised>((resolve) =>
     child.on("close", (code) => resolve({ code, status, stderr, ms: Date.now() - t0 }))
   )
@@ -212,6 +218,67 @@ describe("the supervisor's gate (before CMD starts)", () => {
     assert.strictEqual(code, 143)
     assert.isBelow(Date.now() - t0, 20_000)
     assert.isFalse(fs.existsSync(marker))
+  })
+})
+
+describe("a group rank's hold (--hold-fd): no rank starts while another rank's GPUs are held", () => {
+  /** The supervisor with fd 4 as its hold pipe; `during` gets the status lines and the pipe. */
+  const held = (
+    args: ReadonlyArray<string>,
+    during: (status: string[], hold: NodeJS.WritableStream, supervisor: ChildProcess) => Promise<void>
+  ) => {
+    const child = spawn(anyPython, [...supervisorArgv, "--status-fd", "3", "--hold-fd", "4", ...args], {
+      stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"],
+      env: { ...process.env, PATH: tools.path }
+    })
+    const status = statusLines(child.stdio[3] as NodeJS.ReadableStream)
+    let stderr = ""
+    child.stderr!.on("data", (d) => (stderr += d))
+    const hold = child.stdio[4] as NodeJS.WritableStream
+    hold.on("error", () => undefined)
+    const done = new Promise<{ code: number | null; stderr: string }>((resolve) =>
+      child.on("close", (code) => resolve({ code, stderr }))
+    )
+    return during(status, hold, child).then(() => done.then((r) => ({ ...r, status })))
+  }
+
+  it("after its gate passed: 'clean', then CMD starts only on the bridge's word", async () => {
+    const marker = path.join(work, "ran-held")
+    const r = await held(
+      ["--gpus=0", "--gpu-clean-timeout", "5", "--", "touch", marker],
+      async (status, hold) => {
+        await waitFor("the hold's clean report", () => status.includes("clean"), 20_000, 20)
+        await new Promise((r) => setTimeout(r, 500))
+        assert.isFalse(fs.existsSync(marker), "CMD waits for the word")
+        assert.isFalse(status.some((l) => l.startsWith("pid ")))
+        hold.write("g")
+      }
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.isTrue(fs.existsSync(marker))
+    assert.deepStrictEqual(r.status[0], "clean")
+    assert.isTrue(r.status.some((l) => l.startsWith("pid ")))
+  })
+
+  it("a holder outside the lease: gpu_busy and never 'clean'; the end of the hold pipe or TERM while held: CMD never starts (143)", async () => {
+    const pid = startHolder()
+    tools.setApps(appLine(pid, 0, "python3", 99))
+    const busy = await held(["--gpus=0", "--gpu-clean-timeout", "0.5", "--", "true"], async () => undefined)
+    assert.strictEqual(busy.code, 125, busy.stderr)
+    assert.isFalse(busy.status.includes("clean"))
+    assert.isTrue(busy.status.some((l) => l.startsWith("gpu_busy ")))
+    tools.setApps(undefined)
+    for (const end of ["eof", "term"] as const) {
+      const marker = path.join(work, `ran-held-${end}`)
+      const r = await held(["--gpus=0", "--", "touch", marker], async (status, hold, supervisor) => {
+        await waitFor("the hold's clean report", () => status.includes("clean"), 20_000, 20)
+        if (end === "eof") hold.end()
+        else supervisor.kill("SIGTERM")
+      })
+      assert.strictEqual(r.code, 143, `${end}: ${r.stderr}`)
+      assert.isFalse(fs.existsSync(marker), `${end}: CMD never started`)
+      assert.deepStrictEqual(r.status.slice(-2), ["failed", "exit 143"])
+    }
   })
 })
 
