@@ -264,12 +264,24 @@ const readTextFile = (file: string) =>
     catch: (e) => e as NodeJS.ErrnoException
   })
 
+/**
+ * The home when the settings have no HOME: the password database's (what Ray's `Path.home()`
+ * falls back to), never `os.homedir()`, which reads this process's HOME past the Settings layer.
+ */
+const passwdHome = () => {
+  try {
+    return os.userInfo().homedir
+  } catch {
+    return "/"
+  }
+}
+
 /** `authorization: Bearer <token>` when RAY_AUTH_MODE=token (token: setting, else its file, else ~/.ray/auth_token). */
 const authToken = (settings: SettingsShape, address: string) =>
   Effect.gen(function* () {
     if ((settings.authMode ?? "").toLowerCase() !== "token") return undefined
     if (settings.authToken !== undefined) return Redacted.value(settings.authToken)
-    const file = settings.authTokenPath ?? path.join(settings.home ?? os.homedir(), ".ray", "auth_token")
+    const file = settings.authTokenPath ?? path.join(settings.home ?? passwdHome(), ".ray", "auth_token")
     const text = yield* readTextFile(file).pipe(
       Effect.mapError(
         (e) =>

@@ -62,12 +62,9 @@ const make = Effect.gen(function* () {
   const scan = Effect.gen(function* () {
     if (!hasGpuDevices(settings.env)) return none
     const python = yield* rayPython(settings)
-    const env = Object.fromEntries(
-      Object.entries(settings.env).filter((e): e is [string, string] => e[1] !== undefined)
-    )
     const run = yield* runBounded([python, "-I", ...pythonEntry("gpus"), "--json"], {
       timeoutSec: SCAN_TIMEOUT_SEC,
-      env
+      env: settings.env
     }).pipe(Effect.provideService(CommandExecutor.CommandExecutor, executor))
     if (run.timedOut)
       return { ...none, scanned: true, error: `the GPU scan did not finish in ${SCAN_TIMEOUT_SEC} s` }

@@ -40,6 +40,7 @@ import {
   testPrefix,
   userName
 } from "./LockFile.js"
+import { Settings } from "./Settings.js"
 
 /** What a lease tells the queue about itself when it joins. */
 export interface JoinInfo {
@@ -48,7 +49,9 @@ export interface JoinInfo {
   readonly gpus: number
 }
 
-const ownCommand = () => `hyperloom ${process.argv.slice(2).join(" ")}`.trim().slice(0, 300)
+/** What a lease that names no command is told as: the hyperloom command line (Settings' `commandLine`). */
+const commandText = (commandLine: ReadonlyArray<string>) =>
+  `hyperloom ${commandLine.join(" ")}`.trim().slice(0, 300)
 
 /** This process's place in the queue, for the scope it was joined in. */
 export interface Ticket {
@@ -316,7 +319,11 @@ const startKeeper = (fd: number, path: string) =>
   })
 
 /** The live queue at `placeOf` (see the module's text). */
-export const makeFileQueue = (placeOf: Effect.Effect<QueuePlace, LockUnavailable>): HostQueueShape => {
+export const makeFileQueue = (
+  placeOf: Effect.Effect<QueuePlace, LockUnavailable>,
+  commandLine: ReadonlyArray<string> = []
+): HostQueueShape => {
+  const ownCommand = commandText(commandLine)
   const host = os.hostname()
 
   /** Whether the ticket behind `fd` is locked by a process of `owner`; a dead one of ours is removed. */
@@ -418,7 +425,8 @@ export const makeFileQueue = (placeOf: Effect.Effect<QueuePlace, LockUnavailable
   const mutex = (place: QueuePlace) =>
     holdLockFile(nodePath.join(place.own, ".mutex"), {
       waitMs: 30_000,
-      label: `the host queue's history mutex (${place.own})`
+      label: `the host queue's history mutex (${place.own})`,
+      what: ownCommand
     })
 
   const join = (info: JoinInfo) =>
@@ -437,7 +445,7 @@ export const makeFileQueue = (placeOf: Effect.Effect<QueuePlace, LockUnavailable
         pid: process.pid,
         uid,
         user: userName(uid),
-        command: info.command ?? ownCommand(),
+        command: info.command ?? ownCommand,
         gpus: info.gpus,
         joinedAt: now
       }
@@ -580,15 +588,21 @@ export const makeFileQueue = (placeOf: Effect.Effect<QueuePlace, LockUnavailable
 }
 
 export class HostQueue extends Effect.Service<HostQueue>()("hyperloom/services/HostQueue", {
-  succeed: makeFileQueue(hostPlace()) as HostQueueShape
+  effect: Effect.map(
+    Settings,
+    (settings) => makeFileQueue(hostPlace(), settings.commandLine) as HostQueueShape
+  )
 }) {}
 
 /** The live layer: the host's queue in `/tmp` (shared by the host's users; see `hostPlace`). */
-export const layer: Layer.Layer<HostQueue> = HostQueue.Default
+export const layer: Layer.Layer<HostQueue, never, Settings> = HostQueue.Default
 
 /** The live queue in a directory of the test's own (`placeIn`). */
-export const layerIn = (dir: string): Layer.Layer<HostQueue> =>
-  Layer.succeed(HostQueue, HostQueue.make(makeFileQueue(placeIn(dir))))
+export const layerIn = (dir: string): Layer.Layer<HostQueue, never, Settings> =>
+  Layer.effect(
+    HostQueue,
+    Effect.map(Settings, (settings) => HostQueue.make(makeFileQueue(placeIn(dir), settings.commandLine)))
+  )
 
 /**
  * An in-memory queue with the live one's order (fresh per build): entries join with the next

@@ -443,13 +443,11 @@ export interface LockOptions {
   readonly waitMs?: number
   /** Told once, when the first try finds the lock held, whom we wait for. */
   readonly onWait?: (holder: LockHeld) => Effect.Effect<void>
-  /** What this process does while it holds the lock, for waiters' messages. */
+  /** What this process does while it holds the lock, for waiters' messages (default: nothing said). */
   readonly what?: string
   /** How the lock is named in messages (default: its path). */
   readonly label?: string
 }
-
-const defaultWhat = () => `hyperloom ${process.argv.slice(2, 4).join(" ")}`.trim()
 
 /**
  * Holds the lock file at `path` for the enclosing scope (released when the scope closes, or by
@@ -457,7 +455,7 @@ const defaultWhat = () => `hyperloom ${process.argv.slice(2, 4).join(" ")}`.trim
  */
 export const holdLockFile = (path: string, options: LockOptions = {}) =>
   Effect.gen(function* () {
-    const what = options.what ?? defaultWhat()
+    const what = options.what ?? ""
     const label = options.label ?? path
     let told = false
     const take = tryTake(path, label, what).pipe(

@@ -76,11 +76,12 @@ export const DEVICE_VARIABLES = [
 export const make = (options: {
   readonly executable: Effect.Effect<string, RayNotFound>
   readonly statusTimeoutSec: number
-  readonly env?: Readonly<Record<string, string>>
+  /** The environment `ray` runs in (the Settings layer's `env`), less the device mask. */
+  readonly env: Readonly<Record<string, string | undefined>>
 }) =>
   Effect.gen(function* () {
     const executor = yield* CommandExecutor.CommandExecutor
-    const env = { ...RAY_ENV, ...options.env }
+    const env = { ...options.env, ...RAY_ENV }
     const executable = yield* Effect.cached(options.executable)
     const run = (args: ReadonlyArray<string>, timeoutSec: number) =>
       Effect.flatMap(executable, (exe) =>
@@ -167,7 +168,8 @@ export const layer: Layer.Layer<
     const inspector = yield* ClusterInspector
     const cli = yield* make({
       executable: rayExecutable(settings),
-      statusTimeoutSec: settings.statusTimeoutSec
+      statusTimeoutSec: settings.statusTimeoutSec,
+      env: settings.env
     })
     return RayCli.of({ ...cli, probe: gcsFirst(inspector, cli.probe) })
   })

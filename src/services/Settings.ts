@@ -52,6 +52,11 @@ export interface SettingsShape {
   readonly testRepairPause: RepairStep | undefined
   /** The environment the settings were read from, for children that need it (the lease command). */
   readonly env: Readonly<Record<string, string | undefined>>
+  /**
+   * The hyperloom command line this process runs (after the executable), for what others are told
+   * it is (the queue's waiters, the host lock's); empty for a program that is not the CLI.
+   */
+  readonly commandLine: ReadonlyArray<string>
 }
 
 export class Settings extends Context.Tag("hyperloom/services/Settings")<Settings, SettingsShape>() {}
@@ -60,6 +65,7 @@ export interface SettingsOverrides {
   readonly nodes?: number | undefined
   readonly rankCwd?: string | undefined
   readonly rankEnv?: ReadonlyArray<string> | undefined
+  readonly commandLine?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -207,7 +213,8 @@ export const load = (
         authTokenPath: v.RAY_AUTH_TOKEN_PATH,
         home: v.HOME,
         testRepairPause: v.HYPERLOOM_TEST_REPAIR_PAUSE,
-        env
+        env,
+        commandLine: overrides.commandLine ?? []
       } satisfies SettingsShape
     }).pipe(Effect.withConfigProvider(blankAsUnset(provider)))
   )
@@ -251,20 +258,17 @@ export const readSettings = (
     )
   )
 
-/** The live layer: the settings of this process's environment. */
-export const layer: Layer.Layer<Settings, InvalidSetting | InvalidAddress> = Layer.effect(
-  Settings,
-  Effect.suspend(() => load(process.env))
-)
-
-/** The live layer with overrides from the command line (e.g. --nodes). */
+/** The live layer with overrides from the command line (e.g. --nodes); its command line is this process's. */
 export const layerWith = (
   overrides: SettingsOverrides
 ): Layer.Layer<Settings, InvalidSetting | InvalidAddress> =>
   Layer.effect(
     Settings,
-    Effect.suspend(() => load(process.env, overrides))
+    Effect.suspend(() => load(process.env, { commandLine: process.argv.slice(2), ...overrides }))
   )
+
+/** The live layer: the settings of this process's environment. */
+export const layer: Layer.Layer<Settings, InvalidSetting | InvalidAddress> = layerWith({})
 
 const testSettings = (fields: Partial<SettingsShape> = {}): SettingsShape => ({
   rayAddress: { _tag: "Auto" },
@@ -282,6 +286,7 @@ const testSettings = (fields: Partial<SettingsShape> = {}): SettingsShape => ({
   home: undefined,
   testRepairPause: undefined,
   env: {},
+  commandLine: [],
   ...fields
 })
 

@@ -51,8 +51,12 @@ export interface BoundedRun {
 
 export interface BoundedOptions {
   readonly timeoutSec: number
-  readonly env?: Readonly<Record<string, string>>
-  /** Variables of this process's environment the child must not inherit. */
+  /**
+   * The child's whole environment (the Settings layer's `env`, plus what the caller adds):
+   * nothing of this process's own `process.env` is inherited.
+   */
+  readonly env: Readonly<Record<string, string | undefined>>
+  /** Variables of `env` the child must not get. */
   readonly unsetEnv?: ReadonlyArray<string>
   readonly cwd?: string
   readonly maxOutput?: number
@@ -74,14 +78,9 @@ export const runBounded = (argv: ReadonlyArray<string>, options: BoundedOptions)
   Effect.scoped(
     Effect.gen(function* () {
       const started = yield* Clock.currentTimeMillis
-      let command = Command.make(argv[0]!, ...argv.slice(1))
-      if (options.unsetEnv && options.unsetEnv.length > 0) {
-        const env: Record<string, string | undefined> = { ...process.env, ...options.env }
-        for (const name of options.unsetEnv) delete env[name]
-        command = Command.env(command, env, { extendEnv: false })
-      } else if (options.env) {
-        command = Command.env(command, options.env)
-      }
+      const env: Record<string, string | undefined> = { ...options.env }
+      for (const name of options.unsetEnv ?? []) delete env[name]
+      let command = Command.env(Command.make(argv[0]!, ...argv.slice(1)), env, { extendEnv: false })
       if (options.cwd) command = Command.workingDirectory(command, options.cwd)
       const proc = yield* Command.start(command)
       yield* Effect.addFinalizer(() => terminateTree(proc))

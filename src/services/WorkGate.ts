@@ -1,5 +1,6 @@
 import { Effect, Layer, Scope } from "effect"
 import { holdLockFile, hostFile, type LockHeld, type LockUnavailable } from "./LockFile.js"
+import { Settings } from "./Settings.js"
 
 /** How long to wait for another hyperloom process that is working on the host's Ray head. */
 const HOST_LOCK_WAIT_MS = 300_000
@@ -53,27 +54,32 @@ const makeWorkGate = (holdHostLock: Effect.Effect<unknown, LockHeld | LockUnavai
     }
   })
 
-/** The host's Ray lock, waited for up to HOST_LOCK_WAIT_MS, saying whom it waits for. */
-const holdHostLock = Effect.flatMap(hostFile(HOST_LOCK_FILE), (path) =>
-  holdLockFile(path, {
-    label: `the host's Ray lock (${path})`,
-    waitMs: HOST_LOCK_WAIT_MS,
-    onWait: (held) =>
-      Effect.logInfo(
-        `waiting for ${held.holderPid > 0 ? `hyperloom process ${held.holderPid}` : "another hyperloom process"}` +
-          `${held.holderWhat !== undefined ? ` (${held.holderWhat})` : ""}, which is working on the Ray head`
-      )
-  })
-)
+/**
+ * The host's Ray lock, waited for up to HOST_LOCK_WAIT_MS, saying whom it waits for; its holder
+ * is told as the command (`hyperloom ray repair`) of Settings' `commandLine`.
+ */
+const holdHostLock = (commandLine: ReadonlyArray<string>) =>
+  Effect.flatMap(hostFile(HOST_LOCK_FILE), (path) =>
+    holdLockFile(path, {
+      label: `the host's Ray lock (${path})`,
+      what: `hyperloom ${commandLine.slice(0, 2).join(" ")}`.trim(),
+      waitMs: HOST_LOCK_WAIT_MS,
+      onWait: (held) =>
+        Effect.logInfo(
+          `waiting for ${held.holderPid > 0 ? `hyperloom process ${held.holderPid}` : "another hyperloom process"}` +
+            `${held.holderWhat !== undefined ? ` (${held.holderWhat})` : ""}, which is working on the Ray head`
+        )
+    })
+  )
 
 export class WorkGate extends Effect.Service<WorkGate>()("hyperloom/services/WorkGate", {
-  effect: makeWorkGate(holdHostLock)
+  effect: Effect.flatMap(Settings, (settings) => makeWorkGate(holdHostLock(settings.commandLine)))
 }) {}
 
 export type { LockHeld, LockUnavailable }
 
 /** The live layer: one permit and the host's Ray lock (HOST_LOCK_FILE). */
-export const layer: Layer.Layer<WorkGate> = WorkGate.Default
+export const layer: Layer.Layer<WorkGate, never, Settings> = WorkGate.Default
 
 /**
  * A test layer: the same permit and process-wide facts, without the host-wide lock (the permit

@@ -361,6 +361,30 @@ describe("GcsClient.snapshot with RAY_AUTH_MODE=token", () => {
     )
   )
 
+  it.live("a layer without HOME never reads process.env.HOME: the home is the password database's", () =>
+    withFakeGcs({ replies: busy, requireToken: TOKEN }, (address) =>
+      Effect.gen(function* () {
+        const home = fs.mkdtempSync(path.join(os.tmpdir(), "hl-home-"))
+        fs.mkdirSync(path.join(home, ".ray"))
+        fs.writeFileSync(path.join(home, ".ray", "auth_token"), TOKEN)
+        const saved = process.env.HOME
+        process.env.HOME = home
+        const e = yield* Effect.flip(
+          snapshotOf(address).pipe(Effect.provide(liveLayer({ authMode: "token", home: undefined })))
+        ).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              process.env.HOME = saved
+              fs.rmSync(home, { recursive: true, force: true })
+            })
+          )
+        )
+        assert.notInclude(e.detail, home)
+        assert.include(e.detail, path.join(os.userInfo().homedir, ".ray", "auth_token"))
+      })
+    )
+  )
+
   it.live("no token: UNAUTHENTICATED is explained; a missing token file is named", () =>
     withFakeGcs({ replies: busy, requireToken: TOKEN }, (address) =>
       Effect.gen(function* () {

@@ -9,10 +9,18 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { blockers, splitQueue } from "../../src/domain/Queue.js"
-import { isSharedSticky, makeFileQueue, placeIn, type Ticket } from "../../src/services/HostQueue.js"
+import {
+  HostQueue,
+  isSharedSticky,
+  layerIn,
+  makeFileQueue,
+  placeIn,
+  type Ticket
+} from "../../src/services/HostQueue.js"
 import { userName } from "../../src/services/LockFile.js"
+import * as Settings from "../../src/services/Settings.js"
 import { bundle } from "../support/bundle.js"
 import { canActAsForeignUser, FOREIGN_UID } from "../support/foreignUser.js"
 
@@ -90,6 +98,28 @@ const exited = (child: ChildProcess) =>
 const ahead = (t: Ticket) => Effect.map(t.look, (entries) => blockers(entries, t.entry).map((e) => e.leaseId))
 
 describe("HostQueue on files (live)", () => {
+  it.live(
+    "a lease that names no command is told by the Settings layer's command line, not process.argv",
+    () =>
+      Effect.gen(function* () {
+        const dir = fs.mkdtempSync(path.join(work, "q-"))
+        fs.chmodSync(dir, 0o1777)
+        const queue = yield* HostQueue.pipe(
+          Effect.provide(
+            layerIn(dir).pipe(
+              Layer.provide(Settings.layerTest({ commandLine: ["lease", "run", "--gpus", "1", "--", "x"] }))
+            )
+          )
+        )
+        const ticket = yield* queue.join({ gpus: 1 })
+        assert.strictEqual(ticket.entry.command, "hyperloom lease run --gpus 1 -- x")
+        assert.deepStrictEqual(
+          (yield* queue.view).entries.map((e) => e.command),
+          ["hyperloom lease run --gpus 1 -- x"]
+        )
+      }).pipe(Effect.scoped)
+  )
+
   it.live("joins in arrival order; a holder does not block the next; leaving frees the place", () =>
     Effect.gen(function* () {
       const { dir, queue } = freshQueue()

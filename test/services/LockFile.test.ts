@@ -116,6 +116,16 @@ describe("holdLockFile: a lock the kernel releases", () => {
     })
   )
 
+  it.live("a holder given no `what` says nothing of itself: this process's argv is not read", () =>
+    Effect.gen(function* () {
+      const name = freshName()
+      yield* holdLockFile(name, { label: "L" })
+      const e = yield* Effect.flip(Effect.scoped(holdLockFile(name, { label: "L" })))
+      assert.strictEqual(e._tag, "LockHeld")
+      if (e._tag === "LockHeld") assert.isUndefined(e.holderWhat)
+    }).pipe(Effect.scoped)
+  )
+
   it.live("a waiter gives up after waitMs with LockHeld", () =>
     Effect.gen(function* () {
       const name = freshName()
