@@ -4,8 +4,11 @@
 hyperloom runs this module (`python PYDIR serve`, with the Python of the Ray installation) as the command of a serving
 lease, so it runs on the leased node, inside the lease's process group, holding the lease's GPUs:
 
-    python PYDIR serve --server 'SERVER CMD' --dir ATTEMPT_DIR [--ready-path /health]
-        [--ready-timeout 1800] [--stop-grace 1.5] [--progress-every 5] -- CLIENT ARGV...
+    python PYDIR serve --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
+        --progress-every SEC --dir ATTEMPT_DIR --cwd DIR -- CLIENT ARGV...
+
+Every flag is required: their defaults live in one place, hyperloom's (domain/Serving.ts), which
+always passes them all.
 
 1. Picks a free TCP port on 127.0.0.1; the server and the client get HYPERLOOM_PORT and
    HYPERLOOM_BASE_URL (http://127.0.0.1:PORT) in their environment, besides everything given.
@@ -379,15 +382,21 @@ class _Parser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
+def add_runner_flags(p):
+    """The flags both runners (this one and hyperloom.sweep) take, every one required: their
+    defaults live in hyperloom's domain/Serving.ts, which always passes them all."""
+    p.add_argument("--server", required=True)
+    p.add_argument("--dir", required=True)
+    p.add_argument("--cwd", required=True)
+    p.add_argument("--ready-path", required=True)
+    p.add_argument("--ready-timeout", type=float, required=True)
+    p.add_argument("--stop-grace", type=float, required=True)
+    p.add_argument("--progress-every", type=float, required=True)
+
+
 def parse(argv):
     p = _Parser(prog="python PYDIR serve", add_help=False, allow_abbrev=False)
-    p.add_argument("--server")
-    p.add_argument("--dir")
-    p.add_argument("--cwd")
-    p.add_argument("--ready-path", default="/health")
-    p.add_argument("--ready-timeout", type=float, default=1800.0)
-    p.add_argument("--stop-grace", type=float, default=1.5)
-    p.add_argument("--progress-every", type=float, default=5.0)
+    add_runner_flags(p)
     p.add_argument("client", nargs=argparse.REMAINDER)
     ns = p.parse_args(argv)
     client = ns.client[1:] if ns.client[:1] == ["--"] else None

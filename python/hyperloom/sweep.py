@@ -1,7 +1,10 @@
 """The sweep runner: one server combination of a sweep (SPEC section 12), run as the leased command.
 
-    python PYDIR sweep --server 'SERVER CMD' --dir ENGINE_DIR [--ready-path /health]
-        [--ready-timeout 1800] [--stop-grace 1.5] [--progress-every 5] [--cwd DIR]
+    python PYDIR sweep --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
+        --progress-every SEC --dir ENGINE_DIR --cwd DIR
+
+Every flag is required: their defaults live in one place, hyperloom's (domain/Serving.ts), which
+always passes them all.
 
 It runs on the leased node, inside the lease, holding its GPUs: it starts the engine ONCE and runs
 many client invocations against it, one at a time, as hyperloom asks (domain/Sweep/Runner.ts):
@@ -34,7 +37,7 @@ import threading
 import time
 
 from hyperloom import jsonfile, keeper, procgroup
-from hyperloom.serve import expand, free_port, last_line, node_facts, probe
+from hyperloom.serve import add_runner_flags, expand, free_port, last_line, node_facts, probe
 from hyperloom.tee import Tee
 
 ENGINE_FILE = "engine.json"
@@ -288,13 +291,7 @@ class Runner:
 
 def parse(argv):
     p = argparse.ArgumentParser(prog="python PYDIR sweep", description="the sweep runner (one server combination)")
-    p.add_argument("--server", required=True)
-    p.add_argument("--dir", required=True)
-    p.add_argument("--ready-path", default="/health")
-    p.add_argument("--ready-timeout", type=float, default=1800.0)
-    p.add_argument("--stop-grace", type=float, default=1.5)
-    p.add_argument("--progress-every", type=float, default=5.0)
-    p.add_argument("--cwd", default=None)
+    add_runner_flags(p)
     a = p.parse_args(argv)
     if not a.ready_path.startswith("/"):
         a.ready_path = "/" + a.ready_path

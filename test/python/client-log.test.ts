@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
+import { LeasedCommand, readiness, runnerArgs } from "../../src/domain/Serving.js"
 import { anyPython, pythonDir } from "../support/lease.js"
 import { projectRoot, sleep } from "../support/ray.js"
 
@@ -71,7 +72,8 @@ describe("a client whose log disk is full is still drained (ENOSPC)", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-enospc-serve-"))
     dirs.push(dir)
     fullLog(dir)
-    const r = await run(["serve", "--server", engine, "--dir", dir, "--", ...chatty], 60_000)
+    const serving = LeasedCommand.Serving({ server: engine, readiness: readiness(), client: chatty, dir })
+    const r = await run(["serve", ...runnerArgs(serving, dir)], 60_000)
     assert.strictEqual(r.code, 0, r.stderr.slice(-2000))
     assert.strictEqual(r.stdoutLines, 40000, "every line of the client reached the runner's stdout")
     assert.match(r.stderr, /client\.log: .*(No space left|ENOSPC)/, "one line says the log stopped")
@@ -98,7 +100,8 @@ describe("a client whose log disk is full is still drained (ENOSPC)", () => {
       while (!fs.existsSync(answer) && Date.now() < deadline) await sleep(100)
       put("2.json", { stop: true })
     }
-    const r = await run(["sweep", "--server", engine, "--dir", dir], 60_000, ask)
+    const engineCommand = LeasedCommand.Engine({ server: engine, readiness: readiness(), dir })
+    const r = await run(["sweep", ...runnerArgs(engineCommand, dir)], 60_000, ask)
     assert.strictEqual(r.code, 0, r.stderr.slice(-2000))
     const done = JSON.parse(fs.readFileSync(path.join(control, "1.done.json"), "utf8"))
     assert.strictEqual(done.exit_code, 0)
