@@ -137,6 +137,15 @@ const usageLine = (line: string, path: ReadonlyArray<string>) => {
 
 const isHelp = (text: string) => /\n\s*USAGE\s*\n/.test(text.replace(ANSI, ""))
 
+/** A text for stderr as one line that starts with `hyperloom: `. */
+const errorLine = (text: string) => {
+  const line = text
+    .replace(ANSI, "")
+    .trim()
+    .replace(/\s*\n\s*/g, " ")
+  return line.startsWith("hyperloom: ") ? line : `hyperloom: ${line}`
+}
+
 const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArray<string>) => {
   const tty = process.stdout.isTTY === true && !terminal.noColor
   const show = (arg: unknown) =>
@@ -153,9 +162,10 @@ const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArr
     Effect.withConsole(effect, {
       ...console,
       log: (...args: ReadonlyArray<unknown>) => console.log(...args.map(show)),
-      // @effect/cli prints a usage error as a text block ending in a blank line: print its lines only.
+      // @effect/cli prints its usage errors (a missing option, a value it could not read) as a text
+      // block ending in a blank line: one line, marked `hyperloom: ` as every other error line is.
       error: (...args: ReadonlyArray<unknown>) =>
-        console.error(...args.map((a) => (typeof a === "string" ? a.replace(ANSI, "").trimEnd() : a))),
+        console.error(...args.map((a) => (typeof a === "string" ? errorLine(a) : a))),
       unsafe: {
         ...console.unsafe,
         log: (...args: ReadonlyArray<unknown>) => console.unsafe.log(...args.map(show))

@@ -1,6 +1,6 @@
 /** Bundles for tests: the real executable into a temp folder (CLI tests without Ray), or a test helper. */
 
-import { spawnSync } from "node:child_process"
+import { execFile, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -64,3 +64,25 @@ export const runBundled = (
   })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
+
+/**
+ * `runBundled` without blocking the test's worker: many CLI starts in a row (spawnSync) can hold
+ * a worker past vitest's own RPC deadline on a loaded machine.
+ */
+export const runBundledAsync = (
+  cli: string,
+  cwd: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+): Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }> =>
+  new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [cli, ...args],
+      { env: cleanEnv(env), encoding: "utf8", cwd, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
+        resolve({ code, stdout, stderr })
+      }
+    )
+  })
