@@ -28,22 +28,21 @@ export interface RepairOutcome {
 }
 
 /** Polls the GCS at `gcsAddress` until an alive node declares the slot. */
-const awaitSlot = (gcsAddress: string) =>
-  Effect.gen(function* () {
-    const inspector = yield* ClusterInspector
-    return yield* inspector.snapshot(gcsAddress).pipe(
-      // not yet: retried like a head that does not answer yet, until the timeout below names it
-      Effect.filterOrFail(
-        (s) => (totalResources(s)[SLOT] ?? 0) > 0 && s.nodes.some((n) => n.state === "ALIVE")
-      ),
-      Effect.retry(headReadyPoll),
-      Effect.timeoutFail({
-        duration: HEAD_READY_TIMEOUT,
-        onTimeout: () =>
-          `the head at ${gcsAddress} did not show serving_slot within ${Duration.format(HEAD_READY_TIMEOUT)}`
-      })
-    )
-  })
+const awaitSlot = Effect.fn("Cluster.awaitSlot")(function* (gcsAddress: string) {
+  const inspector = yield* ClusterInspector
+  return yield* inspector.snapshot(gcsAddress).pipe(
+    // not yet: retried like a head that does not answer yet, until the timeout below names it
+    Effect.filterOrFail(
+      (s) => (totalResources(s)[SLOT] ?? 0) > 0 && s.nodes.some((n) => n.state === "ALIVE")
+    ),
+    Effect.retry(headReadyPoll),
+    Effect.timeoutFail({
+      duration: HEAD_READY_TIMEOUT,
+      onTimeout: () =>
+        `the head at ${gcsAddress} did not show serving_slot within ${Duration.format(HEAD_READY_TIMEOUT)}`
+    })
+  )
+})
 
 /** The named steps of a restart, for the test-only pause below. */
 export { REPAIR_STEPS, type RepairStep } from "../domain/Restart.js"
@@ -149,8 +148,13 @@ export const repairLocked = Effect.fn("Cluster.repairLocked")(function* (
 })
 
 /** The repair on demand, under the work permit (`hyperloom ray repair`). */
-export const repair = (request: LeaseRequest, options: { readonly dryRun: boolean }) =>
-  Effect.flatMap(WorkGate, (gate) => gate.withPermit(repairLocked(request, options)))
+export const repair = Effect.fn("Cluster.repair")(function* (
+  request: LeaseRequest,
+  options: { readonly dryRun: boolean }
+) {
+  const gate = yield* WorkGate
+  return yield* gate.withPermit(repairLocked(request, options))
+})
 
 export interface EnsureOutcome {
   /** reused: a head answered and was feasible; repaired: it lacked the slot and was restarted; started: none answered. */
@@ -246,5 +250,7 @@ export const ensureLocked = Effect.fn("Cluster.ensureLocked")(function* (request
 })
 
 /** `hyperloom ray ensure`: `ensureLocked` under the work permit (one ensure or repair at a time per host). */
-export const ensure = (request: LeaseRequest) =>
-  Effect.flatMap(WorkGate, (gate) => gate.withPermit(ensureLocked(request)))
+export const ensure = Effect.fn("Cluster.ensure")(function* (request: LeaseRequest) {
+  const gate = yield* WorkGate
+  return yield* gate.withPermit(ensureLocked(request))
+})
