@@ -10,6 +10,8 @@ export default defineConfig({
           name: "unit",
           include: ["test/**/*.test.ts"],
           exclude: ["test/ray/**", "test/consumer/**", "node_modules/**"],
+          // yields to the worker's event loop after each test (why: in the file)
+          setupFiles: ["test/support/unitSetup.ts"],
           testTimeout: 20_000
         }
       },

@@ -229,26 +229,28 @@ describe("help", () => {
     assert.match(d.stdout, /^\$ hyperloom ray doctor /m)
   })
 
-  it("every command's --help shows its whole path in USAGE", () => {
-    for (const command of [
-      ["ray", "status"],
-      ["ray", "doctor"],
-      ["ray", "ensure"],
-      ["ray", "repair"],
-      ["lease", "run"],
-      ["baseline", "run"],
-      ["state", "show"],
-      ["sweep", "run"],
-      ["sweep", "show"],
-      ["report"]
-    ]) {
+  // One test per command: a test is one synchronous stretch of CLI starts (spawnSync), and a
+  // worker blocked for 60 s misses vitest's own RPC deadline (test/support/unitSetup.ts).
+  for (const command of [
+    ["ray", "status"],
+    ["ray", "doctor"],
+    ["ray", "ensure"],
+    ["ray", "repair"],
+    ["lease", "run"],
+    ["baseline", "run"],
+    ["state", "show"],
+    ["sweep", "run"],
+    ["sweep", "show"],
+    ["report"]
+  ]) {
+    it(`${command.join(" ")} --help shows its whole path in USAGE`, () => {
       const r = run([...command, "--help"])
       assert.strictEqual(r.code, 0, `${command.join(" ")}: ${r.stderr}`)
       const usage = r.stdout.split("\n").filter((l) => l.startsWith("$ "))
       assert.isNotEmpty(usage, `${command.join(" ")}: no USAGE line in\n${r.stdout}`)
       for (const l of usage) assert.isTrue(l.startsWith(`$ hyperloom ${command.join(" ")} `), l)
-    }
-  }, 60_000)
+    })
+  }
 
   it("wraps to the terminal width (COLUMNS when not a terminal)", () => {
     for (const columns of [60, 100]) {
