@@ -6,7 +6,8 @@
 // The real-Ray tests run `ray stop --force`, which kills every Ray process on the host. Where this
 // process may create namespaces (root; scripts/own-host.sh), each real-Ray test file runs on a
 // host of its own (private PID, network and mount namespaces, own /tmp and /dev/shm), so two files
-// run at once (HYPERLOOM_TEST_RAY_LANES, default 2) and this host's own Ray is never touched.
+// run at once (HYPERLOOM_TEST_RAY_LANES, default 2; in the full run one more once the unit tests
+// are done), the longest first, and this host's own Ray is never touched.
 // Otherwise (or with HYPERLOOM_TEST_OWN_HOSTS=0) the files run one at a time on this host, and it refuses first (one line on stderr,
 // exit 3) when Ray processes it did not start are running, unless
 // HYPERLOOM_TEST_DISPOSABLE_HOST=1 says this is a disposable test host (.ci/run).
@@ -40,15 +41,21 @@ if (only !== "unit") {
     process.exit(3)
   }
 }
+const runBegan = Date.now()
 const out = ".test-results"
 rmSync(out, { recursive: true, force: true })
 mkdirSync(out, { recursive: true })
+
+/** Seconds since the run began, for the steps' lines. */
+const sinceStart = (t = Date.now()) => `+${((t - runBegan) / 1000).toFixed(0)} s`
 
 /** Runs one step to completion, its output to the console (or, with `log`, to a file printed after). */
 const step = (name, cmd, args, log) =>
   new Promise((resolve) => {
     const began = Date.now()
-    process.stderr.write(`\n== ${name}: ${cmd} ${args.join(" ")}${log ? ` (output after it ends)` : ""}\n`)
+    process.stderr.write(
+      `\n== ${name}: ${cmd} ${args.join(" ")} (at ${sinceStart(began)})${log ? ` (output after it ends)` : ""}\n`
+    )
     const child = spawn(cmd, args, { stdio: log ? ["ignore", "pipe", "pipe"] : "inherit", env: process.env })
     let text = ""
     if (log) {
@@ -58,7 +65,9 @@ const step = (name, cmd, args, log) =>
     child.on("close", (code) => {
       const secs = ((Date.now() - began) / 1000).toFixed(1)
       if (log) process.stderr.write(`\n== ${name} (output)\n${text}`)
-      process.stderr.write(`== ${name}: ${code === 0 ? "ok" : `FAILED (exit ${code})`} in ${secs} s\n`)
+      process.stderr.write(
+        `== ${name}: ${code === 0 ? "ok" : `FAILED (exit ${code})`} in ${secs} s (ended at ${sinceStart()})\n`
+      )
       resolve(code === 0)
     })
   })
@@ -105,9 +114,9 @@ const tally = (file, project) => {
 
 const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, report = project) => {
   const file = `${out}/${report}.json`
+  // vitest's own bin, not `npx vitest` (npx costs a second or more a run on a loaded machine).
   const args = [
-    "npx",
-    "vitest",
+    "node_modules/.bin/vitest",
     "run",
     "--project",
     project,
@@ -123,79 +132,123 @@ const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, 
   })
 }
 
-/** The slowest real-Ray files first, so that the lanes end together; any other file after them. */
-const RAY_FIRST = [
-  "two-hosts",
-  "repair",
-  "guards",
-  "repair-faults",
-  "inspector",
-  "baseline",
-  "bridge",
-  "serving",
-  "group"
-]
+/**
+ * Seconds each real-Ray file took (CI, 2026-12-01, two files at a time beside the unit tests): the
+ * longest start first, so that the lanes end together. A file not listed counts as NEW_FILE_SECONDS.
+ */
+const RAY_SECONDS = {
+  repair: 270,
+  guards: 216,
+  "repair-faults": 175,
+  baseline: 155,
+  "two-hosts": 150,
+  sweep: 147,
+  inspector: 125,
+  serving: 101,
+  faults: 94,
+  bridge: 81,
+  group: 76,
+  containment: 61,
+  waiting: 59,
+  "lease-bridge": 52,
+  queue: 43,
+  inprocess: 39,
+  signals: 31,
+  terminal: 29,
+  "two-hosts-contained": 28,
+  output: 25,
+  errors: 24,
+  gpus: 21,
+  "group-bridge": 6,
+  proto: 1
+}
+const NEW_FILE_SECONDS = 60
+
+const nameOf = (f) => f.replace(/\.test\.ts$/, "")
+const secondsOf = (f) => RAY_SECONDS[nameOf(f)] ?? NEW_FILE_SECONDS
+/** The real-Ray files still to run, the longest first; the lanes take them from the front. */
+const rayQueue = readdirSync("test/ray")
+  .filter((f) => f.endsWith(".test.ts") && (chosen.length === 0 || chosen.includes(f)))
+  .sort((x, y) => secondsOf(y) - secondsOf(x) || x.localeCompare(y))
+let rayAllPassed = true
+
+/**
+ * One lane of real-Ray files: takes the next file from the queue until none is left, each file in
+ * a vitest run of its own on a host of its own (its tests one after the other).
+ */
+const rayLane = async (lane) => {
+  // The bundle was made before the lanes start: no run rebuilds it (test/ray/globalSetup.ts).
+  process.env.HYPERLOOM_TEST_BUNDLED = "1"
+  for (let f = rayQueue.shift(); f !== undefined; f = rayQueue.shift()) {
+    const wrap = ["bash", "scripts/own-host.sh"]
+    const passed = await vitest(
+      "ray",
+      true,
+      [`test/ray/${f}`],
+      wrap,
+      `ray ${f} (lane ${lane})`,
+      `ray-${nameOf(f)}`
+    )
+    rayAllPassed = passed && rayAllPassed
+  }
+}
 
 /**
  * The real-Ray tests: one vitest run for them all on this host (one file at a time), or, with
- * hosts of their own, each file in its own namespace, `lanes` files at once. Either way the tests
- * of one file run one after the other, and the CLI is bundled once before (not by every run).
+ * hosts of their own, `lanes` lanes of files (rayLane); `extra` lanes (the full run's check lane
+ * once the unit tests are done) join them. The CLI is bundled once before (not by every run).
  */
-const rayTests = async () => {
+const rayTests = async (extra = []) => {
   if (!ownHosts)
     return vitest(
       "ray",
       false,
       chosen.map((f) => `test/ray/${f}`)
     )
-  const nameOf = (f) => f.replace(/\.test\.ts$/, "")
-  const rank = (f) => {
-    const i = RAY_FIRST.indexOf(nameOf(f))
-    return i < 0 ? RAY_FIRST.length : i
-  }
-  const queue = readdirSync("test/ray")
-    .filter((f) => f.endsWith(".test.ts") && (chosen.length === 0 || chosen.includes(f)))
-    .sort((x, y) => rank(x) - rank(y) || x.localeCompare(y))
   process.stderr.write(
-    `\n== ray tests: ${queue.length} files, ${lanes} at a time, each on a host of its own\n`
+    `\n== ray tests: ${rayQueue.length} files, ${lanes} at a time${extra.length > 0 ? ` (${lanes + extra.length} once the unit tests are done)` : ""}, each on a host of its own\n`
   )
-  // The whole run has just built it; `npm test ray` bundles it here.
-  if (only === "ray" && !(await step("bundle", "node", ["scripts/build.mjs", "--bundle-only"]))) return false
-  process.env.HYPERLOOM_TEST_BUNDLED = "1"
-  let allPassed = true
-  const lane = async () => {
-    for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
-      const wrap = ["bash", "scripts/own-host.sh"]
-      const passed = await vitest("ray", true, [`test/ray/${f}`], wrap, `ray ${f}`, `ray-${nameOf(f)}`)
-      allPassed = passed && allPassed
-    }
-  }
-  await Promise.all(Array.from({ length: lanes }, lane))
-  return allPassed
+  await Promise.all([...Array.from({ length: lanes }, (_, i) => rayLane(i + 1)), ...extra])
+  return rayAllPassed
 }
 
 const began = Date.now()
 if (only === "ray") {
-  ok = (await rayTests()) && ok
+  if (await step("bundle", "node", ["scripts/build.mjs", "--bundle-only"])) ok = (await rayTests()) && ok
+  else {
+    counts.failed += 1
+    failures.push("the bundle failed (see above)")
+  }
 } else if (only) {
   ok = (await vitest(only, false, process.argv.slice(3))) && ok
 } else {
   // The real-Ray tests mostly wait on Ray (heads starting, leases, sleeps); the checks and the
-  // unit tests use the CPU. So they run side by side: one lane sets up Ray, builds and runs the
-  // real-Ray tests, the other typechecks, lints and runs the unit tests (the output of a step that
-  // runs beside another is printed when it ends).
-  const rayLane = (async () => {
+  // unit tests use the CPU. So they run side by side (the output of a step that runs beside
+  // another is printed when it ends):
+  // - Ray's setup and the CLI's bundle (seconds), then `lanes` lanes of real-Ray files;
+  // - the check lane: typecheck, lint, the unit tests; then, with hosts of their own, it joins the
+  //   real-Ray lanes for the files still queued (the CPU the unit tests used is free by then);
+  // - the library's build (tsc, only the consumer test needs it), then the consumer test (npm pack
+  //   and install: mostly waits on npm).
+  const rayReady = (async () => {
     let fine = await step("ray setup", "bash", ["scripts/setup-ray.sh"])
-    fine = (await step("build", "node", ["scripts/build.mjs"])) && fine
+    fine = (await step("bundle", "node", ["scripts/build.mjs", "--bundle-only"])) && fine
     fine = (await step("bundle smoke test", "node", ["dist/hyperloom.mjs", "--help"], true)) && fine
     if (!fine) {
       counts.failed += 1
-      failures.push("ray lane: Ray setup, the build or the bundle smoke test failed (see above)")
+      failures.push("ray lane: Ray setup, the bundle or its smoke test failed (see above)")
     }
-    // The packed package in a consumer project (needs the build; mostly waits on npm): beside the
-    // real-Ray tests, which mostly wait on Ray.
-    const [rayOk, consumerOk] = await Promise.all([rayTests(), vitest("consumer", true)])
-    return rayOk && consumerOk && fine
+    return fine
+  })()
+  const libLane = (async () => {
+    if (!(await step("library build", "node", ["scripts/build.mjs", "--lib-only"], true))) {
+      counts.failed += 1
+      failures.push("library build failed (see above)")
+      return false
+    }
+    // npm pack takes the bundle too.
+    await rayReady
+    return vitest("consumer", true)
   })()
   const checkLane = (async () => {
     let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)
@@ -205,10 +258,16 @@ if (only === "ray") {
       counts.failed += 1
       failures.push("check lane: the typecheck or the lint failed (see above)")
     }
-    return (await vitest("unit", true)) && fine
+    fine = (await vitest("unit", true)) && fine
+    if (ownHosts) {
+      await rayReady
+      await rayLane(lanes + 1)
+    }
+    return fine
   })()
-  const [rayOk, checksOk] = await Promise.all([rayLane, checkLane])
-  ok = rayOk && checksOk && ok
+  const rayOk = rayReady.then(() => rayTests(ownHosts ? [checkLane] : []))
+  const results = await Promise.all([rayReady, rayOk, libLane, checkLane])
+  ok = results.every(Boolean) && ok
 }
 process.stderr.write("\n== time per test file\n")
 for (const t of timings.sort((a, b) => b.ms - a.ms)) {
