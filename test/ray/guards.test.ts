@@ -4,7 +4,7 @@
  * And the one situation where the repair is allowed: a lone idle head without the slot.
  */
 import { spawnSync } from "node:child_process"
-import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
+import { afterAll, afterEach, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import {
   daemonPids,
@@ -63,17 +63,30 @@ const expectRefused = async (
   return doctor.json
 }
 
-describe("repair guards on real heads", () => {
+/**
+ * The guards that a plain head refuses by the run's own settings alone (an explicit address, a
+ * multi-node run, a /proc that hides processes) share one head with the lone-idle check, which runs
+ * first: none of them changes the head (a refused repair kills nothing: expectRefused checks it),
+ * and each starts by checking that it is still the same head, lone and idle (every guard holds).
+ */
+describe("repair guards on one shared plain head", () => {
   let head: Head
-  beforeEach(async () => {
+  let daemons: ReturnType<typeof daemonPids>
+  beforeAll(async () => {
     await prepareRay()
+    head = await startHead({ port: PORT })
+    daemons = daemonPids()
   })
-  afterEach(async () => {
+  beforeEach(async () => {
+    assert.deepStrictEqual(daemonPids(), daemons, "the shared head is the one started for these tests")
+    const idle = await runCli(["ray", "doctor", "--json"])
+    assert.deepStrictEqual(failing(idle.json), [], "the shared head is still a lone idle head")
+  })
+  afterAll(async () => {
     await teardownRay()
   })
 
   it("a lone idle head without the slot: infeasible, repair allowed, every guard holds", async () => {
-    head = await startHead({ port: PORT })
     const r = await runCli(["ray", "doctor", "--json"])
     assert.strictEqual(r.code, 7, r.stderr)
     assert.isFalse(r.json.feasible)
@@ -88,6 +101,70 @@ describe("repair guards on real heads", () => {
     assert.deepStrictEqual(failing(r.json), [])
     assert.strictEqual(r.json.repair.guards.length, 9)
     assert.strictEqual(r.json.cluster.address, head.gcsAddress)
+  })
+
+  it("an explicit RAY_ADDRESS refuses the repair (address_not_explicit), also `local`", async () => {
+    const doctor = await expectRefused("address_not_explicit", { RAY_ADDRESS: head.gcsAddress })
+    assert.isTrue(doctor.cluster.explicit)
+    assert.deepStrictEqual(failing(doctor), ["address_not_explicit"])
+    const local = await expectRefused("address_not_explicit", { RAY_ADDRESS: "local" })
+    assert.deepStrictEqual(failing(local), ["address_not_explicit"])
+  })
+
+  it("a multi-node run refuses the repair (single_node_run), by env and by --nodes", async () => {
+    const doctor = await expectRefused("single_node_run", { HYPERLOOM_NODES: "2" }, [], "insufficient_nodes")
+    assert.deepStrictEqual(failing(doctor), ["single_node_run"])
+    await expectRefused("single_node_run", {}, ["--nodes", "2"], "insufficient_nodes")
+    const bad = await runCli(["ray", "doctor"], { env: { HYPERLOOM_NODES: "two" } })
+    assert.strictEqual(bad.code, 2)
+    assert.include(bad.stderr, "HYPERLOOM_NODES")
+  })
+
+  it("a /proc mounted with hidepid, read without CAP_SYS_PTRACE: not clean (only_our_daemons cannot tell, cluster_inspectable fails)", async (ctx) => {
+    // Needs root (to mount) and unshare/setpriv; the new /proc lives in a private mount and PID
+    // namespace of the hyperloom process only: nothing changes for anyone else.
+    if (process.getuid?.() !== 0 || spawnSync("setpriv", ["--help"]).status !== 0) ctx.skip()
+    const r = spawnSync(
+      "unshare",
+      [
+        "--mount",
+        "--pid",
+        "--fork",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t proc -o hidepid=2 proc /proc && exec setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace "$0" "$@"',
+        process.execPath,
+        cliPath,
+        "ray",
+        "doctor",
+        "--json"
+      ],
+      { env: cleanEnv(), cwd: projectRoot, encoding: "utf8", timeout: 60_000 }
+    )
+    assert.strictEqual(r.status, 7, r.stderr)
+    const doctor = JSON.parse(r.stdout)
+    assert.isFalse(doctor.repair.allowed)
+    const inspectable = guard(doctor, "cluster_inspectable")
+    assert.isFalse(inspectable.ok)
+    assert.include(
+      inspectable.reason,
+      "/proc may hide other users' processes: /proc is mounted with hidepid="
+    )
+    const ours = guard(doctor, "only_our_daemons")
+    assert.isFalse(ours.ok)
+    assert.match(ours.reason, /^cannot tell: \/proc may hide other users' processes \(/)
+  })
+})
+
+describe("repair guards on real heads", () => {
+  let head: Head
+  beforeEach(async () => {
+    await prepareRay()
+  })
+  afterEach(async () => {
+    await teardownRay()
   })
 
   it("a head with the slot and declared GPUs: feasible; asking for more GPUs: insufficient_gpus", async () => {
@@ -156,63 +233,6 @@ describe("repair guards on real heads", () => {
     await startWorker(head, { numCpus: 1 })
     // the worker join rewrote the current-cluster file to the same GCS address
     await expectRefused("one_local_node")
-  })
-
-  it("an explicit RAY_ADDRESS refuses the repair (address_not_explicit), also `local`", async () => {
-    head = await startHead({ port: PORT })
-    const doctor = await expectRefused("address_not_explicit", { RAY_ADDRESS: head.gcsAddress })
-    assert.isTrue(doctor.cluster.explicit)
-    assert.deepStrictEqual(failing(doctor), ["address_not_explicit"])
-    const local = await expectRefused("address_not_explicit", { RAY_ADDRESS: "local" })
-    assert.deepStrictEqual(failing(local), ["address_not_explicit"])
-  })
-
-  it("a multi-node run refuses the repair (single_node_run), by env and by --nodes", async () => {
-    head = await startHead({ port: PORT })
-    const doctor = await expectRefused("single_node_run", { HYPERLOOM_NODES: "2" }, [], "insufficient_nodes")
-    assert.deepStrictEqual(failing(doctor), ["single_node_run"])
-    await expectRefused("single_node_run", {}, ["--nodes", "2"], "insufficient_nodes")
-    const bad = await runCli(["ray", "doctor"], { env: { HYPERLOOM_NODES: "two" } })
-    assert.strictEqual(bad.code, 2)
-    assert.include(bad.stderr, "HYPERLOOM_NODES")
-  })
-
-  it("a /proc mounted with hidepid, read without CAP_SYS_PTRACE: not clean (only_our_daemons cannot tell, cluster_inspectable fails)", async (ctx) => {
-    // Needs root (to mount) and unshare/setpriv; the new /proc lives in a private mount and PID
-    // namespace of the hyperloom process only: nothing changes for anyone else.
-    if (process.getuid?.() !== 0 || spawnSync("setpriv", ["--help"]).status !== 0) ctx.skip()
-    head = await startHead({ port: PORT })
-    const r = spawnSync(
-      "unshare",
-      [
-        "--mount",
-        "--pid",
-        "--fork",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        'mount -t proc -o hidepid=2 proc /proc && exec setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace "$0" "$@"',
-        process.execPath,
-        cliPath,
-        "ray",
-        "doctor",
-        "--json"
-      ],
-      { env: cleanEnv(), cwd: projectRoot, encoding: "utf8", timeout: 60_000 }
-    )
-    assert.strictEqual(r.status, 7, r.stderr)
-    const doctor = JSON.parse(r.stdout)
-    assert.isFalse(doctor.repair.allowed)
-    const inspectable = guard(doctor, "cluster_inspectable")
-    assert.isFalse(inspectable.ok)
-    assert.include(
-      inspectable.reason,
-      "/proc may hide other users' processes: /proc is mounted with hidepid="
-    )
-    const ours = guard(doctor, "only_our_daemons")
-    assert.isFalse(ours.ok)
-    assert.match(ours.reason, /^cannot tell: \/proc may hide other users' processes \(/)
   })
 
   it("a dead explicit address fails fast with one clear line", async () => {

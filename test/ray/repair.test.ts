@@ -8,7 +8,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
+import { afterAll, afterEach, assert, beforeAll, beforeEach, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import {
   daemonPids,
@@ -168,9 +168,37 @@ describe("the repair and leases on real heads", () => {
     assert.strictEqual(after.gcsServers.length, 1)
     assert.notDeepEqual(after.gcsServers, before.gcsServers)
   })
+})
+
+/**
+ * The leases that need a head with the slot and change nothing of it (no repair) share one: each
+ * starts on the same head with no live actor and the slot free, and leaves it so (checked).
+ */
+describe("leases on one shared slot head", () => {
+  let daemons: ReturnType<typeof daemonPids>
+  beforeAll(async () => {
+    await prepareRay()
+    await startHead({ port: PORT, slot: true })
+    daemons = daemonPids()
+  })
+  const idle = () =>
+    waitFor(
+      "no live actor and a free slot",
+      async () => {
+        const s = await status()
+        return liveActors(s).length === 0 && s.resources.available.serving_slot === 1 ? true : undefined
+      },
+      20_000
+    )
+  beforeEach(async () => {
+    assert.deepStrictEqual(daemonPids(), daemons, "the shared head is the one started for these tests")
+    await idle()
+  })
+  afterAll(async () => {
+    await teardownRay()
+  })
 
   it("a second lease waits while the slot is held, says for whom, and starts once it is free", async () => {
-    await startHead({ port: PORT, slot: true })
     // The holder runs until the waiter has said whom it waits for: on a loaded host a timed holder
     // (`sleep 6`) could end before the waiter reached the GCS, and the waiter would not wait at all.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-lease-release-"))
@@ -225,7 +253,6 @@ describe("the repair and leases on real heads", () => {
 
   for (const signal of ["SIGINT", "SIGKILL"] as const) {
     it(`${signal} to hyperloom during a lease leaves no actor and no command process`, async () => {
-      await startHead({ port: PORT, slot: true })
       const marker = `hyperloom-test-${signal}-${Date.now()}`
       const child = spawn(
         process.execPath,
