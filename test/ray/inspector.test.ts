@@ -1,8 +1,9 @@
 /**
  * ClusterInspector and ProcFs against real Ray heads (Ray core from the project's venv).
  * Every test that needs a particular cluster arranges its own and tears it down; the driver, the
- * detached actor and the detached placement group only add to one plain head (each looks only at
- * what it added), so they share one, started in beforeAll. Run under the shared lock
+ * detached actor and the detached placement group only add to one head (each looks only at what it
+ * added), so they share one, started in beforeAll, with the check of a lone head's totals, which
+ * runs first. Run under the shared lock
  * (`flock /tmp/hyperloom-dev-ray.lock npx vitest run --project ray test/ray/inspector.test.ts`).
  */
 import { execFileSync, spawnSync } from "node:child_process"
@@ -83,60 +84,6 @@ describe("ClusterInspector on a real Ray head", () => {
     await ci?.dispose()
     ci = undefined
     await teardownRay()
-  })
-
-  it("a lone head with declared GPUs and a custom resource: totals, node id as the raylet's --node_id", async () => {
-    const head = await startHead({ numGpus: 2, numCpus: 2, resources: { custom_x: 3 } })
-    const ci = open()
-    const resolved = await ci.resolve()
-    assert.isTrue(Either.isRight(resolved))
-    if (Either.isLeft(resolved)) return
-    assert.deepStrictEqual(resolved.right, {
-      gcsAddress: head.gcsAddress,
-      host: head.host,
-      port: head.port,
-      explicit: false,
-      source: "current_cluster_file"
-    })
-    const s = await waitFor("the node's resources", async () => {
-      const snap = await ok(ci.snapshot(head.gcsAddress))
-      return snap.resources.length === 1 ? snap : undefined
-    })
-    assert.match(s.clusterId, /^[0-9a-f]{56}$/)
-    assert.strictEqual(s.rayVersion, "2.58.0")
-    assert.strictEqual(s.nodes.length, 1)
-    const node = s.nodes[0]!
-    assert.deepStrictEqual([node.state, node.isHead, node.address], ["ALIVE", true, head.host])
-    const totals = totalResources(s)
-    assert.strictEqual(totals.GPU, 2)
-    assert.strictEqual(totals.CPU, 2)
-    assert.strictEqual(totals.custom_x, 3)
-    assert.notProperty(totals, "serving_slot")
-    assert.strictEqual(node.resourcesTotal.GPU, 2)
-    assert.deepStrictEqual(s.resources[0]!.available, s.resources[0]!.total)
-    assert.deepStrictEqual(heldResources(s), [])
-    assert.deepStrictEqual(s.actors, [])
-
-    // /proc: one gcs_server on the head's port, one head raylet whose --node_id is the GCS's node id
-    const daemons = await ci.daemons()
-    assert.deepStrictEqual(
-      gcsServers(daemons).map((g) => g.port),
-      [head.port]
-    )
-    const [raylet] = raylets(daemons)
-    assert.strictEqual(raylets(daemons).length, 1)
-    assert.strictEqual(raylet?.nodeId, node.nodeId)
-    assert.strictEqual(raylet?.gcsAddress, head.gcsAddress)
-    assert.isTrue(raylet?.isHead)
-    assert.strictEqual(s.resources[0]!.nodeId, node.nodeId)
-
-    // the GCS listens on every interface: 127.0.0.1 reads the same cluster
-    const local = await ok(ci.snapshot(`127.0.0.1:${head.port}`))
-    assert.strictEqual(local.clusterId, s.clusterId)
-
-    // warm calls are cheap
-    const warm = await timed(() => ok(ci.snapshot(head.gcsAddress)))
-    assert.isBelow(warm.ms, 100)
   })
 
   it("TMPDIR=/x ray start --head: hyperloom reads the current-cluster file `ray status` reads (/x/ray), not /tmp/ray", async () => {
@@ -277,11 +224,11 @@ describe("ClusterInspector on a real Ray head", () => {
   })
 })
 
-describe("ClusterInspector on one shared plain head (2 CPUs)", () => {
+describe("ClusterInspector on one shared head (2 CPUs, 2 GPUs, custom_x 3)", () => {
   let head: Head
   beforeAll(async () => {
     await prepareRay()
-    head = await startHead({ numCpus: 2 })
+    head = await startHead({ numGpus: 2, numCpus: 2, resources: { custom_x: 3 } })
   })
   afterEach(async () => {
     await ci?.dispose()
@@ -289,6 +236,60 @@ describe("ClusterInspector on one shared plain head (2 CPUs)", () => {
   })
   afterAll(async () => {
     await teardownRay()
+  })
+
+  // First: it checks the head as started (nothing held, no actor).
+  it("a lone head with declared GPUs and a custom resource: totals, node id as the raylet's --node_id", async () => {
+    const ci = open()
+    const resolved = await ci.resolve()
+    assert.isTrue(Either.isRight(resolved))
+    if (Either.isLeft(resolved)) return
+    assert.deepStrictEqual(resolved.right, {
+      gcsAddress: head.gcsAddress,
+      host: head.host,
+      port: head.port,
+      explicit: false,
+      source: "current_cluster_file"
+    })
+    const s = await waitFor("the node's resources", async () => {
+      const snap = await ok(ci.snapshot(head.gcsAddress))
+      return snap.resources.length === 1 ? snap : undefined
+    })
+    assert.match(s.clusterId, /^[0-9a-f]{56}$/)
+    assert.strictEqual(s.rayVersion, "2.58.0")
+    assert.strictEqual(s.nodes.length, 1)
+    const node = s.nodes[0]!
+    assert.deepStrictEqual([node.state, node.isHead, node.address], ["ALIVE", true, head.host])
+    const totals = totalResources(s)
+    assert.strictEqual(totals.GPU, 2)
+    assert.strictEqual(totals.CPU, 2)
+    assert.strictEqual(totals.custom_x, 3)
+    assert.notProperty(totals, "serving_slot")
+    assert.strictEqual(node.resourcesTotal.GPU, 2)
+    assert.deepStrictEqual(s.resources[0]!.available, s.resources[0]!.total)
+    assert.deepStrictEqual(heldResources(s), [])
+    assert.deepStrictEqual(s.actors, [])
+
+    // /proc: one gcs_server on the head's port, one head raylet whose --node_id is the GCS's node id
+    const daemons = await ci.daemons()
+    assert.deepStrictEqual(
+      gcsServers(daemons).map((g) => g.port),
+      [head.port]
+    )
+    const [raylet] = raylets(daemons)
+    assert.strictEqual(raylets(daemons).length, 1)
+    assert.strictEqual(raylet?.nodeId, node.nodeId)
+    assert.strictEqual(raylet?.gcsAddress, head.gcsAddress)
+    assert.isTrue(raylet?.isHead)
+    assert.strictEqual(s.resources[0]!.nodeId, node.nodeId)
+
+    // the GCS listens on every interface: 127.0.0.1 reads the same cluster
+    const local = await ok(ci.snapshot(`127.0.0.1:${head.port}`))
+    assert.strictEqual(local.clusterId, s.clusterId)
+
+    // warm calls are cheap
+    const warm = await timed(() => ok(ci.snapshot(head.gcsAddress)))
+    assert.isBelow(warm.ms, 100)
   })
 
   it("a live driver is a job that is not dead, with its pid; it turns dead when killed", async () => {
