@@ -6,7 +6,7 @@
  * and Ctrl-C mid-attempt. The scenarios that need a particular head (one without a slot) or none
  * own their setup and teardown; those that only lease from a slot head with one GPU (none of them
  * restarts or stops it) share one head, started in beforeAll, and each must leave no lease actor
- * behind; Ctrl-C too, and then checks that the next lease gets the slot at once. Each test prints one `[baseline scenario]` line with its attempts and wall time.
+ * behind. Ctrl-C keeps its own head: it checks that the next lease gets the slot at once. Each test prints one `[baseline scenario]` line with its attempts and wall time.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -129,6 +129,73 @@ describe("baseline run on real heads", () => {
     // Nothing but the state and the session's lock file (the lock is flock(2) on it).
     assert.deepStrictEqual(fs.readdirSync(session).sort(), [".lock", "state.json"])
     assert.isTrue(noRayRunning())
+  })
+
+  it("Ctrl-C mid-attempt: cancelled / orchestrator_cancelled, the slot free again, no leftover command", async () => {
+    await startHead({ port: PORT, slot: true, numGpus: 1 })
+    const session = newSession()
+    const tag = `hl-sigint-${process.pid}-${Date.now()}`
+    const t0 = Date.now()
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [
+        cliPath,
+        "baseline",
+        "run",
+        "--session",
+        session,
+        "--json",
+        "--gpus",
+        "1",
+        "--",
+        ...bench,
+        "--sleep=300",
+        `--tag=${tag}`
+      ],
+      { cwd: projectRoot, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let stdout = ""
+    let stderr = ""
+    child.stdout!.on("data", (d) => (stdout += d))
+    child.stderr!.on("data", (d) => (stderr += d))
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+    try {
+      await waitFor(
+        "the benchmark to run",
+        () => stderr.includes("[attempt 1] fake-serving-bench: loading model") || undefined,
+        90_000
+      )
+      assert.isAbove(pidsWithArg(`--tag=${tag}`).length, 0)
+      const sigint = Date.now()
+      child.kill("SIGINT")
+      const code = await Promise.race([
+        exited,
+        new Promise<"hung">((r) => setTimeout(() => r("hung"), 30_000))
+      ])
+      const ms = Date.now() - t0
+      assert.strictEqual(code, 130, stderr)
+      const state = readState(session)
+      report("ctrl-c", state, ms)
+      console.log(`[baseline scenario] ctrl-c: exit ${Date.now() - sigint} ms after SIGINT`)
+      assert.deepStrictEqual(JSON.parse(stdout), state)
+      assert.strictEqual(state.status, "cancelled")
+      assert.strictEqual(state.stop_reason, "orchestrator_cancelled")
+      assert.deepStrictEqual(classes(state), ["orchestrator_cancelled"])
+      assert.isNotNull(state.baseline_attempts[0].ended_at)
+      assert.strictEqual(state.baseline_total_failures, 0)
+      // The session's lock is free again (flock(2) on <session>/.lock: the file stays, the lock goes).
+      assert.strictEqual(spawnSync("flock", ["-n", path.join(session, ".lock"), "true"]).status, 0)
+      await waitGone("the benchmark process", () => pidsWithArg(`--tag=${tag}`), 10_000)
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL")
+    }
+    // The slot is free: the next baseline gets its lease at once.
+    const next = newSession()
+    const r = await baseline(next, [], [...bench, "--sleep=0.1"])
+    report("after ctrl-c", r.json, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.notInclude(r.stderr, "waiting for serving_slot")
+    assert.isBelow(r.ms, 30_000)
   })
 })
 
@@ -279,71 +346,5 @@ describe("baseline run on one shared slot head (1 GPU)", () => {
     assert.deepStrictEqual(classes(state), ["session_time_exhausted"])
     assert.strictEqual(state.baseline_total_failures, 0)
     await waitGone("the benchmark process", () => pidsWithArg(`--tag=${tag}`), 10_000)
-  })
-
-  it("Ctrl-C mid-attempt: cancelled / orchestrator_cancelled, the slot free again, no leftover command", async () => {
-    const session = newSession()
-    const tag = `hl-sigint-${process.pid}-${Date.now()}`
-    const t0 = Date.now()
-    const child: ChildProcess = spawn(
-      process.execPath,
-      [
-        cliPath,
-        "baseline",
-        "run",
-        "--session",
-        session,
-        "--json",
-        "--gpus",
-        "1",
-        "--",
-        ...bench,
-        "--sleep=300",
-        `--tag=${tag}`
-      ],
-      { cwd: projectRoot, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] }
-    )
-    let stdout = ""
-    let stderr = ""
-    child.stdout!.on("data", (d) => (stdout += d))
-    child.stderr!.on("data", (d) => (stderr += d))
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-    try {
-      await waitFor(
-        "the benchmark to run",
-        () => stderr.includes("[attempt 1] fake-serving-bench: loading model") || undefined,
-        90_000
-      )
-      assert.isAbove(pidsWithArg(`--tag=${tag}`).length, 0)
-      const sigint = Date.now()
-      child.kill("SIGINT")
-      const code = await Promise.race([
-        exited,
-        new Promise<"hung">((r) => setTimeout(() => r("hung"), 30_000))
-      ])
-      const ms = Date.now() - t0
-      assert.strictEqual(code, 130, stderr)
-      const state = readState(session)
-      report("ctrl-c", state, ms)
-      console.log(`[baseline scenario] ctrl-c: exit ${Date.now() - sigint} ms after SIGINT`)
-      assert.deepStrictEqual(JSON.parse(stdout), state)
-      assert.strictEqual(state.status, "cancelled")
-      assert.strictEqual(state.stop_reason, "orchestrator_cancelled")
-      assert.deepStrictEqual(classes(state), ["orchestrator_cancelled"])
-      assert.isNotNull(state.baseline_attempts[0].ended_at)
-      assert.strictEqual(state.baseline_total_failures, 0)
-      // The session's lock is free again (flock(2) on <session>/.lock: the file stays, the lock goes).
-      assert.strictEqual(spawnSync("flock", ["-n", path.join(session, ".lock"), "true"]).status, 0)
-      await waitGone("the benchmark process", () => pidsWithArg(`--tag=${tag}`), 10_000)
-    } finally {
-      if (child.exitCode === null) child.kill("SIGKILL")
-    }
-    // The slot is free: the next baseline gets its lease at once.
-    const next = newSession()
-    const r = await baseline(next, [], [...bench, "--sleep=0.1"])
-    report("after ctrl-c", r.json, r.ms)
-    assert.strictEqual(r.code, 0, r.stderr)
-    assert.notInclude(r.stderr, "waiting for serving_slot")
-    assert.isBelow(r.ms, 30_000)
   })
 })
