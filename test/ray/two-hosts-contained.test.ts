@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vitest"
 import { fakeNvidiaScript } from "../support/fakeGpuDev.js"
-import { rayStatus, waitNothingHeld } from "../support/groups.js"
+import { groupLease, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
   argvOf,
   GCS,
@@ -31,17 +31,6 @@ const why = whyNoHosts()
 if (why !== undefined) process.stderr.write(`two-hosts tests skipped: cannot make namespaces here (${why})\n`)
 
 const HOSTS: ReadonlyArray<HostName> = ["head", "worker"]
-
-/** `lease run` of a 2-rank group, one GPU per rank, then `args` (options, `--`, CMD). */
-const groupLease = (...args: ReadonlyArray<string>) => [
-  "lease",
-  "run",
-  "--nodes",
-  "2",
-  "--gpus",
-  "1",
-  ...args
-]
 
 /** A process's pid in its own (innermost) PID namespace: what its host's /proc, and so the gate, calls it. */
 const nsPid = (pid: number): number => {

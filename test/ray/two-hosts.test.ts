@@ -8,7 +8,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { groupRun, markedSleeps, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
+import { groupLease, groupRun, markedSleeps, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
   GCS,
   type Hosts,
@@ -116,23 +116,9 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
       assert.include(line, " wanted=yes ", "--rank-env names travel")
       assert.notInclude(line, "/launcher-only", "PATH is the node's own")
     }
-    const cwd = await hosts.cli(
-      [
-        "lease",
-        "run",
-        "--nodes",
-        "2",
-        "--gpus",
-        "1",
-        "--rank-cwd",
-        "/",
-        "--",
-        "sh",
-        "-c",
-        'echo "in $(pwd)"'
-      ],
-      { timeoutMs: 150_000 }
-    )
+    const cwd = await hosts.cli(groupLease("--rank-cwd", "/", "--", "sh", "-c", 'echo "in $(pwd)"'), {
+      timeoutMs: 150_000
+    })
     assert.strictEqual(cwd.code, 0, cwd.stderr)
     assert.include(cwd.stdout, "[rank 1] in /\n")
     await assertNothingHeld()
@@ -226,7 +212,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
   /** A 2-rank group running `sleep MARKER`, once a rank runs on each host. */
   const sleepingGroup = async () => {
     const marker = markerSleep()
-    const run = hosts.startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
+    const run = hosts.startCli(groupLease("--", "sleep", marker))
     await waitFor(
       "a rank running on each host",
       () =>

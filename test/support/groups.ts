@@ -1,13 +1,25 @@
 /**
  * What the real-Ray group tests (test/ray/group.test.ts on one host's raylets, and
- * test/ray/two-hosts.test.ts across two hosts of their own) both ask of a group: the `lease run`
- * line of an N-rank group, the `sleep MARKER` processes its ranks run, a process's parent, the
- * cluster's `ray status --json`, and that nothing of a group is left held.
+ * test/ray/two-hosts.test.ts and two-hosts-contained.test.ts across two hosts of their own) ask
+ * of a group: the `lease run` line of an N-rank group, the `sleep MARKER` processes its ranks
+ * run, a process's parent, the cluster's `ray status --json`, and that nothing of a group is
+ * left held.
  */
 import { readFileSync } from "node:fs"
 import { assert } from "@effect/vitest"
 import { pidsWithArg } from "./lease.js"
 import { waitFor } from "./ray.js"
+
+/** The options of an N-rank group of one GPU per rank: `--nodes N --gpus 1`. */
+const groupOf = (nodes: number) => ["--nodes", String(nodes), "--gpus", "1"]
+
+/** `hyperloom lease run --nodes 2 --gpus 1 ARGS…`: a 2-rank group; ARGS are the other options, `--` and CMD. */
+export const groupLease = (...args: ReadonlyArray<string>): Array<string> => [
+  "lease",
+  "run",
+  ...groupOf(2),
+  ...args
+]
 
 /** `hyperloom lease run --json --nodes N --gpus 1 [OPTIONS…] -- sh -c SCRIPT`: a group whose ranks each run SCRIPT. */
 export const groupRun = (
@@ -17,10 +29,7 @@ export const groupRun = (
   "lease",
   "run",
   "--json",
-  "--nodes",
-  String(options.nodes ?? 2),
-  "--gpus",
-  "1",
+  ...groupOf(options.nodes ?? 2),
   ...(options.extra ?? []),
   "--",
   "sh",
