@@ -5,7 +5,7 @@ It holds none of its parent's descriptors but the read end of a private pipe who
 is the parent (EOF = the parent is gone), and ignores every signal it can. What it kills then:
 its own process group (the supervisor's, or the server group it leads for the serving runner)
 and whatever the parent told it on the pipe, one line each: "cgroup PATH" (the lease's cgroup,
-by cgroup.kill), "pgid N" (the command's process group), "pid N START" (a descendant, if it
+by cgroup.kill, then removed once empty), "pgid N" (the command's process group), "pid N START" (a descendant, if it
 still has that start time). While it waits it also wakes its parent should it find it stopped
 (SIGSTOP), so that one frozen process does not leave the lease unguarded. Standard library only."""
 
@@ -23,6 +23,7 @@ IGNORED = [
     if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD) and s < getattr(signal, "SIGRTMAX", 64) + 1
 ]
 PATROL_SEC = 0.25
+CGROUP_REMOVE_SEC = 1.0
 
 
 def start(pgid=None, owner=(None, None), watch=()):
@@ -104,8 +105,9 @@ def _note(targets, line):
 
 
 def _kill(targets):
-    if targets["cgroup"]:
-        cgroup.LeaseCgroup(targets["cgroup"]).kill()
+    cg = cgroup.LeaseCgroup(targets["cgroup"]) if targets["cgroup"] else None
+    if cg is not None:
+        cg.kill()
     for g in targets["pgids"]:
         procgroup.killpg(g, signal.SIGKILL)
     for pid, start in targets["pids"].items():
@@ -114,6 +116,10 @@ def _kill(targets):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+    if cg is not None:
+        # Once what it held has died, the cgroup goes too: left behind, every lease that ended
+        # this way would leave an empty folder in the host's hierarchy.
+        cg.remove(CGROUP_REMOVE_SEC)
 
 
 def _wait(r, watched, parent, targets):

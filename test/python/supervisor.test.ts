@@ -347,6 +347,38 @@ describe("supervisor", () => {
 })
 
 const escaping = escapingLines
+
+/** Where cgroup v2 is mounted (hybrid hosts: `…/unified`), from /proc/self/mountinfo. */
+const cgroupMount = (() => {
+  for (const line of fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const parts = line.split(" ")
+    const sep = parts.indexOf("-")
+    if (sep > 0 && parts[sep + 1] === "cgroup2") return parts[4]!
+  }
+  return undefined
+})()
+/** Whether this host gives a lease a cgroup (a root that may write the v2 hierarchy). */
+const cgroupMode = cgroupMount !== undefined && process.getuid?.() === 0
+/** The lease cgroups the supervisor `pid` made (named for its pid and start time). */
+const leaseCgroupsOf = (pid: number): string[] => {
+  if (cgroupMount === undefined) return []
+  const found: string[] = []
+  const walk = (dir: string, depth: number) => {
+    let entries: fs.Dirent[] = []
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const e of entries) {
+      if (!e.isDirectory()) continue
+      if (e.name.startsWith(`hyperloom-lease-${pid}-`)) found.push(path.join(dir, e.name))
+      else if (depth < 6 && !e.name.startsWith("hyperloom-lease-")) walk(path.join(dir, e.name), depth + 1)
+    }
+  }
+  walk(cgroupMount, 0)
+  return found
+}
 const markers4 = () => [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
 const running = (m: ReadonlyArray<string>) => m.flatMap((x) => pidsWithArg(x))
 const argv0 = (pid: number) => {
@@ -407,8 +439,17 @@ describe("supervisor containment (SPEC §13)", () => {
           // escapes must have settled first.
           await waitFor("the escapes", () => (settled(m) ? true : undefined), 20_000)
           await sleep(1_000)
+          const cgroups = leaseCgroupsOf(pid)
+          assert.strictEqual(cgroups.length, mode === "auto" && cgroupMode ? 1 : 0, `cgroups: ${cgroups}`)
           process.kill(pid, "SIGKILL")
           await waitGone("the escapes", () => running(m), 5_000)
+          // Its cgroup goes with it: left behind, every lease that ended this way left an empty
+          // folder in the host's hierarchy (1,539 of them on this machine before the fix).
+          await waitGone(
+            "the lease's cgroup",
+            () => cgroups.filter((c) => fs.existsSync(c)).map(() => 0),
+            5_000
+          )
         }
       )
     })
