@@ -17,15 +17,20 @@ import tempfile
 import threading
 import time
 
-from hyperloom import gpus, procgroup
+from hyperloom import gone, gpus, procgroup
 
 DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 MAX_LINE_BYTES = 64 * 1024
+# How long a lease's end waits for its keepers on a node before it kills what is left itself, and
+# how long it may take in all before the lease's resources are let go regardless (said on stderr).
+END_PATIENCE_SEC = 0.5
+END_TIMEOUT_SEC = 30.0
 # What `python -I PYDIR supervise` imports, relative to PYDIR (stdlib besides these).
 SUPERVISOR_FILES = (
     "__main__.py",
     "hyperloom/__init__.py",
     "hyperloom/cgroup.py",
+    "hyperloom/gone.py",
     "hyperloom/procgroup.py",
     "hyperloom/keeper.py",
     "hyperloom/gpus.py",
@@ -106,15 +111,17 @@ def runnable_dir(files):
     return target
 
 
-def supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean=None, hold_fd=None):
+def supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean=None, hold_fd=None, token=None):
     """The supervisor's argv: its status pipe, its parent (this worker), the grace, CMD's cwd, the
     lease's owner when it runs on this host (its keeper watches it), the leased GPUs and the
     clean-GPU gate's timeout (`gpu_clean`: {"gpus": [ids], "timeout_sec": S}), the pipe a group
-    rank's start waits on (`hold_fd`), then CMD."""
+    rank's start waits on (`hold_fd`), the lease's token (hyperloom.gone), then CMD."""
     cmd = [
         sys.executable, "-I", pydir, "supervise",
         "--status-fd", str(status_fd), "--parent", str(os.getpid()), "--grace", str(grace),
     ]
+    if token is not None:
+        cmd += ["--lease-token", token]
     if hold_fd is not None:
         cmd += ["--hold-fd", str(hold_fd)]
     if gpu_clean and gpu_clean.get("gpus"):
@@ -160,13 +167,15 @@ def make_actor_class(ray):
 
         @ray.method(num_returns="streaming")
         def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False, gpu_clean_timeout=None,
-                hold=False):
+                hold=False, token=None):
             """Streams CMD's events. `stdin`: CMD reads a pipe that `feed` writes (else /dev/null).
             `raw_output`: output events carry byte chunks ({"data": bytes}) exactly as CMD wrote
             them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split).
             `gpu_clean_timeout`: the clean-GPU gate's wait before CMD starts (hyperloom.gpus).
             `hold` (a group rank): once the gate has passed, an event {"event": "gpu_clean"}, and
-            CMD starts only on `go` (the group bridge says so once every rank is clean)."""
+            CMD starts only on `go` (the group bridge says so once every rank is clean).
+            `token`: the lease's token (hyperloom.gone), by which its bridge finds what is left of
+            the lease on this node should this worker die."""
             pydir = runnable_dir(files)
             gpu_clean = leased_gpus(ray, gpu_clean_timeout)
             merged = dict(env or {})
@@ -177,7 +186,7 @@ def make_actor_class(ray):
             r, w = os.pipe()
             hold_r, hold_w = os.pipe() if hold else (None, None)
             try:
-                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv, gpu_clean, hold_r)
+                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv, gpu_clean, hold_r, token)
             except BaseException:
                 for fd in (r, w, hold_r, hold_w):
                     if fd is not None:
@@ -331,6 +340,13 @@ def make_actor_class(ray):
                 yield [self._started_event(None, proc.pid)] + pending
             if exit_code is None:
                 exit_code = procgroup.exit_code(proc_rc)
+                if token is not None:
+                    # The supervisor died without reporting the end: the exit ends the lease, so
+                    # first end what may be left of it here (its keeper may be gone as well).
+                    left = gone.end(token, END_PATIENCE_SEC, END_TIMEOUT_SEC)
+                    if left:
+                        line = "hyperloom: the lease ends with %s still running" % ", ".join(left)
+                        yield [{"event": "output", "stream": "stderr", "line": line}]
             yield [{"event": "exit", "code": exit_code}]
 
         def _node(self):
@@ -441,6 +457,47 @@ def actor_options(spec, **extra):
     if spec["serving_slot"]:
         options["resources"] = {"serving_slot": 1}
     return options
+
+
+def lease_bundle(spec):
+    """What a lease holds in Ray, as a placement group's bundle: its GPUs and the serving slot."""
+    bundle = {}
+    if spec["gpus"] > 0:
+        bundle["GPU"] = spec["gpus"]
+    if spec["serving_slot"]:
+        bundle["serving_slot"] = 1
+    return bundle
+
+
+def new_token():
+    """A lease's token (hyperloom.gone): unique on every host, one word in an argv."""
+    import secrets
+
+    return "hl-" + secrets.token_hex(8)
+
+
+def end_on_node(ray, node_id, token, patience=END_PATIENCE_SEC, timeout=END_TIMEOUT_SEC):
+    """Ends what is left of a lease on its node (hyperloom.gone.end): here when the node is this
+    driver's own, else by a task on that node. What is left then, [] when gone; None when it could
+    not be checked (the node is gone: so is all that ran on it)."""
+    if node_id is None:
+        return []
+    try:
+        own = ray.get_runtime_context().get_node_id()
+    except Exception:
+        own = None
+    if node_id == own:
+        return gone.end(token, patience, timeout)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        task = ray.remote(num_cpus=0, max_retries=0)(gone.end).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+        )
+        return ray.get(task.remote(token, patience, timeout), timeout=timeout + 30.0)
+    except Exception as e:
+        sys.stderr.write("hyperloom: cannot check what is left of the lease on node %s: %s\n" % (node_id, e))
+        return None
 
 
 def lease_name(argv, gpus, now=None, lease_id=None):

@@ -66,8 +66,13 @@ bridge -> hyperloom (stdout), in this order:
                                                            driver disconnected
 
 Exit status of the bridge: 0 after a release with no error, 1 after an error event.
-The actor is killed as soon as CMD's exit was reported (the slot frees at once); the bridge
-itself stays until released so that hyperloom decides when it ends.
+The lease's resources (its GPUs, the serving slot) are held by a placement group of one bundle
+that this bridge creates, the actor runs in it: a dead worker's resources go back to the group,
+not to the node. The actor is killed and the group removed as soon as CMD's exit was reported
+(the supervisor reports it once nothing of the lease runs; the slot frees at once); otherwise
+(the actor died, or did not stop in time) the group goes only once nothing of the lease runs on
+its node (hyperloom.gone, by the lease's token). The bridge itself stays until released so that
+hyperloom decides when it ends.
 """
 
 import argparse
@@ -94,6 +99,9 @@ class Bridge(JsonLinesEndpoint):
         self.started = False
         self.exited = False
         self.stdin = None  # the queue of CMD's stdin chunks (None: EOF), when forwarded
+        self.pg = None  # the placement group holding the lease's resources (None: it holds none)
+        self.token = actor.new_token()  # names what the lease runs on its node (hyperloom.gone)
+        self.node_id = None  # the node the command runs on, once started
 
     # -- lifecycle
 
@@ -112,6 +120,16 @@ class Bridge(JsonLinesEndpoint):
             options = actor.actor_options(spec)
             # Named for whoever meets it as the holder of a busy slot (see actor.lease_name).
             options["name"] = spec["name"] or actor.lease_name(spec["argv"], spec["gpus"], lease_id=spec["lease_id"])
+            bundle = actor.lease_bundle(spec)
+            if bundle:
+                # The resources are held by a placement group of this bridge's, the actor runs in
+                # it: a dead worker's resources go back to the group, not to the node, and the
+                # group is removed only once nothing of the lease runs (`let_go`).
+                from ray.util.placement_group import placement_group
+                from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+                self.pg = placement_group([bundle], strategy="STRICT_PACK", name=options["name"])
+                options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)
             self.actor = cls.options(**options).remote()
         except Exception as e:
             self.emit_error("actor_creation", describe(e))
@@ -121,6 +139,7 @@ class Bridge(JsonLinesEndpoint):
             gen = self.actor.run.remote(
                 spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info(),
                 stdin=spec["stdin"], raw_output=spec["raw_output"], gpu_clean_timeout=spec["gpu_clean_timeout_sec"],
+                token=self.token,
             )
         except Exception as e:
             self.emit_error("actor_failed", describe(e))
@@ -179,7 +198,10 @@ class Bridge(JsonLinesEndpoint):
             if kind == "batch":
                 self.relay(payload)
                 if self.exited:
-                    self.kill_actor()  # frees the slot now; release still ends the bridge
+                    # The supervisor reports the exit once nothing of the lease runs: the slot
+                    # frees now; release still ends the bridge.
+                    self.kill_actor()
+                    self.let_go(confirmed=True)
             elif kind == "pump_done":
                 if not self.exited:
                     self.emit_error("actor_failed", "the actor's output stream ended without an exit code")
@@ -208,6 +230,7 @@ class Bridge(JsonLinesEndpoint):
             name = ev.pop("event")
             if name == "started":
                 self.started = True
+                self.node_id = ev.get("node_id")
             elif name == "exit":
                 self.exited = True
             if isinstance(ev.get("data"), bytes):
@@ -238,6 +261,40 @@ class Bridge(JsonLinesEndpoint):
                     if self.started:
                         sys.stderr.write("hyperloom bridge: stopping the command failed: %s\n" % describe(e))
             self.kill_actor()
+        self.let_go(confirmed=self.exited)
+
+    def let_go(self, confirmed):
+        """Removes the placement group that holds the lease's resources. Unless the supervisor
+        confirmed the end (`confirmed`: its exit was relayed), only once nothing of the lease runs
+        on its node: the worker may have died, freeing nothing but killing the supervisor."""
+        pg, self.pg = self.pg, None
+        if pg is None:
+            return
+        ray = self.ray
+        if not confirmed:
+            node = self.node_id or bundle_node(ray, pg)
+            left = actor.end_on_node(ray, node, self.token)
+            if left:
+                sys.stderr.write(
+                    "hyperloom bridge: letting the lease's resources go with %s still running after %g s\n"
+                    % (", ".join(left), actor.END_TIMEOUT_SEC)
+                )
+        try:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(pg)
+        except Exception as e:
+            sys.stderr.write("hyperloom bridge: removing the placement group failed: %s\n" % describe(e))
+
+
+def bundle_node(ray, pg):
+    """The node the placement group's bundle is on; None while it is not placed."""
+    try:
+        from ray.util.placement_group import placement_group_table
+
+        return (placement_group_table(pg).get("bundles_to_node_id") or {}).get(0)
+    except Exception:
+        return None
 
 
 def parse_lease(msg):

@@ -200,7 +200,10 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
                 ),
             )
             actor = cls.options(**options).remote()
-            self.ranks.append({"actor": actor, "started": False, "exited": False, "code": None, "clean": False})
+            self.ranks.append({
+                "actor": actor, "started": False, "exited": False, "code": None, "clean": False,
+                "node": node_of[i] or None, "token": lease_actor.new_token(),
+            })
         # Bounded: the serve loop (and so a release) waits on this. The bundle is reserved, so the
         # only wait is a worker process starting.
         host, port = ray.get(self.ranks[0]["actor"].endpoint.remote(), timeout=RANK_START_TIMEOUT_SEC)
@@ -230,7 +233,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
             gen = r["actor"].run_rank.remote(
                 argv, env, spec["env_base"], spec["cwd"], self.grace, lease_actor.owner_info(), beat, own_entry,
-                spec["gpu_clean_timeout_sec"],
+                spec["gpu_clean_timeout_sec"], r["token"],
             )
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
         threading.Thread(target=self.beat_ranks, args=(beat / 5.0,), daemon=True).start()
@@ -370,15 +373,32 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             sys.stderr.write("hyperloom group: ray.kill failed: %s\n" % endpoint.describe(e))
 
     def remove_group(self):
+        """Removes the placement group once nothing of any rank runs: a rank whose exit was not
+        relayed (its supervisor confirms the end with it) may have lost its worker, which frees
+        nothing of the group's but kills the rank's supervisor (hyperloom.gone)."""
         if self.pg is None or self.pg_removed:
             return
         self.pg_removed = True
+        unconfirmed = [r for r in self.ranks if not r["exited"]]
+        ends = [threading.Thread(target=self.end_rank, args=(r,), daemon=True) for r in unconfirmed]
+        for t in ends:
+            t.start()
+        for t in ends:
+            t.join(lease_actor.END_TIMEOUT_SEC + 35.0)
         try:
             from ray.util.placement_group import remove_placement_group
 
             remove_placement_group(self.pg)
         except Exception as e:
             sys.stderr.write("hyperloom group: removing the placement group failed: %s\n" % endpoint.describe(e))
+
+    def end_rank(self, r):
+        left = lease_actor.end_on_node(self.ray, r["node"], r["token"])
+        if left:
+            sys.stderr.write(
+                "hyperloom group: letting a rank's resources go with %s still running after %g s\n"
+                % (", ".join(left), lease_actor.END_TIMEOUT_SEC)
+            )
 
     def drain(self, timeout):
         """After stopping the ranks: relays their last output and exit codes if they come in time."""
@@ -421,7 +441,8 @@ def make_rank_class(ray):
             self._last_beat = time.monotonic()
 
         @ray.method(num_returns="streaming")
-        def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False, gpu_clean_timeout=None):
+        def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False, gpu_clean_timeout=None,
+                     token=None):
             """The lease actor's `run`, in this node's own environment (env_base "node": the
             Ray worker's, with `env` laid over it), watched by the heartbeat: with no `beat` for
             `heartbeat` seconds the bridge is unreachable, and the command is stopped before Ray
@@ -448,7 +469,8 @@ def make_rank_class(ray):
                 threading.Thread(target=watch, daemon=True).start()
             try:
                 # Held after its gate: the bridge says when every rank's GPUs are clean.
-                yield from base.run(self, argv, merged, cwd, grace, owner, gpu_clean_timeout=gpu_clean_timeout, hold=True)
+                yield from base.run(self, argv, merged, cwd, grace, owner, gpu_clean_timeout=gpu_clean_timeout, hold=True,
+                                    token=token)
             finally:
                 done.set()
 

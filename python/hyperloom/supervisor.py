@@ -5,7 +5,7 @@ once everything CMD started is gone (leftovers: TERM, grace, KILL), because the 
     python -I PYDIR supervise [--status-fd FD] [--parent PID] [--cwd DIR] [--grace SEC]
                               [--owner-pid PID [--owner-start TICKS]]
                               [--containment auto|subreaper] [--gpus IDS] [--gpu-clean-timeout S]
-                              [--hold-fd FD] -- ARGV...
+                              [--hold-fd FD] [--lease-token TOKEN] -- ARGV...
 
 --hold-fd FD (a group rank): once the clean-GPU gate has passed, report "clean" and start CMD only
 when a byte arrives on FD; EOF, TERM or the parent's or owner's death first: CMD never starts
@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 
-from hyperloom import cgroup, gpus, keeper, procgroup
+from hyperloom import cgroup, gone, gpus, keeper, procgroup
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -62,6 +62,8 @@ def parse_args(args):
     p.add_argument("--gpus", type=gpus.parse_gpu_list, default=[])  # the leased GPUs (hyperloom.gpus)
     p.add_argument("--gpu-clean-timeout", type=float, default=gpus.DEFAULT_CLEAN_TIMEOUT_SEC)
     p.add_argument("--hold-fd", type=int)  # a group rank: start CMD on the bridge's word (see above)
+    # The lease's token (hyperloom.gone): in our argv (and our keeper's, a fork) and our cgroup's name.
+    p.add_argument("--lease-token", type=_token)
     p.add_argument("argv", nargs=argparse.REMAINDER)
     ns = p.parse_args(args)
     if ns.argv[:1] == ["--"]:
@@ -69,6 +71,12 @@ def parse_args(args):
     elif ns.argv:
         p.error("unrecognized arguments: %s (the command goes after --)" % " ".join(ns.argv))
     return ns
+
+
+def _token(text):
+    if not text or len(text) > 64 or not all(c.isalnum() or c in "-_" for c in text):
+        raise argparse.ArgumentTypeError("a lease token is 1-64 letters, digits, - or _")
+    return text
 
 
 def main(args):
@@ -316,8 +324,11 @@ class Supervisor:
             return 137
         why = "asked for" if self.ns.containment == "subreaper" else None
         if why is None:
-            start = procgroup.start_time(self.me) or 0
-            self.cg, why = cgroup.LeaseCgroup.create("hyperloom-lease-%d-%d" % (self.me, start))
+            if self.ns.lease_token is not None:
+                name = gone.cgroup_name(self.ns.lease_token)
+            else:
+                name = gone.cgroup_name("%d-%d" % (self.me, procgroup.start_time(self.me) or 0))
+            self.cg, why = cgroup.LeaseCgroup.create(name)
         # The keeper: the raylet SIGKILLs a dying worker's direct children (us), and our own
         # cleanup never runs then; the keeper is not the worker's child, so Ray leaves it alone.
         self.start_keeper()

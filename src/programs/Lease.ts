@@ -113,12 +113,16 @@ export const whoHolds = (snapshot: ClusterSnapshot, request: LeaseRequest, ownAc
         (a.state === "ALIVE" || a.state === "RESTARTING") &&
         wanted(a.requiredResources)
     )
-    .map((a) => describeHolder(holderOf(a, snapshot.jobs)))
-  // A placement group reserves its bundles' resources whether or not an actor runs in them.
+    .map((a) => holderOf(a, snapshot.jobs))
+  // A placement group reserves its bundles' resources whether or not an actor runs in them (a
+  // lease's group holds them until its command is gone); one whose holder is named is not named twice.
+  const named = new Set(holders.map((h) => h.placementGroup))
   const groups = snapshot.placementGroups
-    .filter((g) => g.state === "CREATED" && g.bundles.some((b) => wanted(b.resources)))
+    .filter(
+      (g) => g.state === "CREATED" && !named.has(g.groupId) && g.bundles.some((b) => wanted(b.resources))
+    )
     .map((g) => `placement group ${g.name || shortId(g.groupId)} (job ${g.creatorJobId})`)
-  const all = [...holders, ...groups]
+  const all = [...holders.map(describeHolder), ...groups]
   return all.length === 0 ? undefined : all.join(", ")
 }
 

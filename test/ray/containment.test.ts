@@ -133,7 +133,7 @@ describe("containment on a real head", () => {
     assert.strictEqual(r.code, 0, r.stderr)
     const own = r.stdout.split("\n").find((l) => l.startsWith("0::")) ?? ""
     assert.strictEqual(
-      /\/hyperloom-lease-\d+-\d+$/.test(own),
+      /\/hyperloom-lease-hl-[0-9a-f]{16}$/.test(own),
       mode === "cgroup",
       `doctor: ${mode}; the command's cgroup: ${own}`
     )

@@ -47,7 +47,15 @@ const PLAN: ReadonlyArray<{ phase: Phase; kinds?: ReadonlyArray<Kind> }> = [
   { phase: "running", kinds: ["stop:group"] },
   { phase: "running", kinds: ["group"] },
   // A SIGKILLed keeper is replaced by its supervisor: the lease goes on, and then ends cleanly.
-  { phase: "running", kinds: ["keeper"] }
+  { phase: "running", kinds: ["keeper"] },
+  // Both guards at once: SIGKILLed (nobody left to stop the command), or frozen as the worker
+  // dies (nobody acts on its death). The lease's placement group keeps the slot until the actor
+  // or the bridge has ended what is left on the node.
+  { phase: "running", kinds: ["guards"] },
+  { phase: "running", kinds: ["stop:guards"] },
+  // The worker's death (issue 13 item 3): Ray frees a dead worker's resources before anything
+  // has stopped the command; held by the lease's placement group, they stay held until it is gone.
+  { phase: "releasing", kinds: ["worker"] }
 ]
 
 let head: Head

@@ -13,7 +13,8 @@
  *   running    (the command runs),
  *   releasing  (the CLI got SIGINT; the command ignores TERM, so the release spends its grace)
  * — one of {the CLI, the bridge, the actor's worker, the supervisor, its keeper, the command, the
- * command's whole process group} is SIGKILLed, or the actor is killed through the GCS
+ * command's whole process group, the guards (the supervisor's process group: it and its keeper
+ * at once)} is SIGKILLed, or the actor is killed through the GCS
  * (`KillActorViaGcs`, force, no restart: what `ray.kill` sends; the Python API cannot get a
  * handle on another driver's unnamed actor); or one of them is SIGSTOPped (the group with
  * `kill -STOP -PGID`) and then the process whose death ends the lease is SIGKILLed while it stays
@@ -35,8 +36,20 @@ import { cleanEnv, cliPath } from "./cli.js"
 import { anyPython, gcsActors, leaseOp, type RawBridge, runsPython, spawnBridge } from "./lease.js"
 import { type Head, projectRoot, sleep } from "./ray.js"
 
-/** What can be hit: by pid (the group: the command's process group). */
-export const TARGETS = ["cli", "bridge", "worker", "supervisor", "keeper", "command", "group"] as const
+/**
+ * What can be hit: by pid (the group: the command's process group; the guards: the supervisor's
+ * own process group, the supervisor and its keeper at once).
+ */
+export const TARGETS = [
+  "cli",
+  "bridge",
+  "worker",
+  "supervisor",
+  "keeper",
+  "command",
+  "group",
+  "guards"
+] as const
 export type Target = (typeof TARGETS)[number]
 /** SIGKILL of a target, `ray.kill` of the actor, or SIGSTOP of a target (then its STOP_ENDER is SIGKILLed). */
 export const KINDS = [
@@ -48,13 +61,15 @@ export const KINDS = [
   "keeper",
   "command",
   "group",
+  "guards",
   "stop:cli",
   "stop:bridge",
   "stop:worker",
   "stop:supervisor",
   "stop:keeper",
   "stop:command",
-  "stop:group"
+  "stop:group",
+  "stop:guards"
 ] as const
 export type Kind = (typeof KINDS)[number]
 /** Who is SIGKILLed while the stopped one stays stopped: the lease's end, when it is hardest. */
@@ -65,11 +80,12 @@ export const STOP_ENDER: Record<Target, Target> = {
   supervisor: "worker",
   keeper: "bridge",
   command: "bridge",
-  group: "bridge"
+  group: "bridge",
+  guards: "worker"
 }
 /** The phases where a kind's target exists (the keeper, command and group only once CMD runs). */
 export const phasesFor = (kind: Kind): ReadonlyArray<Phase> =>
-  kind.startsWith("stop:") || kind === "keeper" || kind === "command" || kind === "group"
+  kind.startsWith("stop:") || kind === "keeper" || kind === "command" || kind === "group" || kind === "guards"
     ? ["running", "releasing"]
     : PHASES
 export const PHASES = ["waiting", "starting", "running", "releasing"] as const
@@ -374,6 +390,7 @@ interface Targets {
   readonly keeper?: number
   readonly command?: number
   readonly group?: number
+  readonly guards?: number
   readonly actorId?: string
 }
 
@@ -402,6 +419,7 @@ const targetsOf = async (head: Head, lease: CliLease, known: ReadonlySet<string>
     keeper,
     command: cmd?.pid,
     group: cmd?.pgid,
+    guards: supervisor?.pid,
     actorId: ours[0]?.actorId
   }
 }
@@ -418,11 +436,13 @@ const applies = (t: Targets, kind: Kind) => {
   return !kind.startsWith("stop:") || pidOf(t, STOP_ENDER[target]) !== undefined
 }
 
+const isGroup = (target: Target) => target === "group" || target === "guards"
+
 /** Sends `signal` to the target (the whole group for "group"); a description of what was hit. */
 const hit = (t: Targets, target: Target, signal: NodeJS.Signals) => {
   const pid = pidOf(t, target)!
-  process.kill(target === "group" ? -pid : pid, signal)
-  return `${target} ${target === "group" ? "pgid" : "pid"} ${pid}`
+  process.kill(isGroup(target) ? -pid : pid, signal)
+  return `${target} ${isGroup(target) ? "pgid" : "pid"} ${pid}`
 }
 
 export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> => {
@@ -504,7 +524,7 @@ export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> =
       ? undefined
       : setTimeout(() => {
           try {
-            process.kill(stopped.target === "group" ? -stopped.pid : stopped.pid, "SIGCONT")
+            process.kill(isGroup(stopped.target) ? -stopped.pid : stopped.pid, "SIGCONT")
           } catch {
             // gone: killed with the lease
           }
@@ -554,7 +574,7 @@ export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> =
   if (wake !== undefined) {
     clearTimeout(wake)
     try {
-      process.kill(stopped!.target === "group" ? -stopped!.pid : stopped!.pid, "SIGCONT")
+      process.kill(isGroup(stopped!.target) ? -stopped!.pid : stopped!.pid, "SIGCONT")
     } catch {
       // gone
     }
