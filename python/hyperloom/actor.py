@@ -10,6 +10,7 @@ travel with the class) in a folder of this user's under the node's temporary dir
 import hashlib
 import json
 import os
+import re
 import queue
 import signal
 import sys
@@ -498,6 +499,52 @@ def end_on_node(ray, node_id, token, patience=END_PATIENCE_SEC, timeout=END_TIME
     except Exception as e:
         sys.stderr.write("hyperloom: cannot check what is left of the lease on node %s: %s\n" % (node_id, e))
         return None
+
+
+# A lease's placement group is named for its lease and token: "<lease name> [hl-…]".
+_TOKEN_IN_NAME = re.compile(r"\[(hl-[0-9a-f]{16})\]$")
+
+
+def hold_name(name, token):
+    """The name of the placement group that holds a lease's resources."""
+    return "%s [%s]" % (name, token)
+
+
+def sweep_dead_leases(ray, patience=END_PATIENCE_SEC, timeout=5.0):
+    """Removes the placement groups of leases whose bridge died, once nothing of them runs.
+
+    A lease's group is detached: the death of its bridge (the job's driver) does not free it, as
+    the GCS would at once, while the lease's own watchers are still stopping its command. Any
+    bridge sweeps them up as it starts and while its own lease waits: a group named for a lease
+    (`hold_name`), created by a job that is dead, goes once hyperloom.gone finds nothing of that
+    lease on its node (after killing what this user may kill). One whose processes are still
+    there (another user's, or not yet dead) is left for a later sweep. Returns how many it removed."""
+    from ray._raylet import PlacementGroupID
+    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+
+    try:
+        table = placement_group_table()
+        dead = {j.get("JobID") for j in ray._private.state.state.job_table() if j.get("IsDead")}
+    except Exception:
+        return 0
+    removed = 0
+    for pgid, info in table.items():
+        m = _TOKEN_IN_NAME.search(info.get("name") or "")
+        # A placement group's id ends with its creator job's id.
+        if m is None or info.get("state") == "REMOVED" or pgid[-8:] not in dead:
+            continue
+        left = []
+        if info.get("state") != "PENDING":
+            node = (info.get("bundles_to_node_id") or {}).get(0)
+            left = end_on_node(ray, node, m.group(1), patience, timeout)
+        if left is None or left:
+            continue
+        try:
+            remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(pgid))))
+            removed += 1
+        except Exception as e:
+            sys.stderr.write("hyperloom: removing a dead lease's placement group failed: %s\n" % e)
+    return removed
 
 
 def lease_name(argv, gpus, now=None, lease_id=None):

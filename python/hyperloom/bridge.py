@@ -81,6 +81,7 @@ import os
 import queue
 import sys
 import threading
+import time
 
 from hyperloom import actor
 from hyperloom.endpoint import DEFAULT_STOP_GRACE_SEC, JsonLinesEndpoint, ProtocolError, describe, serve_stdio
@@ -88,6 +89,7 @@ from hyperloom.gpus import DEFAULT_CLEAN_TIMEOUT_SEC
 
 PROTOCOL_VERSION = 1
 DEFAULT_NAMESPACE = "hyperloom"
+SWEEP_SEC = 1.0
 
 
 class Bridge(JsonLinesEndpoint):
@@ -115,6 +117,7 @@ class Bridge(JsonLinesEndpoint):
         code = self.connect(spec)
         if code is not None:
             return code
+        threading.Thread(target=self.sweep, daemon=True).start()
         try:
             cls = ray.remote(actor.make_actor_class(ray))
             options = actor.actor_options(spec)
@@ -128,7 +131,12 @@ class Bridge(JsonLinesEndpoint):
                 from ray.util.placement_group import placement_group
                 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-                self.pg = placement_group([bundle], strategy="STRICT_PACK", name=options["name"])
+                # Detached: the bridge's death must not free it before the command is gone
+                # (the GCS would at once); bridges sweep up those of dead bridges (`sweep`).
+                self.pg = placement_group(
+                    [bundle], strategy="STRICT_PACK", name=actor.hold_name(options["name"], self.token),
+                    lifetime="detached",
+                )
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)
             self.actor = cls.options(**options).remote()
         except Exception as e:
@@ -149,6 +157,18 @@ class Bridge(JsonLinesEndpoint):
             threading.Thread(target=self.feed_stdin, args=(self.actor,), daemon=True).start()
         threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
         return None
+
+    def sweep(self):
+        """Removes dead bridges' lease groups (actor.sweep_dead_leases) now and, while this lease
+        waits (one of them may hold what it waits for), every SWEEP_SEC."""
+        while True:
+            try:
+                actor.sweep_dead_leases(self.ray)
+            except Exception as e:
+                sys.stderr.write("hyperloom bridge: sweeping dead leases failed: %s\n" % describe(e))
+            if self.started or self.releasing:
+                return
+            time.sleep(SWEEP_SEC)
 
     def pump(self, gen):
         """Moves the actor's streamed event batches into the inbox (blocks while pending)."""

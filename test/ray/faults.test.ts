@@ -50,9 +50,10 @@ const PLAN: ReadonlyArray<{ phase: Phase; kinds?: ReadonlyArray<Kind> }> = [
   { phase: "running", kinds: ["keeper"] },
   // Both guards at once: SIGKILLed (nobody left to stop the command), or frozen as the worker
   // dies (nobody acts on its death). The lease's placement group keeps the slot until the actor
-  // or the bridge has ended what is left on the node.
+  // or a bridge (its own, or the next lease's once its own died) has ended what is left on the node.
   { phase: "running", kinds: ["guards"] },
   { phase: "running", kinds: ["stop:guards"] },
+  { phase: "running", kinds: ["stop:guards>bridge"] },
   // The worker's death (issue 13 item 3): Ray frees a dead worker's resources before anything
   // has stopped the command; held by the lease's placement group, they stay held until it is gone.
   { phase: "releasing", kinds: ["worker"] }

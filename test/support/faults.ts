@@ -69,7 +69,9 @@ export const KINDS = [
   "stop:keeper",
   "stop:command",
   "stop:group",
-  "stop:guards"
+  "stop:guards",
+  // The guards stopped, then the bridge SIGKILLed: the GCS ends a dead driver's job at once.
+  "stop:guards>bridge"
 ] as const
 export type Kind = (typeof KINDS)[number]
 /** Who is SIGKILLed while the stopped one stays stopped: the lease's end, when it is hardest. */
@@ -425,7 +427,10 @@ const targetsOf = async (head: Head, lease: CliLease, known: ReadonlySet<string>
 }
 
 const targetOf = (kind: Kind): Target | undefined =>
-  kind === "ray_kill" ? undefined : ((kind.startsWith("stop:") ? kind.slice(5) : kind) as Target)
+  kind === "ray_kill" ? undefined : ((kind.startsWith("stop:") ? kind.slice(5) : kind).split(">")[0] as Target)
+
+/** Whom a stop kind SIGKILLs while its target stays stopped: STOP_ENDER, or the one after `>`. */
+const enderOf = (kind: Kind): Target => (kind.split(">")[1] as Target | undefined) ?? STOP_ENDER[targetOf(kind)!]
 
 const pidOf = (t: Targets, target: Target) => t[target]
 
@@ -433,7 +438,7 @@ const applies = (t: Targets, kind: Kind) => {
   if (kind === "ray_kill") return t.actorId !== undefined
   const target = targetOf(kind)!
   if (pidOf(t, target) === undefined) return false
-  return !kind.startsWith("stop:") || pidOf(t, STOP_ENDER[target]) !== undefined
+  return !kind.startsWith("stop:") || pidOf(t, enderOf(kind)) !== undefined
 }
 
 const isGroup = (target: Target) => target === "group" || target === "guards"
@@ -507,7 +512,7 @@ export const runIteration = async (o: IterationOptions): Promise<FaultOutcome> =
         stopped = { target: which, pid: pidOf(targets, which)! }
         await sleep(random.between(50, 500))
         faultAt = Date.now()
-        target += `, then SIGKILL ${hit(targets, STOP_ENDER[which], "SIGKILL")}`
+        target += `, then SIGKILL ${hit(targets, enderOf(kind), "SIGKILL")}`
       }
     } else {
       const which = targetOf(kind)!
