@@ -121,7 +121,15 @@ export const whoHolds = (snapshot: ClusterSnapshot, request: LeaseRequest, ownAc
     .filter(
       (g) => g.state === "CREATED" && !named.has(g.groupId) && g.bundles.some((b) => wanted(b.resources))
     )
-    .map((g) => `placement group ${g.name || shortId(g.groupId)} (job ${g.creatorJobId})`)
+    .map(
+      (g) =>
+        `placement group ${g.name || shortId(g.groupId)} (job ${g.creatorJobId}` +
+        // A lease's group outlives its dead bridge until nothing of the lease runs (a bridge sweeps it).
+        (g.creatorJobDead && g.isDetached
+          ? ", its driver gone: the next lease lets it go once nothing of it runs"
+          : "") +
+        ")"
+    )
   const all = [...holders.map(describeHolder), ...groups]
   return all.length === 0 ? undefined : all.join(", ")
 }
