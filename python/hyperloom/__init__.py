@@ -6,6 +6,7 @@ this package and its __main__.py). One job per module:
     cgroup       a cgroup v2 of the lease's own, stopped with cgroup.kill
     keeper       the forked child that KILLs a group the moment its parent (or an owner) ends
     supervisor   runs one lease's command in a group it leads; `python -I PYDIR supervise`
+    gone         what is left of a lease on its host, by the lease's token, and ending it
     actor        the lease actor (Ray): holds the resources, runs the supervisor, streams events
     endpoint     the JSON-lines plumbing both bridges share
     bridge       one lease (`python PYDIR bridge`)
@@ -21,7 +22,8 @@ lease's actor needs only Ray, never these files.
 The actor, the supervisor and the keeper
 ----------------------------------------
 The actor (class HyperloomLease, num_cpus=0, num_gpus=N, resources={"serving_slot": 1} unless
-disabled, threaded so `stop` runs beside `run`) starts CMD through a tiny supervisor: a Python
+disabled, drawn from a detached placement group of one bundle that its bridge owns, threaded so
+`stop` runs beside `run`) starts CMD through a tiny supervisor: a Python
 process (`python -I PYDIR supervise ...`, hyperloom.supervisor) that leads its
 own session/process group; CMD and everything it starts live in that group. CMD's environment is
 the caller's `env` with the actor's own device variables (CUDA_VISIBLE_DEVICES,
@@ -33,19 +35,26 @@ when lines come faster than they are consumed); `stop` sends TERM to the supervi
 forwards it to the group and escalates to KILL after the grace.
 
 Invariant (SPEC section 9): once the lease's resources are released in Ray, nothing of CMD's
-process group runs. Every way the lease can end takes the group with it:
+process group runs. Ray itself frees a dead worker's resources before anything stopped CMD, and a
+dead driver's actors and job-owned placement groups at once; so the resources are held by the
+lease's detached placement group, which is removed only after the end: by the bridge once the
+supervisor reported the exit (it does so when nothing is left), else once hyperloom.gone finds
+nothing of the lease on its node (by the lease's token: the supervisor's argv and the lease's
+cgroup's name), by the bridge or, when the bridge died, by the next lease's bridge's sweep. Every
+way the lease can end takes the group with it:
 
     hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,
                                     grace, KILL through the actor; the actor is killed after)
     the bridge (the driver) dies    the keeper, which watches the bridge's pid (a pidfd, when the
                                     actor runs on the bridge's host and pid namespace), SIGKILLs
                                     the group at once; Ray then kills the actor it owned (as
-                                    below), but may free the slot ~0.1 s before the worker dies
+                                    below); the placement group stays until a sweep
     the actor's worker dies         the raylet SIGKILLs the worker's direct children, i.e. the
     (SIGKILL, ray.kill, ray stop)   supervisor; the supervisor also gets PR_SET_PDEATHSIG
                                     (SIGUSR1, checked against its parent pid) and SIGKILLs the
-                                    group at once: the slot is already free, no grace
-    the supervisor dies (SIGKILL)   the keeper SIGKILLs the group at once
+                                    group at once, no grace; the bridge then ends what is left
+    the supervisor dies (SIGKILL)   the keeper SIGKILLs the group at once; the actor ends what
+                                    is left (hyperloom.gone) before it reports the exit
     CMD's parent dies               CMD itself has PR_SET_PDEATHSIG=SIGKILL toward the supervisor
 
 The keeper is a child the supervisor forks before starting CMD (hyperloom.keeper). It shares the
@@ -55,8 +64,5 @@ every signal it can, holds none of the supervisor's descriptors except the read 
 pipe whose only writer is the supervisor, and SIGKILLs the lease's cgroup, CMD's group and the
 descendants it was told of on EOF, i.e. the moment the supervisor ends however it ends, or the
 moment the lease's owner (the bridge, `--owner-pid` with its start time against pid reuse) ends.
-Ray does not kill it with the worker, since it is not the worker's direct child. What no mechanism
-here covers: the raylet frees a dying worker's resources before it kills the worker's children,
-so the keeper's wake-up (milliseconds; unbounded while it is SIGSTOPped) is how long CMD can
-outlive a lease whose worker was SIGKILLed (docs/reliability.md).
+Ray does not kill it with the worker, since it is not the worker's direct child.
 """
