@@ -427,10 +427,13 @@ const targetsOf = async (head: Head, lease: CliLease, known: ReadonlySet<string>
 }
 
 const targetOf = (kind: Kind): Target | undefined =>
-  kind === "ray_kill" ? undefined : ((kind.startsWith("stop:") ? kind.slice(5) : kind).split(">")[0] as Target)
+  kind === "ray_kill"
+    ? undefined
+    : ((kind.startsWith("stop:") ? kind.slice(5) : kind).split(">")[0] as Target)
 
 /** Whom a stop kind SIGKILLs while its target stays stopped: STOP_ENDER, or the one after `>`. */
-const enderOf = (kind: Kind): Target => (kind.split(">")[1] as Target | undefined) ?? STOP_ENDER[targetOf(kind)!]
+const enderOf = (kind: Kind): Target =>
+  (kind.split(">")[1] as Target | undefined) ?? STOP_ENDER[targetOf(kind)!]
 
 const pidOf = (t: Targets, target: Target) => t[target]
 
