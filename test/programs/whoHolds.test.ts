@@ -3,8 +3,8 @@
  * that a lease's resources are held by a placement group of its own with the actor inside it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { whoHolds } from "../../src/programs/Lease.js"
 import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
+import { whoHolds } from "../../src/programs/Lease.js"
 import {
   actor,
   HEAD_RESOURCES,
