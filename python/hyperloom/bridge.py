@@ -133,9 +133,11 @@ class Bridge(JsonLinesEndpoint):
 
                 # Detached: the bridge's death must not free it before the command is gone
                 # (the GCS would at once); bridges sweep up those of dead bridges (`sweep`).
+                # This driver's own node first when it has room, as Ray schedules an actor (a
+                # baseline reads the files its command writes), else any node that has.
                 self.pg = placement_group(
                     [bundle], strategy="STRICT_PACK", name=actor.hold_name(options["name"], self.token),
-                    lifetime="detached",
+                    lifetime="detached", _soft_target_node_id=ray.get_runtime_context().get_node_id(),
                 )
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)
             self.actor = cls.options(**options).remote()

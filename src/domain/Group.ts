@@ -147,6 +147,11 @@ const groupOf = (name: string): { readonly pg: string; readonly bundle: number |
   return m === null ? undefined : { pg: m[2]!, bundle: m[1] === undefined ? undefined : Number(m[1]) }
 }
 
+/** The placement groups (hex ids) whose bundles an actor draws on. */
+export const placementGroupsOf = (a: ActorInfo): ReadonlyArray<string> => [
+  ...new Set(Object.keys(a.requiredResources).flatMap((k) => groupOf(k)?.pg ?? []))
+]
+
 /** Whether an actor asks for a slot, directly or through a placement group bundle. */
 export const wantsSlot = (a: ActorInfo): boolean =>
   Object.entries(a.requiredResources).some(([k, v]) => v > 0 && isSlotResource(k))
@@ -183,20 +188,30 @@ const driverOf = (jobs: ReadonlyArray<JobInfo>, jobId: string): number | null =>
   return j !== undefined && !j.isDead ? j.driverPid : null
 }
 
-/** An actor as the holder of what it asked for: its job's live driver, and its group's bundle when it is a rank. */
-export const holderOf = (a: ActorInfo, jobs: ReadonlyArray<JobInfo>): SlotHolder => {
+/**
+ * An actor as the holder of what it asked for: its job's live driver, and its group's bundle when
+ * it is a rank of a group of several bundles (a single lease's placement group of one bundle is
+ * how it holds its resources, not a group it is part of).
+ */
+export const holderOf = (
+  a: ActorInfo,
+  snapshot: Pick<ClusterSnapshot, "jobs" | "placementGroups">
+): SlotHolder => {
   const grouped = Object.keys(a.requiredResources)
     .map(groupOf)
     .find((g) => g !== undefined && g.bundle !== undefined)
+  const group =
+    grouped === undefined ? undefined : snapshot.placementGroups.find((g) => g.groupId === grouped.pg)
+  const rank = grouped !== undefined && (group === undefined || group.bundles.length > 1)
   return {
     actorId: a.actorId,
     name: a.name,
     className: a.className,
     pid: a.pid,
     jobId: a.jobId,
-    driverPid: driverOf(jobs, a.jobId),
-    placementGroup: grouped?.pg ?? null,
-    bundle: grouped?.bundle ?? null
+    driverPid: driverOf(snapshot.jobs, a.jobId),
+    placementGroup: rank ? grouped.pg : null,
+    bundle: rank ? (grouped.bundle ?? null) : null
   }
 }
 
@@ -225,7 +240,7 @@ export const slotHolders = (snapshot: ClusterSnapshot): ReadonlyArray<NodeSlot> 
         .filter(
           (a) => a.nodeId === n.nodeId && (a.state === "ALIVE" || a.state === "RESTARTING") && wantsSlot(a)
         )
-        .map((a) => holderOf(a, snapshot.jobs))
+        .map((a) => holderOf(a, snapshot))
       return {
         nodeId: n.nodeId,
         address: n.address,

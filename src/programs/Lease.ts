@@ -1,6 +1,6 @@
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { describeHolder, holderOf, isSlotResource } from "../domain/Group.js"
+import { describeHolder, holderOf, isSlotResource, placementGroupsOf } from "../domain/Group.js"
 import { LeaseWaitExpired } from "../domain/Queue.js"
 import { contentionFirstLook, contentionPoll, contentionQuietLooks } from "../domain/Schedules.js"
 import type { ClusterSnapshot } from "../domain/Snapshot.js"
@@ -106,17 +106,15 @@ export const whoHolds = (snapshot: ClusterSnapshot, request: LeaseRequest, ownAc
     Object.entries(resources).some(
       ([k, v]) => v > 0 && ((short.slot && isSlotResource(k)) || (short.gpus && isGpuResource(k)))
     )
-  const holders = snapshot.actors
-    .filter(
-      (a) =>
-        a.actorId !== ownActorId &&
-        (a.state === "ALIVE" || a.state === "RESTARTING") &&
-        wanted(a.requiredResources)
-    )
-    .map((a) => holderOf(a, snapshot.jobs))
+  const holders = snapshot.actors.filter(
+    (a) =>
+      a.actorId !== ownActorId &&
+      (a.state === "ALIVE" || a.state === "RESTARTING") &&
+      wanted(a.requiredResources)
+  )
   // A placement group reserves its bundles' resources whether or not an actor runs in them (a
   // lease's group holds them until its command is gone); one whose holder is named is not named twice.
-  const named = new Set(holders.map((h) => h.placementGroup))
+  const named = new Set(holders.flatMap(placementGroupsOf))
   const groups = snapshot.placementGroups
     .filter(
       (g) => g.state === "CREATED" && !named.has(g.groupId) && g.bundles.some((b) => wanted(b.resources))
@@ -130,7 +128,7 @@ export const whoHolds = (snapshot: ClusterSnapshot, request: LeaseRequest, ownAc
           : "") +
         ")"
     )
-  const all = [...holders.map(describeHolder), ...groups]
+  const all = [...holders.map((a) => describeHolder(holderOf(a, snapshot))), ...groups]
   return all.length === 0 ? undefined : all.join(", ")
 }
 

@@ -31,7 +31,7 @@ const busyHead = (): ClusterSnapshot => ({
 })
 
 describe("whoHolds", () => {
-  it("a lease whose actor runs in its placement group is named once, by its actor", () => {
+  it("a lease whose actor runs in its placement group of one bundle is named once, by its actor, as before", () => {
     const holder = actor({
       name: "lease `sleep 60` of root",
       requiredResources: {
@@ -40,10 +40,22 @@ describe("whoHolds", () => {
       }
     })
     const snapshot = { ...withGroup(busyHead(), leaseGroup), actors: [holder], jobs: [job()] }
-    const named = whoHolds(snapshot, request, "")
-    assert.match(
-      named ?? "",
-      /^actor lease `sleep 60` of root \(pid 4321, job 02000000, driver pid 1234, placement group \S+ bundle 0\)$/
+    assert.strictEqual(
+      whoHolds(snapshot, request, ""),
+      "actor lease `sleep 60` of root (pid 4321, job 02000000, driver pid 1234)"
+    )
+  })
+
+  it("a rank of a group of several bundles is named with its group and bundle", () => {
+    const rank = actor({
+      name: "rank",
+      requiredResources: { [`serving_slot_group_1_${PLACEMENT_GROUP_ID}`]: 1 }
+    })
+    const bundles = [0, 1].map((index) => ({ index, resources: { serving_slot: 1 }, nodeId: "" }))
+    const snapshot = { ...withGroup(busyHead(), { name: "group", bundles }), actors: [rank], jobs: [job()] }
+    assert.strictEqual(
+      whoHolds(snapshot, request, ""),
+      `actor rank (pid 4321, job 02000000, driver pid 1234, placement group ${PLACEMENT_GROUP_ID.slice(0, 12)}… bundle 1)`
     )
   })
 
