@@ -67,6 +67,13 @@ export const appendToTail = (tail: string, line: string): string => keepTail(`${
 /** `GPU`, or the names Ray gives it inside a placement group (`GPU_group_[i_]<pg>`). */
 const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWith("GPU_group_")
 
+/** The placement groups the lease's own actor draws on (its own hold of the slot and GPUs). */
+const ownGroups = (snapshot: ClusterSnapshot, ownActorId: string) => {
+  const own = snapshot.actors.find((a) => a.actorId === ownActorId)
+  const ids = own === undefined ? [] : placementGroupsOf(own)
+  return snapshot.placementGroups.filter((g) => ids.includes(g.groupId))
+}
+
 /**
  * Which of what the lease asks for no alive node has free right now (its own actor's share, once
  * placed, counted as free). Neither, when some node could take the lease now: then it waits on
@@ -74,14 +81,22 @@ const isGpuResource = (name: string): boolean => name === "GPU" || name.startsWi
  */
 const shortOf = (snapshot: ClusterSnapshot, request: LeaseRequest, ownActorId: string) => {
   const own = snapshot.actors.find((a) => a.actorId === ownActorId && a.state !== "DEAD")
+  const groups = ownGroups(snapshot, ownActorId)
   const alive = new Set(snapshot.nodes.filter((n) => n.state === "ALIVE").map((n) => n.nodeId))
   const free = snapshot.resources
     .filter((r) => alive.has(r.nodeId))
     .map((r) => {
       const available: Record<string, number> = { ...r.available }
-      if (own !== undefined && own.nodeId === r.nodeId) {
-        for (const [k, v] of Object.entries(own.requiredResources)) available[k] = (available[k] ?? 0) + v
+      const giveBack = (resources: Readonly<Record<string, number>>) => {
+        for (const [k, v] of Object.entries(resources)) available[k] = (available[k] ?? 0) + v
       }
+      // The lease's own placement group, once placed, holds the node's own names of what it asked.
+      if (groups.length > 0) {
+        for (const g of groups) {
+          if (g.state === "CREATED")
+            for (const b of g.bundles) if (b.nodeId === r.nodeId) giveBack(b.resources)
+        }
+      } else if (own !== undefined && own.nodeId === r.nodeId) giveBack(own.requiredResources)
       return available
     })
   const slotFree = (a: Record<string, number>) => !request.servingSlot || (a.serving_slot ?? 0) >= 1
@@ -114,7 +129,10 @@ export const whoHolds = (snapshot: ClusterSnapshot, request: LeaseRequest, ownAc
   )
   // A placement group reserves its bundles' resources whether or not an actor runs in them (a
   // lease's group holds them until its command is gone); one whose holder is named is not named twice.
-  const named = new Set(holders.flatMap(placementGroupsOf))
+  const named = new Set([
+    ...holders.flatMap(placementGroupsOf),
+    ...ownGroups(snapshot, ownActorId).map((g) => g.groupId)
+  ])
   const groups = snapshot.placementGroups
     .filter(
       (g) => g.state === "CREATED" && !named.has(g.groupId) && g.bundles.some((b) => wanted(b.resources))

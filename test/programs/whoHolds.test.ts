@@ -7,6 +7,7 @@ import type { ClusterSnapshot } from "../../src/domain/Snapshot.js"
 import { whoHolds } from "../../src/programs/Lease.js"
 import {
   actor,
+  HEAD_NODE_ID,
   HEAD_RESOURCES,
   idleHeadSnapshot,
   job,
@@ -71,5 +72,24 @@ describe("whoHolds", () => {
     const held = withGroup(busyHead(), leaseGroup)
     assert.strictEqual(whoHolds(held, request, ""), `placement group ${leaseGroup.name} (job 02000000)`)
     assert.isUndefined(whoHolds(withGroup(busyHead(), { ...leaseGroup, state: "PENDING" }), request, ""))
+  })
+
+  it("its own placement group, placed while its actor still starts, is nobody it waits for", () => {
+    const own = actor({
+      actorId: "ab".repeat(16),
+      state: "PENDING_CREATION",
+      pid: 0,
+      requiredResources: { [`serving_slot_group_0_${PLACEMENT_GROUP_ID}`]: 1 }
+    })
+    const snapshot = {
+      ...withGroup(busyHead(), {
+        ...leaseGroup,
+        bundles: [{ index: 0, resources: { serving_slot: 1, GPU: 1 }, nodeId: HEAD_NODE_ID }]
+      }),
+      actors: [own],
+      jobs: [job()]
+    }
+    assert.isUndefined(whoHolds(snapshot, request, own.actorId), "the slot and the GPU are its own")
+    assert.match(whoHolds(snapshot, request, "") ?? "", /^placement group lease/, "anyone else waits for it")
   })
 })

@@ -64,7 +64,7 @@ const within = <A>(p: Promise<A>, ms: number, what: string) =>
 const slotIsFree = async () => {
   const r = await runCli(["lease", "run", "--gpus", "0", "--", "true"], { timeoutMs: 60_000 })
   assert.strictEqual(r.code, 0, r.stderr)
-  assert.notInclude(r.stderr, "waiting for serving_slot")
+  assert.notInclude(r.stderr, "waiting for serving_slot", r.stderr)
 }
 
 /** The command's own processes (not the CLI's or the supervisor's, whose argv holds it too). */
