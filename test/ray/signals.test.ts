@@ -81,8 +81,27 @@ const commandPids = (marker: string, names: ReadonlyArray<string>) =>
 
 const NAMES = ["sleep", "sh"]
 
-const commandRuns = (marker: string) =>
-  waitFor("the command to run", () => (commandPids(marker, NAMES).length > 0 ? true : undefined), 90_000)
+/**
+ * The command runs, and the CLI knows it: the host's queue shows its lease holding (marked once
+ * the bridge's `started` reached the CLI, which names the stopped command only after that; the
+ * command's exec comes a relay earlier, and a signal in between is a cancel before the start).
+ */
+const commandRuns = async (marker: string) => {
+  await waitFor(
+    "the command to run",
+    () => (commandPids(marker, NAMES).length > 0 ? true : undefined),
+    90_000
+  )
+  await waitFor(
+    "the CLI to know it started",
+    async () => {
+      const q = await runCli(["queue", "--json"], { timeoutMs: 30_000 })
+      return q.code === 0 && JSON.parse(q.stdout).holders.length > 0 ? true : undefined
+    },
+    60_000,
+    100
+  )
+}
 
 const kill = (cli: Cli) => {
   if (cli.child.exitCode === null) cli.child.kill("SIGKILL")
