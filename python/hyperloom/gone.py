@@ -12,7 +12,7 @@ import os
 import signal
 import time
 
-from hyperloom import cgroup
+from hyperloom import cgroup, procgroup
 
 CGROUP_PREFIX = "hyperloom-lease-"
 POLL_SEC = 0.02
@@ -22,28 +22,21 @@ def cgroup_name(token):
     return CGROUP_PREFIX + token
 
 
-def _alive_with(token, proc="/proc"):
+def _alive_with(token):
     """Pids of live processes (not zombies) whose argv names the token as one word."""
     want = token.encode()
     found = []
-    try:
-        names = os.listdir(proc)
-    except OSError:
-        return found
-    for name in names:
+    for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(os.path.join(proc, name, "cmdline"), "rb") as f:
-                words = f.read().split(b"\0")
-            if want not in words:
-                continue
-            with open(os.path.join(proc, name, "stat"), "rb") as f:
-                stat = f.read()
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                if want not in f.read().split(b"\0"):
+                    continue
         except OSError:
             continue
-        state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-        if state not in (b"Z", b"X"):
+        fields = procgroup.stat_fields(int(name))
+        if fields and fields[0] not in ("Z", "X"):
             found.append(int(name))
     return found
 
@@ -68,44 +61,44 @@ def _cgroups_with(token, mount=None):
     return [p for p in _cgroup_paths(token, mount) if cgroup.LeaseCgroup(p).populated() is not False]
 
 
-def leftovers(token, proc="/proc", mount=None):
+def leftovers(token, mount=None):
     """What of the lease still runs here, one phrase each (empty: nothing)."""
-    left = ["pid %d (its supervisor or keeper)" % p for p in _alive_with(token, proc)]
+    left = ["pid %d (its supervisor or keeper)" % p for p in _alive_with(token)]
     left += ["cgroup %s" % p for p in _cgroups_with(token, mount)]
     return left
 
 
-def wait_gone(token, timeout, proc="/proc", mount=None):
+def wait_gone(token, timeout, mount=None):
     """Waits up to `timeout` seconds until nothing of the lease runs here; what is left then."""
     deadline = time.monotonic() + timeout
     while True:
-        left = leftovers(token, proc, mount)
+        left = leftovers(token, mount)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(POLL_SEC)
 
 
-def kill(token, proc="/proc", mount=None):
+def kill(token, mount=None):
     """SIGKILL whatever of the lease is left here, stopped processes too (cgroup.kill, then by pid)."""
     for path in _cgroups_with(token, mount):
         cgroup.LeaseCgroup(path).kill()
-    for pid in _alive_with(token, proc):
+    for pid in _alive_with(token):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
 
 
-def end(token, patience, timeout, proc="/proc", mount=None):
+def end(token, patience, timeout, mount=None):
     """Ends the lease here once its worker is gone: waits `patience` seconds for its own keepers
     (the supervisor and the keeper stop everything the moment the worker dies), then SIGKILLs what
     is left itself (a keeper and a supervisor both frozen act on nothing), waiting up to `timeout`
     in all. Returns what is still left then (empty: the lease is gone)."""
     deadline = time.monotonic() + timeout
-    left = wait_gone(token, min(patience, timeout), proc, mount)
+    left = wait_gone(token, min(patience, timeout), mount)
     while left and time.monotonic() < deadline:
-        kill(token, proc, mount)
-        left = wait_gone(token, min(0.5, max(0.0, deadline - time.monotonic())), proc, mount)
+        kill(token, mount)
+        left = wait_gone(token, min(0.5, max(0.0, deadline - time.monotonic())), mount)
     for path in _cgroup_paths(token, mount):
         cgroup.LeaseCgroup(path).remove(0)
     return left
