@@ -6,6 +6,7 @@
     serve        the serving runner, a serving attempt's leased command (hyperloom.serve)
     sweep        the sweep runner, one server combination's leased command (hyperloom.sweep)
     supervise    the command supervisor the lease actor starts (hyperloom.supervisor)
+    tidy         ends what a dead bridge's lease left, then frees its resources (hyperloom.tidy)
 
 Running the folder puts it first on sys.path (also under -I), so the package imports without
 an installation, PYTHONPATH or the caller's working directory."""
@@ -22,6 +23,7 @@ COMMANDS = {
     "serve": "hyperloom.serve",
     "supervise": "hyperloom.supervisor",
     "sweep": "hyperloom.sweep",
+    "tidy": "hyperloom.tidy",
 }
 
 

@@ -40,7 +40,8 @@ dead driver's actors and job-owned placement groups at once; so the resources ar
 lease's detached placement group, which is removed only after the end: by the bridge once the
 supervisor reported the exit (it does so when nothing is left), else once hyperloom.gone finds
 nothing of the lease on its node (by the lease's token: the supervisor's argv and the lease's
-cgroup's name), by the bridge or, when the bridge died, by the next lease's bridge's sweep. Every
+cgroup's name), by the bridge or, when the bridge died, by hyperloom's tidy (hyperloom.tidy) or
+the next lease's bridge's sweep. Every
 way the lease can end takes the group with it:
 
     hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,
@@ -48,7 +49,7 @@ way the lease can end takes the group with it:
     the bridge (the driver) dies    the keeper, which watches the bridge's pid (a pidfd, when the
                                     actor runs on the bridge's host and pid namespace), SIGKILLs
                                     the group at once; Ray then kills the actor it owned (as
-                                    below); the placement group stays until a sweep
+                                    below); the placement group stays until a tidy or a sweep
     the actor's worker dies         the raylet SIGKILLs the worker's direct children, i.e. the
     (SIGKILL, ray.kill, ray stop)   supervisor; the supervisor also gets PR_SET_PDEATHSIG
                                     (SIGUSR1, checked against its parent pid) and SIGKILLs the

@@ -501,24 +501,36 @@ def end_on_node(ray, node_id, token, patience=END_PATIENCE_SEC, timeout=END_TIME
         return None
 
 
-# A lease's placement group is named for its lease and token: "<lease name> [hl-…]".
-_TOKEN_IN_NAME = re.compile(r"\[(hl-[0-9a-f]{16})\]$")
+# A lease's placement group is named for its lease and its tokens, one per bundle in bundle
+# order (a single lease has one, a group one per rank): "<lease name> [hl-… hl-…]".
+_TOKENS_IN_NAME = re.compile(r"\[(hl-[0-9a-f]{16}(?: hl-[0-9a-f]{16})*)\]$")
 
 
-def hold_name(name, token):
-    """The name of the placement group that holds a lease's resources."""
-    return "%s [%s]" % (name, token)
+def hold_name(name, tokens):
+    """The name of the placement group that holds a lease's resources: `tokens` (one, or one per
+    bundle) are what is left of the lease is found by on each bundle's node (hyperloom.gone)."""
+    if isinstance(tokens, str):
+        tokens = [tokens]
+    return "%s [%s]" % (name, " ".join(tokens))
 
 
-def sweep_dead_leases(ray, patience=END_PATIENCE_SEC, timeout=5.0):
+def tokens_of(name):
+    """The tokens in a lease's placement group's name (`hold_name`), one per bundle; None if none."""
+    m = _TOKENS_IN_NAME.search(name or "")
+    return m.group(1).split(" ") if m else None
+
+
+def sweep_dead_leases(ray, patience=END_PATIENCE_SEC, timeout=5.0, jobs=None):
     """Removes the placement groups of leases whose bridge died, once nothing of them runs.
 
     A lease's group is detached: the death of its bridge (the job's driver) does not free it, as
     the GCS would at once, while the lease's own watchers are still stopping its command. Any
-    bridge sweeps them up as it starts and while its own lease waits: a group named for a lease
-    (`hold_name`), created by a job that is dead, goes once hyperloom.gone finds nothing of that
-    lease on its node (after killing what this user may kill). One whose processes are still
-    there (another user's, or not yet dead) is left for a later sweep. Returns how many it removed."""
+    bridge sweeps them up as it starts and while its own lease waits, and so does the CLI whose
+    bridge died (hyperloom.tidy): a group named for a lease (`hold_name`), created by a job that
+    is dead, goes once hyperloom.gone finds nothing of that lease on any of its bundles' nodes
+    (after killing what this user may kill). One whose processes are still there (another
+    user's, or not yet dead) is left for a later sweep. `jobs`: only those jobs' groups (hex ids).
+    Returns (how many it removed, the names of those it left)."""
     from ray._raylet import PlacementGroupID
     from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
@@ -526,25 +538,36 @@ def sweep_dead_leases(ray, patience=END_PATIENCE_SEC, timeout=5.0):
         table = placement_group_table()
         dead = {j.get("JobID") for j in ray._private.state.state.job_table() if j.get("IsDead")}
     except Exception:
-        return 0
-    removed = 0
+        return 0, []
+    removed, left_ = 0, []
     for pgid, info in table.items():
-        m = _TOKEN_IN_NAME.search(info.get("name") or "")
+        tokens = tokens_of(info.get("name"))
         # A placement group's id ends with its creator job's id.
-        if m is None or info.get("state") == "REMOVED" or pgid[-8:] not in dead:
+        job = pgid[-8:]
+        if tokens is None or info.get("state") == "REMOVED" or (jobs is not None and job not in jobs):
+            continue
+        if job not in dead:
+            if jobs is not None:
+                left_.append(info.get("name"))
             continue
         left = []
         if info.get("state") != "PENDING":
-            node = (info.get("bundles_to_node_id") or {}).get(0)
-            left = end_on_node(ray, node, m.group(1), patience, timeout)
+            nodes = info.get("bundles_to_node_id") or {}
+            for i, token in enumerate(tokens):
+                here = end_on_node(ray, nodes.get(i, nodes.get(str(i))), token, patience, timeout)
+                if here is None or here:
+                    left = None if here is None else left + here
+                    break
         if left is None or left:
+            left_.append(info.get("name"))
             continue
         try:
             remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(pgid))))
             removed += 1
         except Exception as e:
+            left_.append(info.get("name"))
             sys.stderr.write("hyperloom: removing a dead lease's placement group failed: %s\n" % e)
-    return removed
+    return removed, left_
 
 
 def lease_name(argv, gpus, now=None, lease_id=None):

@@ -5,14 +5,17 @@ A group is one Ray placement group of N bundles {"GPU": G, "serving_slot": 1} wi
 STRICT_SPREAD (one bundle per node) and one rank actor per bundle. Each rank is the lease actor of
 hyperloom.actor (same class, same command supervisor: everything SPEC §9 says of a lease holds
 per rank), with one extra method that tells rank 0's node address and a free port on it.
-Standard library and `ray` only.
+The placement group is detached and named for the group and one token per bundle
+(hyperloom.actor.hold_name): this bridge's death does not free the slots while a rank's command
+still runs; a sweep removes it once hyperloom.gone finds nothing of any rank (the next lease's
+bridge, or hyperloom's tidy when it saw this bridge die). Standard library and `ray` only.
 
 Protocol (version 1), JSON lines as in hyperloom.bridge (stdout carries protocol lines only):
 
 hyperloom -> bridge (stdin):
 
     {"op": "group", "address": "host:port", "nodes": N, "gpus": G, "serving_slot": true,
-     "argv": [...], "env": {...}, "cwd": "/dir", "name": "optional placement group name",
+     "argv": [...], "env": {...}, "cwd": "/dir", "name": "optional: the placement group's name, before its tokens",
      "namespace": "optional", "stop_grace_sec": 3}
         N >= 1 (hyperloom sends N >= 2). Each rank's command gets `env` plus HYPERLOOM_RANK,
         HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
@@ -93,7 +96,7 @@ import time
 
 from hyperloom import actor as lease_actor
 from hyperloom import endpoint
-from hyperloom.bridge import parse_lease
+from hyperloom.bridge import SWEEP_SEC, parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
 # What `python -I PYDIR serve` imports, relative to PYDIR: the serving runner travels with the
@@ -136,6 +139,8 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         super().__init__(out)
         self.pg = None
         self.pg_removed = False
+        self.placed = False  # every bundle is reserved (the sweep stops)
+        self.tokens = []  # per bundle, in bundle order: what is left of its rank is found by (hyperloom.gone)
         self.ranks = []  # per rank: {"actor", "started", "exited", "code"}
         self.exits = []  # (rank, code) in arrival order
         self.decided = None  # len(self.exits) when the group was told to stop (a failure, the leader's end)
@@ -157,11 +162,19 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         code = self.connect(spec)
         if code is not None:
             return code
+        threading.Thread(target=self.sweep, daemon=True).start()
+        # One token per bundle: what is left of a rank is found by it on the bundle's node.
+        self.tokens = [lease_actor.new_token() for _ in range(spec["nodes"])]
         try:
-            options = {"strategy": "STRICT_SPREAD"}
-            if spec["name"]:
-                options["name"] = spec["name"]
-            self.pg = placement_group([dict(spec["bundle"]) for _ in range(spec["nodes"])], **options)
+            # Detached, as a single lease's: the death of this bridge (the job's driver) must not
+            # free the slots before every rank's command is gone (the GCS would at once); a
+            # sweep (the next lease's bridge, or the CLI's tidy) removes it once nothing is left.
+            base = spec["name"] or "group of %d: %s" % (
+                spec["nodes"], lease_actor.lease_name(spec["argv"], spec["bundle"].get("GPU", 0)))
+            self.pg = placement_group(
+                [dict(spec["bundle"]) for _ in range(spec["nodes"])], strategy="STRICT_SPREAD",
+                name=lease_actor.hold_name(base, self.tokens), lifetime="detached",
+            )
         except Exception as e:
             self.emit_error("placement", endpoint.describe(e))
             return 1
@@ -169,9 +182,22 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         threading.Thread(target=self.wait_placed, daemon=True).start()
         return None
 
+    def sweep(self):
+        """Removes dead bridges' lease groups (lease_actor.sweep_dead_leases) now and, while the
+        group waits to be placed (one of them may hold what it waits for), every SWEEP_SEC."""
+        while True:
+            try:
+                lease_actor.sweep_dead_leases(self.ray)
+            except Exception as e:
+                sys.stderr.write("hyperloom group: sweeping dead leases failed: %s\n" % endpoint.describe(e))
+            if self.placed or self.ended or self.releasing:
+                return
+            time.sleep(SWEEP_SEC)
+
     def wait_placed(self):
         try:
             self.ray.get(self.pg.ready())
+            self.placed = True
             self.inbox.put(("placed", None))
         except BaseException as e:
             self.inbox.put(("placement_error", e))
@@ -202,7 +228,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             actor = cls.options(**options).remote()
             self.ranks.append({
                 "actor": actor, "started": False, "exited": False, "code": None, "clean": False,
-                "node": node_of[i] or None, "token": lease_actor.new_token(),
+                "node": node_of[i] or None, "token": self.tokens[i],
             })
         # Bounded: the serve loop (and so a release) waits on this. The bundle is reserved, so the
         # only wait is a worker process starting.

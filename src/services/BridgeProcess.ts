@@ -9,7 +9,7 @@
  */
 
 import * as Command from "@effect/platform/Command"
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import {
   Cause,
   Data,
@@ -214,6 +214,8 @@ export interface Wiring<Event extends { readonly event: string }> {
   readonly failAll: (error: LeaseBridgeError) => Effect.Effect<void>
   /** The request line sent once wired. */
   readonly request: string
+  /** Run when the bridge ended without releasing (it died, or was killed): `tidy` below. */
+  readonly tidy?: ((jobId: string) => Effect.Effect<void>) | undefined
 }
 
 export interface Wired {
@@ -350,6 +352,15 @@ export const wire = <Event extends { readonly event: string }>(
       if (Option.isNone(termed)) yield* kill("SIGKILL")
     }).pipe(
       Effect.ensuring(Queue.shutdown(inbox)),
+      // A bridge that ended without releasing may have left its lease's placement group, which
+      // holds the resources until nothing of the lease runs: end that now, not at the next lease.
+      Effect.zipRight(
+        Effect.suspend(() =>
+          w.tidy !== undefined && ids.jobId !== undefined
+            ? Effect.flatMap(Ref.get(released), (done) => (done ? Effect.void : w.tidy!(ids.jobId!)))
+            : Effect.void
+        )
+      ),
       Effect.ensuring(Effect.sync(() => holding--)),
       Effect.withSpan(w.span)
     )
@@ -364,6 +375,70 @@ export const wire = <Event extends { readonly event: string }>(
     }
     return wired
   }).pipe(Effect.uninterruptible)
+
+/** `python PYDIR tidy`'s one line (python/hyperloom/tidy.py). */
+const TidyResult = Schema.parseJson(
+  Schema.Struct({ removed: Schema.Number, left: Schema.Array(Schema.String) })
+)
+/** What tidy may take: its own bound (40 s), Python's start and ray.init. */
+const TIDY_TIMEOUT = Duration.seconds(70)
+
+/**
+ * After a bridge ended without releasing: `python PYDIR tidy` waits for the GCS to have its job
+ * dead, ends what is left of the job's leases on their nodes by their tokens and removes their
+ * placement groups (python/hyperloom/tidy.py). Never fails: what it could not do is a warning
+ * (the next lease's bridge sweeps the same groups).
+ */
+export const tidy = (
+  executor: CommandExecutor.CommandExecutor,
+  options: {
+    readonly python: string
+    readonly env: Readonly<Record<string, string | undefined>>
+    readonly address: string
+    readonly jobId: string
+    /** The bridge in messages ("lease bridge"). */
+    readonly title: string
+  }
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    yield* Effect.logInfo(
+      `the ${options.title} ended before it released: ending what is left of its lease before its resources are let go`
+    )
+    const out = yield* Command.make(
+      options.python,
+      ...pythonEntry("tidy"),
+      "--address",
+      options.address,
+      "--job",
+      options.jobId
+    ).pipe(
+      Command.env(definedEntries(options.env), { extendEnv: false }),
+      Command.string,
+      Effect.provideService(CommandExecutor.CommandExecutor, executor),
+      Effect.timeoutFail({
+        duration: TIDY_TIMEOUT,
+        onTimeout: () => `no answer within ${Duration.format(TIDY_TIMEOUT)}`
+      })
+    )
+    const result = yield* Schema.decodeUnknown(TidyResult)(out.trim().split("\n").at(-1) ?? "").pipe(
+      Effect.mapError(() =>
+        out.trim() === "" ? "it could not reach the cluster" : `it said ${oneLine(out)}`
+      )
+    )
+    if (result.left.length > 0) {
+      yield* Effect.logWarning(
+        `what the ${options.title} left still runs, so its resources stay held until a later lease finds it gone: ${result.left.join(", ")}`
+      )
+    }
+  }).pipe(
+    Effect.catchAll((reason) =>
+      Effect.logWarning(
+        `cannot end what the ${options.title} left (${typeof reason === "string" ? reason : reason.message}): a later lease lets its resources go once nothing of it runs`
+      )
+    ),
+    Effect.catchAllCause(() => Effect.void),
+    Effect.withSpan("BridgeProcess.tidy")
+  )
 
 /**
  * Waits for the bridge's `submitted`, at most `connectTimeoutSec` (default 60 s) from start: no

@@ -308,7 +308,15 @@ const make = Effect.gen(function* () {
             ],
             { discard: true }
           ),
-        request: groupRequest(spec)
+        request: groupRequest(spec),
+        tidy: (jobId) =>
+          BridgeProcess.tidy(executor, {
+            python,
+            env: settings.env,
+            address: spec.gcsAddress,
+            jobId,
+            title: "group bridge"
+          })
       })
       return { bridge, submitted, placed, started, exited }
     }).pipe(Effect.uninterruptible)

@@ -419,7 +419,15 @@ const make = Effect.gen(function* () {
             [Deferred.fail(submitted, error), Deferred.fail(started, error), Deferred.fail(exited, error)],
             { discard: true }
           ),
-        request: leaseRequest(spec, terminal)
+        request: leaseRequest(spec, terminal),
+        tidy: (jobId) =>
+          BridgeProcess.tidy(executor, {
+            python,
+            env: settings.env,
+            address: spec.gcsAddress,
+            jobId,
+            title: "lease bridge"
+          })
       })
       if (terminal.stdin !== undefined) {
         const forwarding = forwardStdin(terminal.stdin, bridge.send)

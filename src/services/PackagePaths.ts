@@ -33,7 +33,7 @@ export const packageFile = (...segments: ReadonlyArray<string>): string =>
   path.join(packageRoot(), ...segments)
 
 /** The Python side's commands (`python/__main__.py`): the bridges, the serving runner. */
-export type PythonCommand = "bridge" | "gpus" | "group" | "serve" | "sweep"
+export type PythonCommand = "bridge" | "gpus" | "group" | "serve" | "sweep" | "tidy"
 
 /**
  * How a Python runs one of them, after the interpreter: `python <package>/python <command>`

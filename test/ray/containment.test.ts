@@ -13,7 +13,14 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
-import { escapingLines, markerSleep, pidsWithArg, selfSignalCode, waitGone } from "../support/lease.js"
+import {
+  escapingLines,
+  markerSleep,
+  pidsRunning,
+  pidsWithArg,
+  selfSignalCode,
+  waitGone
+} from "../support/lease.js"
 import { prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
 
 const PORT = 6409
@@ -65,6 +72,34 @@ describe("containment on a real head", () => {
     child.kill("SIGINT")
     await exited
     assert.deepStrictEqual(alive(m), [], "every escape is gone when the CLI has exited")
+  })
+
+  it("SIGKILL of the lease bridge: when the CLI has exited, the escapes are gone and the slot is free again, no other lease needed", async () => {
+    const m = [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
+    const child = spawn(
+      process.execPath,
+      [cliPath, "lease", "run", "--gpus", "1", "--", "sh", "-c", `${escapes(m)}\necho up; exec sleep 300`],
+      { env: cleanEnv(), cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (d) => (out += d))
+    child.stderr.on("data", (d) => (err += d))
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+    await waitFor(
+      "the command and its escapes",
+      () => (out.includes("up") && alive(m).length >= 4 ? true : undefined),
+      60_000
+    )
+    const bridges = pidsRunning("bridge")
+    assert.strictEqual(bridges.length, 1, "one lease bridge")
+    process.kill(bridges[0]!, "SIGKILL")
+    assert.strictEqual(await exited, 125, err)
+    assert.deepStrictEqual(alive(m), [], "every escape is gone when the CLI has exited")
+    const status = await runCli(["ray", "status", "--json"])
+    const slot = JSON.parse(status.stdout).nodes[0].serving_slot
+    assert.strictEqual(slot.held, 0, `the slot is free: ${status.stdout}\n${err}`)
+    assert.include(err, "ending what is left of its lease")
   })
 
   it("baseline run --server: an engine that leaves its group (under timeout, os.setsid(), start_new_session) is gone when the run ends", async () => {

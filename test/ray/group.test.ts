@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
-import { groupRun, markedSleeps, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
+import { groupRun, markedSleeps, pgidOf, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
   closeGcs,
   gcsActors,
@@ -409,6 +409,64 @@ describe("serving groups across two Ray nodes on one host", () => {
     await waitGone("every rank's command", () => markedSleeps(marker), 20_000)
     const { code } = await run.exited
     assert.strictEqual(code, 125, `the lease failed: ${run.out.stderr}`)
+    await assertNothingHeld()
+  })
+
+  it("SIGKILL of the group bridge while a rank's supervisor and keeper are frozen: no slot is free while anything of a rank runs, and the CLI lets them go once nothing does", async () => {
+    const marker = markerSleep()
+    const child = markerSleep()
+    const run = startCli([
+      "lease",
+      "run",
+      "--nodes",
+      "2",
+      "--gpus",
+      "1",
+      "--",
+      "sh",
+      "-c",
+      `sleep ${child} & sleep ${marker}; wait`
+    ])
+    const running = () => [...markedSleeps(marker), ...markedSleeps(child)]
+    await waitFor("both ranks running", () => (running().length === 4 ? true : undefined), 60_000, 200)
+    // sleep's parent is sh, whose parent is the rank's supervisor: its group is it and its keeper.
+    const guards = pgidOf(ppidOf(ppidOf(markedSleeps(marker)[0]!)))
+    const bridges = pidsRunning("group")
+    assert.strictEqual(bridges.length, 1, "one group bridge")
+    process.kill(-guards, "SIGSTOP")
+    const seen: Array<string> = []
+    try {
+      process.kill(bridges[0]!, "SIGKILL")
+      // Until both slots are free: no look may find one free while a rank's sleep still runs.
+      await waitFor(
+        "both slots free",
+        async () => {
+          // The look first: what still runs after it ran when it was taken.
+          const s = await status()
+          const left = running()
+          const free = s.nodes.filter(
+            (n: any) => n.state === "ALIVE" && n.serving_slot?.declared > 0 && n.serving_slot.held === 0
+          )
+          if (free.length > 0 && left.length > 0)
+            seen.push(`${free.length} slot(s) free while ${left.length} sleep(s) of the ranks ran`)
+          return free.length === 2 ? true : undefined
+        },
+        60_000,
+        100
+      )
+    } finally {
+      try {
+        process.kill(-guards, "SIGCONT")
+      } catch {}
+      for (const pid of running()) {
+        try {
+          process.kill(pid, "SIGKILL")
+        } catch {}
+      }
+    }
+    const { code } = await run.exited
+    assert.strictEqual(code, 125, `the lease failed: ${run.out.stderr}`)
+    assert.deepStrictEqual(seen, [], run.out.stderr)
     await assertNothingHeld()
   })
 

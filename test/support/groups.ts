@@ -47,11 +47,17 @@ export const markedSleeps = (marker: string, where: (pid: number) => boolean = (
     }
   })
 
-/** The parent pid of a process, from /proc. */
-export const ppidOf = (pid: number): number => {
+/** A process's /proc/PID/stat fields after its name: [state, ppid, pgrp, …]. */
+const statFields = (pid: number): Array<string> => {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
 }
+
+/** The parent pid of a process, from /proc. */
+export const ppidOf = (pid: number): number => Number(statFields(pid)[1])
+
+/** The process group of a process, from /proc. */
+export const pgidOf = (pid: number): number => Number(statFields(pid)[2])
 
 interface CliResult {
   readonly code: number | null
