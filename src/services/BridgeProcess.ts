@@ -214,8 +214,13 @@ export interface Wiring<Event extends { readonly event: string }> {
   readonly failAll: (error: LeaseBridgeError) => Effect.Effect<void>
   /** The request line sent once wired. */
   readonly request: string
-  /** Run when the bridge ended without releasing (it died, or was killed): `tidy` below. */
-  readonly tidy?: ((jobId: string) => Effect.Effect<void>) | undefined
+  /** How to run `tidy` (below) when the bridge ended without releasing (it died, or was killed). */
+  readonly tidy?:
+    | {
+        readonly executor: CommandExecutor.CommandExecutor
+        readonly env: Readonly<Record<string, string | undefined>>
+      }
+    | undefined
 }
 
 export interface Wired {
@@ -357,7 +362,17 @@ export const wire = <Event extends { readonly event: string }>(
       Effect.zipRight(
         Effect.suspend(() =>
           w.tidy !== undefined && ids.jobId !== undefined
-            ? Effect.flatMap(Ref.get(released), (done) => (done ? Effect.void : w.tidy!(ids.jobId!)))
+            ? Effect.flatMap(Ref.get(released), (done) =>
+                done
+                  ? Effect.void
+                  : tidy(w.tidy!.executor, {
+                      python: w.python,
+                      env: w.tidy!.env,
+                      address: w.spec.gcsAddress,
+                      jobId: ids.jobId!,
+                      title: w.title
+                    })
+              )
             : Effect.void
         )
       ),

@@ -309,14 +309,7 @@ const make = Effect.gen(function* () {
             { discard: true }
           ),
         request: groupRequest(spec),
-        tidy: (jobId) =>
-          BridgeProcess.tidy(executor, {
-            python,
-            env: settings.env,
-            address: spec.gcsAddress,
-            jobId,
-            title: "group bridge"
-          })
+        tidy: { executor, env: settings.env }
       })
       return { bridge, submitted, placed, started, exited }
     }).pipe(Effect.uninterruptible)

@@ -420,14 +420,7 @@ const make = Effect.gen(function* () {
             { discard: true }
           ),
         request: leaseRequest(spec, terminal),
-        tidy: (jobId) =>
-          BridgeProcess.tidy(executor, {
-            python,
-            env: settings.env,
-            address: spec.gcsAddress,
-            jobId,
-            title: "lease bridge"
-          })
+        tidy: { executor, env: settings.env }
       })
       if (terminal.stdin !== undefined) {
         const forwarding = forwardStdin(terminal.stdin, bridge.send)

@@ -31,6 +31,30 @@ const alive = (markers: ReadonlyArray<string>) =>
 
 const escapes = escapingLines
 
+/**
+ * `lease run` in the background of a command that starts an escape of each kind, echoes "up" and
+ * sleeps; once it said so and every escape runs.
+ */
+const startEscaping = async () => {
+  const m = [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
+  const child = spawn(
+    process.execPath,
+    [cliPath, "lease", "run", "--gpus", "1", "--", "sh", "-c", `${escapes(m)}\necho up; exec sleep 300`],
+    { env: cleanEnv(), cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
+  )
+  let out = ""
+  let err = ""
+  child.stdout.on("data", (d) => (out += d))
+  child.stderr.on("data", (d) => (err += d))
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+  await waitFor(
+    "the command and its escapes",
+    () => (out.includes("up") && alive(m).length >= 4 ? true : undefined),
+    60_000
+  )
+  return { m, child, exited, stderr: () => err }
+}
+
 describe("containment on a real head", () => {
   beforeAll(async () => {
     await prepareRay()
@@ -55,51 +79,23 @@ describe("containment on a real head", () => {
   })
 
   it("Ctrl-C of lease run: the escapes of a running command are gone before the CLI exits", async () => {
-    const m = [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
-    const child = spawn(
-      process.execPath,
-      [cliPath, "lease", "run", "--gpus", "1", "--", "sh", "-c", `${escapes(m)}\necho up; exec sleep 300`],
-      { env: cleanEnv(), cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
-    )
-    let out = ""
-    child.stdout.on("data", (d) => (out += d))
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-    await waitFor(
-      "the command and its escapes",
-      () => (out.includes("up") && alive(m).length >= 4 ? true : undefined),
-      60_000
-    )
+    const { m, child, exited } = await startEscaping()
     child.kill("SIGINT")
     await exited
     assert.deepStrictEqual(alive(m), [], "every escape is gone when the CLI has exited")
   })
 
   it("SIGKILL of the lease bridge: when the CLI has exited, the escapes are gone and the slot is free again, no other lease needed", async () => {
-    const m = [markerSleep(), markerSleep(), markerSleep(), markerSleep()]
-    const child = spawn(
-      process.execPath,
-      [cliPath, "lease", "run", "--gpus", "1", "--", "sh", "-c", `${escapes(m)}\necho up; exec sleep 300`],
-      { env: cleanEnv(), cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
-    )
-    let out = ""
-    let err = ""
-    child.stdout.on("data", (d) => (out += d))
-    child.stderr.on("data", (d) => (err += d))
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-    await waitFor(
-      "the command and its escapes",
-      () => (out.includes("up") && alive(m).length >= 4 ? true : undefined),
-      60_000
-    )
+    const { m, exited, stderr } = await startEscaping()
     const bridges = pidsRunning("bridge")
     assert.strictEqual(bridges.length, 1, "one lease bridge")
     process.kill(bridges[0]!, "SIGKILL")
-    assert.strictEqual(await exited, 125, err)
+    assert.strictEqual(await exited, 125, stderr())
     assert.deepStrictEqual(alive(m), [], "every escape is gone when the CLI has exited")
     const status = await runCli(["ray", "status", "--json"])
     const slot = JSON.parse(status.stdout).nodes[0].serving_slot
-    assert.strictEqual(slot.held, 0, `the slot is free: ${status.stdout}\n${err}`)
-    assert.include(err, "ending what is left of its lease")
+    assert.strictEqual(slot.held, 0, `the slot is free: ${status.stdout}\n${stderr()}`)
+    assert.include(stderr(), "ending what is left of its lease")
   })
 
   it("baseline run --server: an engine that leaves its group (under timeout, os.setsid(), start_new_session) is gone when the run ends", async () => {

@@ -65,6 +65,18 @@ const startCli = (args: ReadonlyArray<string>) => {
   return { child, out, exited }
 }
 
+/** `lease run --nodes 2 --gpus 1 -- CMD` in the background, once `count` sleeps of `markers` run (both ranks'). */
+const startTwoRanks = async (cmd: ReadonlyArray<string>, markers: ReadonlyArray<string>, count = 2) => {
+  const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", ...cmd])
+  await waitFor(
+    "both ranks running",
+    () => (markers.flatMap((m) => markedSleeps(m)).length === count ? true : undefined),
+    60_000,
+    200
+  )
+  return run
+}
+
 describe("serving groups across two Ray nodes on one host", () => {
   let head: Head
   let nodeIds: { head: string; slotWorker: string; noSlotWorker: string }
@@ -381,13 +393,7 @@ describe("serving groups across two Ray nodes on one host", () => {
 
   it("SIGKILL of the CLI during a group leaves no rank running and no placement group", async () => {
     const marker = markerSleep()
-    const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor(
-      "both ranks running",
-      () => (markedSleeps(marker).length === 2 ? true : undefined),
-      60_000,
-      200
-    )
+    const run = await startTwoRanks(["sleep", marker], [marker])
     run.child.kill("SIGKILL")
     await run.exited
     await waitGone("every rank's command", () => pidsWithArg(marker), 20_000)
@@ -396,13 +402,7 @@ describe("serving groups across two Ray nodes on one host", () => {
 
   it("SIGKILL of the group bridge (the driver) leaves no rank running and no placement group (SPEC §9 per rank)", async () => {
     const marker = markerSleep()
-    const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor(
-      "both ranks running",
-      () => (markedSleeps(marker).length === 2 ? true : undefined),
-      60_000,
-      200
-    )
+    const run = await startTwoRanks(["sleep", marker], [marker])
     const bridges = pidsRunning("group")
     assert.strictEqual(bridges.length, 1, "one group bridge")
     process.kill(bridges[0]!, "SIGKILL")
@@ -415,20 +415,12 @@ describe("serving groups across two Ray nodes on one host", () => {
   it("SIGKILL of the group bridge while a rank's supervisor and keeper are frozen: no slot is free while anything of a rank runs, and the CLI lets them go once nothing does", async () => {
     const marker = markerSleep()
     const child = markerSleep()
-    const run = startCli([
-      "lease",
-      "run",
-      "--nodes",
-      "2",
-      "--gpus",
-      "1",
-      "--",
-      "sh",
-      "-c",
-      `sleep ${child} & sleep ${marker}; wait`
-    ])
+    const run = await startTwoRanks(
+      ["sh", "-c", `sleep ${child} & sleep ${marker}; wait`],
+      [marker, child],
+      4
+    )
     const running = () => [...markedSleeps(marker), ...markedSleeps(child)]
-    await waitFor("both ranks running", () => (running().length === 4 ? true : undefined), 60_000, 200)
     // sleep's parent is sh, whose parent is the rank's supervisor: its group is it and its keeper.
     const guards = pgidOf(ppidOf(ppidOf(markedSleeps(marker)[0]!)))
     const bridges = pidsRunning("group")
@@ -472,13 +464,7 @@ describe("serving groups across two Ray nodes on one host", () => {
 
   it("SIGKILL of one rank's actor worker: its command dies, the other rank is stopped, nothing held", async () => {
     const marker = markerSleep()
-    const run = startCli(["lease", "run", "--nodes", "2", "--gpus", "1", "--", "sleep", marker])
-    await waitFor(
-      "both ranks running",
-      () => (markedSleeps(marker).length === 2 ? true : undefined),
-      60_000,
-      200
-    )
+    const run = await startTwoRanks(["sleep", marker], [marker])
     // sleep's parent is the rank's command supervisor, whose parent is the actor's worker.
     const worker = ppidOf(ppidOf(markedSleeps(marker)[0]!))
     process.kill(worker, "SIGKILL")
