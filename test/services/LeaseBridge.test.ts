@@ -115,6 +115,25 @@ describe("LeaseBridge (live, scripted bridge)", () => {
     }).pipe(Effect.provide(layerFor("crash")))
   )
 
+  it.live(
+    "a bridge that dies mid-lease is tidied after (its job's leftovers ended, its group removed); one that released is not",
+    () => {
+      const died = path.join(dir, "tidy-died.log")
+      const released = path.join(dir, "tidy-released.log")
+      const lease = Effect.flatMap(LeaseBridge.LeaseBridge, (bridge) =>
+        Effect.scoped(Effect.flatMap(bridge.open(spec), (s) => Effect.either(s.awaitExit)))
+      )
+      return Effect.gen(function* () {
+        const crashed = yield* lease.pipe(Effect.provide(layerFor("crash", { FAKE_TIDY_LOG: died })))
+        assert.isTrue(Either.isLeft(crashed))
+        assert.strictEqual(fs.readFileSync(died, "utf8"), "tidy --address 192.0.2.9:6379 --job 01000000\n")
+        const exited = yield* lease.pipe(Effect.provide(layerFor("normal", { FAKE_TIDY_LOG: released })))
+        assert.isTrue(Either.isRight(exited))
+        assert.isFalse(fs.existsSync(released), "a bridge that released is not tidied after")
+      })
+    }
+  )
+
   it.live("a non-protocol line fails open with LeaseBridgeProtocolError", () =>
     Effect.gen(function* () {
       const bridge = yield* LeaseBridge.LeaseBridge

@@ -4,7 +4,8 @@
  * requests (appending each to FAKE_BRIDGE_LOG when set), answers the first request that is not
  * a release with the case FAKE_BRIDGE_MODE names, and on `{"op": "release"}` or EOF says
  * `released` and exits — except in mode "stubborn", which ignores both and SIGTERM. Its pid is
- * appended to FAKE_BRIDGE_STARTS when set.
+ * appended to FAKE_BRIDGE_STARTS when set. Run as `tidy`, it appends its arguments to
+ * FAKE_TIDY_LOG and prints tidy's line (FAKE_TIDY_LEFT: a group it could not remove).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -30,6 +31,12 @@ const fs = require("node:fs")
 const mode = process.env.FAKE_BRIDGE_MODE
 if (process.env.FAKE_BRIDGE_STARTS) fs.appendFileSync(process.env.FAKE_BRIDGE_STARTS, process.pid + "\\n")
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n")
+// \`python PYDIR tidy …\` (after a bridge died): its argv to FAKE_TIDY_LOG, then its one line.
+if (process.argv[3] === "tidy") {
+  if (process.env.FAKE_TIDY_LOG) fs.appendFileSync(process.env.FAKE_TIDY_LOG, process.argv.slice(3).join(" ") + "\\n")
+  out({ removed: 1, left: process.env.FAKE_TIDY_LEFT ? [process.env.FAKE_TIDY_LEFT] : [] })
+  process.exit(0)
+}
 const release = () => { out({ event: "released" }); process.exit(0) }
 ${script.prelude}
 let buf = ""
