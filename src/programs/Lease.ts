@@ -185,7 +185,7 @@ export const reportWaiting = (
       }),
       Effect.repeat(contentionPoll)
     )
-  })
+  }).pipe(Effect.withSpan("Lease.reportWaiting", { attributes: { what } }))
 
 /** While the actor waits to be scheduled, say so, and for whom, whenever that changes. */
 const reportContention = (

@@ -5,9 +5,10 @@
  * its parent's, over the default one, with the test layers.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Logger, LogLevel, Option, Tracer } from "effect"
+import { Effect, Fiber, Layer, Logger, LogLevel, Option, TestClock, Tracer } from "effect"
 import type { QueueEntry } from "../../src/domain/Queue.js"
 import { ensure, repair } from "../../src/programs/Cluster.js"
+import { reportWaiting } from "../../src/programs/Lease.js"
 import { awaitTurn, leasesInRay } from "../../src/programs/Queue.js"
 import type { Ticket } from "../../src/services/HostQueue.js"
 import * as Testing from "../../src/Testing.js"
@@ -52,6 +53,23 @@ describe("programs' spans", () => {
       assert.include(names(turn.spans), "Queue.awaitTurn")
       const inRay = yield* traced(leasesInRay(["h-0-1"]))
       assert.include(names(inRay.spans), "Queue.leasesInRay")
+    }).pipe(Effect.provide(Testing.layer()), Logger.withMinimumLogLevel(LogLevel.None))
+  )
+
+  it.effect("Lease.reportWaiting, around its looks at the cluster while a lease waits", () =>
+    Effect.gen(function* () {
+      const said = { waited: false }
+      const waiting = yield* traced(
+        Effect.gen(function* () {
+          const fiber = yield* Effect.fork(
+            reportWaiting("127.0.0.1:6379", "serving_slot", () => "someone", said)
+          )
+          yield* TestClock.adjust("5 seconds")
+          yield* Fiber.interrupt(fiber)
+        })
+      )
+      assert.include(names(waiting.spans), "Lease.reportWaiting")
+      assert.isTrue(said.waited, "it looked, and said who holds the slot")
     }).pipe(Effect.provide(Testing.layer()), Logger.withMinimumLogLevel(LogLevel.None))
   )
 
