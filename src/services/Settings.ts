@@ -57,6 +57,8 @@ export interface SettingsShape {
    * it is (the queue's waiters, the host lock's); empty for a program that is not the CLI.
    */
   readonly commandLine: ReadonlyArray<string>
+  /** The working directory a leased command runs in unless told otherwise (the live layer's: this process's). */
+  readonly cwd: string
 }
 
 export class Settings extends Context.Tag("hyperloom/services/Settings")<Settings, SettingsShape>() {}
@@ -66,6 +68,7 @@ export interface SettingsOverrides {
   readonly rankCwd?: string | undefined
   readonly rankEnv?: ReadonlyArray<string> | undefined
   readonly commandLine?: ReadonlyArray<string> | undefined
+  readonly cwd?: string | undefined
 }
 
 /**
@@ -214,7 +217,8 @@ export const load = (
         home: v.HOME,
         testRepairPause: v.HYPERLOOM_TEST_REPAIR_PAUSE,
         env,
-        commandLine: overrides.commandLine ?? []
+        commandLine: overrides.commandLine ?? [],
+        cwd: overrides.cwd ?? "/"
       } satisfies SettingsShape
     }).pipe(Effect.withConfigProvider(blankAsUnset(provider)))
   )
@@ -264,7 +268,9 @@ export const layerWith = (
 ): Layer.Layer<Settings, InvalidSetting | InvalidAddress> =>
   Layer.effect(
     Settings,
-    Effect.suspend(() => load(process.env, { commandLine: process.argv.slice(2), ...overrides }))
+    Effect.suspend(() =>
+      load(process.env, { commandLine: process.argv.slice(2), cwd: process.cwd(), ...overrides })
+    )
   )
 
 /** The live layer: the settings of this process's environment. */
@@ -287,6 +293,7 @@ const testSettings = (fields: Partial<SettingsShape> = {}): SettingsShape => ({
   testRepairPause: undefined,
   env: {},
   commandLine: [],
+  cwd: "/tmp",
   ...fields
 })
 

@@ -143,7 +143,7 @@ export const baselineRun = Command.make(
           deadlineSec: Option.getOrUndefined(o.deadline),
           enablementCmd: Option.getOrUndefined(o.enablementCmd),
           env: settings.env,
-          cwd: process.cwd(),
+          cwd: settings.cwd,
           // Each attempt runs through the AttemptRunner the command is provided with: a lease, or
           // with --nodes N >= 2 (or HYPERLOOM_NODES) a group of N ranks.
           serving,

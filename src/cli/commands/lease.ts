@@ -142,7 +142,7 @@ export const leaseRun = Command.make(
                 command: LeasedCommand.Argv({ argv }),
                 // the environment the Settings layer read (the live layer's is this process's)
                 env: settings.env,
-                cwd: process.cwd(),
+                cwd: settings.cwd,
                 timeoutSec: Option.getOrUndefined(o.timeout),
                 waitSec: Option.getOrUndefined(o.wait),
                 // A group's ranks (--nodes N >= 2) come as lines; one node's bytes went to the terminal.

@@ -243,7 +243,7 @@ export const sweepRun = Command.make(
         deadlineSec: Option.getOrUndefined(o.deadline),
         waitSec: Option.getOrUndefined(o.wait),
         env: settings.env,
-        cwd: process.cwd()
+        cwd: settings.cwd
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
