@@ -141,7 +141,7 @@ console.log(
     .map(([k, v]) => `${k} ${v}`)
     .join(", ")}`
 )
-console.log("  per kind (faults / held / orphans / slot-free samples / double holders):")
+console.log("  per kind (faults / held / survived / orphans / slot-free samples / double holders):")
 for (const k of Object.keys(s.byKind)) {
   const of = outcomes.filter((o) => o.kind === k)
   const sum = (f) => of.reduce((a, o) => a + f(o), 0)
