@@ -250,6 +250,9 @@ export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
  */
 export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunSpec) {
   const queue = yield* HostQueue
+  // The bridge's `import ray` (its slowest step, ~1–3 s) runs from the lease's first moment, beside
+  // the queue and ensure; it sends nothing until the lease is submitted (acquireLease takes it).
+  yield* (yield* LeaseBridge).prestart
   const began = yield* Clock.currentTimeMillis
   const tails = { stdout: "", stderr: "" }
   const onOutput = (o: LeaseOutput) =>

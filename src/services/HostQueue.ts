@@ -354,7 +354,8 @@ export const makeFileQueue = (
       return live
     })
 
-  const scan = (place: QueuePlace) =>
+  /** The live entries; `own` is this process's ticket (its lock is ours: never tried, a flock(1) spawn each look). */
+  const scan = (place: QueuePlace, own?: string) =>
     Effect.gen(function* () {
       const held = flockHolders()
       let names: Array<string>
@@ -403,7 +404,8 @@ export const makeFileQueue = (
           const lines = text.split("\n")
           const record = parseRecord(lines[0] ?? "", { uid: owner, pid, leaseId })
           if (record === undefined) return undefined
-          if (!(yield* alive(fd, path, inodeKey(fs.fstatSync(fd)), owner, held))) return undefined
+          if (leaseId !== own && !(yield* alive(fd, path, inodeKey(fs.fstatSync(fd)), owner, held)))
+            return undefined
           const holding = parseHolding(lines[1])
           const { joinedUs, ...entry } = record
           return {
@@ -525,7 +527,7 @@ export const makeFileQueue = (
       }
       const ticket: Ticket = {
         entry: mine,
-        look: Effect.flatMap(scan(place), (entries) =>
+        look: Effect.flatMap(scan(place, mine.leaseId), (entries) =>
           entries.some((e) => e.leaseId === mine.leaseId)
             ? Effect.succeed(entries)
             : Effect.fail(
