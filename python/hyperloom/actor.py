@@ -285,6 +285,7 @@ def make_actor_class(ray):
             proc_rc = None
             open_streams = {"stdout", "stderr", "status"}
             drain_deadline = None
+            left = None  # what gone.end left, once it ran (the supervisor died without reporting the end)
             while True:
                 timeout = None
                 if drain_deadline is not None:
@@ -332,6 +333,12 @@ def make_actor_class(ray):
                     out.insert(0, self._started_event(None, proc.pid))
                     out.extend(pending)
                     pending = []
+                if proc_rc is not None and exit_code is None and "status" not in open_streams and left is None:
+                    # The supervisor died without reporting the end, and nothing else may stop what
+                    # is left (its keeper may be gone as well): end it now, by the token, so that
+                    # CMD's output closes at once instead of after the drain's wait.
+                    left = gone.end(token, END_PATIENCE_SEC, END_TIMEOUT_SEC) if token is not None else []
+                    drain_deadline = time.monotonic() + 2.0
                 if out:
                     yield out
                 if proc_rc is not None and not open_streams:
@@ -342,9 +349,9 @@ def make_actor_class(ray):
             if exit_code is None:
                 exit_code = procgroup.exit_code(proc_rc)
                 if token is not None:
-                    # The supervisor died without reporting the end: the exit ends the lease, so
-                    # first end what may be left of it here (its keeper may be gone as well).
-                    left = gone.end(token, END_PATIENCE_SEC, END_TIMEOUT_SEC)
+                    # The exit ends the lease: what is left of it was ended above, or is now (the
+                    # drain ran out first); whatever still runs is said.
+                    left = gone.end(token, END_PATIENCE_SEC, END_TIMEOUT_SEC) if left is None or left else left
                     if left:
                         line = "hyperloom: the lease ends with %s still running" % ", ".join(left)
                         yield [{"event": "output", "stream": "stderr", "line": line}]
