@@ -351,7 +351,8 @@ def make_actor_class(ray):
                 if token is not None:
                     # The exit ends the lease: what is left of it was ended above, or is now (the
                     # drain ran out first); whatever still runs is said.
-                    left = gone.end(token, END_PATIENCE_SEC, END_TIMEOUT_SEC) if left is None or left else left
+                    if left is None or left:
+                        left = gone.end(token, END_PATIENCE_SEC, END_TIMEOUT_SEC)
                     if left:
                         line = "hyperloom: the lease ends with %s still running" % ", ".join(left)
                         yield [{"event": "output", "stream": "stderr", "line": line}]
@@ -484,6 +485,13 @@ def new_token():
     return "hl-" + secrets.token_hex(8)
 
 
+def bundle_nodes(info, count):
+    """The node of each of a placement group's `count` bundles, from its placement_group_table
+    entry (keys are ints, or strings in some Ray versions); None for a bundle not placed."""
+    nodes = info.get("bundles_to_node_id") or {}
+    return [nodes.get(i, nodes.get(str(i))) or None for i in range(count)]
+
+
 def end_on_node(ray, node_id, token, patience=END_PATIENCE_SEC, timeout=END_TIMEOUT_SEC):
     """Ends what is left of a lease on its node (hyperloom.gone.end): here when the node is this
     driver's own, else by a task on that node. What is left then, [] when gone; None when it could
@@ -506,6 +514,16 @@ def end_on_node(ray, node_id, token, patience=END_PATIENCE_SEC, timeout=END_TIME
     except Exception as e:
         sys.stderr.write("hyperloom: cannot check what is left of the lease on node %s: %s\n" % (node_id, e))
         return None
+
+
+def end_before_letting_go(ray, node_id, token, who, whose):
+    """end_on_node before `whose` resources are let go (by `who`, for the stderr line): says what
+    still runs when the end ran out of time."""
+    left = end_on_node(ray, node_id, token)
+    if left:
+        sys.stderr.write(
+            "%s: letting %s resources go with %s still running after %g s\n" % (who, whose, ", ".join(left), END_TIMEOUT_SEC)
+        )
 
 
 # A lease's placement group is named for its lease and its tokens, one per bundle in bundle
@@ -559,11 +577,9 @@ def sweep_dead_leases(ray, patience=END_PATIENCE_SEC, timeout=5.0, jobs=None):
             continue
         left = []
         if info.get("state") != "PENDING":
-            nodes = info.get("bundles_to_node_id") or {}
-            for i, token in enumerate(tokens):
-                here = end_on_node(ray, nodes.get(i, nodes.get(str(i))), token, patience, timeout)
-                if here is None or here:
-                    left = None if here is None else left + here
+            for node, token in zip(bundle_nodes(info, len(tokens)), tokens):
+                left = end_on_node(ray, node, token, patience, timeout)
+                if left is None or left:
                     break
         if left is None or left:
             left_.append(info.get("name"))

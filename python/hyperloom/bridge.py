@@ -81,7 +81,6 @@ import os
 import queue
 import sys
 import threading
-import time
 
 from hyperloom import actor
 from hyperloom.endpoint import DEFAULT_STOP_GRACE_SEC, JsonLinesEndpoint, ProtocolError, describe, serve_stdio
@@ -89,11 +88,11 @@ from hyperloom.gpus import DEFAULT_CLEAN_TIMEOUT_SEC
 
 PROTOCOL_VERSION = 1
 DEFAULT_NAMESPACE = "hyperloom"
-SWEEP_SEC = 1.0
 
 
 class Bridge(JsonLinesEndpoint):
     OP = "lease"
+    WHO = "hyperloom bridge"
 
     def __init__(self, out):
         super().__init__(out)
@@ -117,7 +116,7 @@ class Bridge(JsonLinesEndpoint):
         code = self.connect(spec)
         if code is not None:
             return code
-        threading.Thread(target=self.sweep, daemon=True).start()
+        threading.Thread(target=self.sweep, args=(lambda: not self.started,), daemon=True).start()
         try:
             cls = ray.remote(actor.make_actor_class(ray))
             options = actor.actor_options(spec)
@@ -159,18 +158,6 @@ class Bridge(JsonLinesEndpoint):
             threading.Thread(target=self.feed_stdin, args=(self.actor,), daemon=True).start()
         threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
         return None
-
-    def sweep(self):
-        """Removes dead bridges' lease groups (actor.sweep_dead_leases) now and, while this lease
-        waits (one of them may hold what it waits for), every SWEEP_SEC."""
-        while True:
-            try:
-                actor.sweep_dead_leases(self.ray)
-            except Exception as e:
-                sys.stderr.write("hyperloom bridge: sweeping dead leases failed: %s\n" % describe(e))
-            if self.started or self.releasing:
-                return
-            time.sleep(SWEEP_SEC)
 
     def pump(self, gen):
         """Moves the actor's streamed event batches into the inbox (blocks while pending)."""
@@ -295,12 +282,7 @@ class Bridge(JsonLinesEndpoint):
         ray = self.ray
         if not confirmed:
             node = self.node_id or bundle_node(ray, pg)
-            left = actor.end_on_node(ray, node, self.token)
-            if left:
-                sys.stderr.write(
-                    "hyperloom bridge: letting the lease's resources go with %s still running after %g s\n"
-                    % (", ".join(left), actor.END_TIMEOUT_SEC)
-                )
+            actor.end_before_letting_go(ray, node, self.token, self.WHO, "the lease's")
         try:
             from ray.util.placement_group import remove_placement_group
 
@@ -314,7 +296,7 @@ def bundle_node(ray, pg):
     try:
         from ray.util.placement_group import placement_group_table
 
-        return (placement_group_table(pg).get("bundles_to_node_id") or {}).get(0)
+        return actor.bundle_nodes(placement_group_table(pg), 1)[0]
     except Exception:
         return None
 

@@ -16,6 +16,10 @@ from hyperloom import actor
 DEFAULT_STOP_GRACE_SEC = 3.0
 
 
+# How often a waiting bridge sweeps up dead bridges' lease groups (JsonLinesEndpoint.sweep).
+SWEEP_SEC = 1.0
+
+
 class ProtocolError(Exception):
     pass
 
@@ -29,6 +33,7 @@ class JsonLinesEndpoint:
     request holds, disconnect, say `released`)."""
 
     OP = None  # the request's op ("lease", "group")
+    WHO = None  # this bridge on stderr ("hyperloom bridge", "hyperloom group")
 
     def __init__(self, out):
         self.out = out
@@ -113,6 +118,18 @@ class JsonLinesEndpoint:
         self.install_signal_handlers()  # ray.init installs its own (SIGTERM -> sys.exit)
         self.emit("connected", job_id=ray.get_runtime_context().get_job_id())
         return None
+
+    def sweep(self, waiting):
+        """Removes dead bridges' lease groups (actor.sweep_dead_leases) now and, while `waiting()`
+        (one of them may hold what this bridge waits for), every SWEEP_SEC. Run in a thread."""
+        while True:
+            try:
+                actor.sweep_dead_leases(self.ray)
+            except Exception as e:
+                sys.stderr.write("%s: sweeping dead leases failed: %s\n" % (self.WHO, describe(e)))
+            if not waiting() or self.releasing:
+                return
+            time.sleep(SWEEP_SEC)
 
     def on_control(self, kind, payload):
         """What a serve loop does with the inbox events every bridge treats alike (a request

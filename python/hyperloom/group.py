@@ -96,7 +96,7 @@ import time
 
 from hyperloom import actor as lease_actor
 from hyperloom import endpoint
-from hyperloom.bridge import SWEEP_SEC, parse_lease
+from hyperloom.bridge import parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
 # What `python -I PYDIR serve` imports, relative to PYDIR: the serving runner travels with the
@@ -134,6 +134,7 @@ def heartbeat_sec(death_sec):
 
 class GroupBridge(endpoint.JsonLinesEndpoint):
     OP = "group"
+    WHO = "hyperloom group"
 
     def __init__(self, out):
         super().__init__(out)
@@ -162,7 +163,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         code = self.connect(spec)
         if code is not None:
             return code
-        threading.Thread(target=self.sweep, daemon=True).start()
+        threading.Thread(target=self.sweep, args=(lambda: not (self.placed or self.ended),), daemon=True).start()
         # One token per bundle: what is left of a rank is found by it on the bundle's node.
         self.tokens = [lease_actor.new_token() for _ in range(spec["nodes"])]
         try:
@@ -182,18 +183,6 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         threading.Thread(target=self.wait_placed, daemon=True).start()
         return None
 
-    def sweep(self):
-        """Removes dead bridges' lease groups (lease_actor.sweep_dead_leases) now and, while the
-        group waits to be placed (one of them may hold what it waits for), every SWEEP_SEC."""
-        while True:
-            try:
-                lease_actor.sweep_dead_leases(self.ray)
-            except Exception as e:
-                sys.stderr.write("hyperloom group: sweeping dead leases failed: %s\n" % endpoint.describe(e))
-            if self.placed or self.ended or self.releasing:
-                return
-            time.sleep(SWEEP_SEC)
-
     def wait_placed(self):
         try:
             self.ray.get(self.pg.ready())
@@ -210,8 +199,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         table = placement_group_table(self.pg)
-        by_bundle = table.get("bundles_to_node_id") or {}
-        node_of = [by_bundle.get(i, by_bundle.get(str(i), "")) for i in range(spec["nodes"])]
+        node_of = [n or "" for n in lease_actor.bundle_nodes(table, spec["nodes"])]
         # Rank 0 goes to the bundle on this driver's own node when there is one, so that files
         # rank 0 writes (the baseline's result file) land where hyperloom reads them.
         local = ray.get_runtime_context().get_node_id()
@@ -419,12 +407,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             sys.stderr.write("hyperloom group: removing the placement group failed: %s\n" % endpoint.describe(e))
 
     def end_rank(self, r):
-        left = lease_actor.end_on_node(self.ray, r["node"], r["token"])
-        if left:
-            sys.stderr.write(
-                "hyperloom group: letting a rank's resources go with %s still running after %g s\n"
-                % (", ".join(left), lease_actor.END_TIMEOUT_SEC)
-            )
+        lease_actor.end_before_letting_go(self.ray, r["node"], r["token"], self.WHO, "a rank's")
 
     def drain(self, timeout):
         """After stopping the ranks: relays their last output and exit codes if they come in time."""
