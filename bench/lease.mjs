@@ -9,14 +9,27 @@
 // Needs `npm run build` first; starts and stops its own head. HYPERLOOM_BENCH_CLI_BEFORE=<bin>[:<bin>…]
 // puts other builds' bins (each in a package folder of its own) in the same rotation.
 //
-//   node bench/lease.mjs [runs]        (default 7)
-import { spawnSync } from "node:child_process"
+// --split adds, in the same rotation, where hyperloom's CPU goes and what a design it does not
+// use would buy:
+//   - the same lease with its bridge's Python timed on its own (a shell around it appends the
+//     bridge's user + sys to a file): the bridge's CPU, and the rest (Node, its other children);
+//   - `node <cli> --version`: Node's start and the bundle's load, nothing else;
+//   - the same lease with a bridge forked from a Python that imported Ray once before the runs
+//     (bench/lease-forked/): `import ray` paid once per host instead of once per lease. Its CPU is
+//     the CLI's process tree plus the forked bridge's own (it writes it as it exits) plus what the
+//     forking process spent meanwhile (/proc/PID/stat).
+//
+//   node bench/lease.mjs [runs] [--split]        (default 7 runs)
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { cli, fmt, median, must, ray, startHead, stopRay } from "./lib.mjs"
+import { fileURLToPath } from "node:url"
+import { cli, fmt, median, must, ray, root, startHead, stopRay } from "./lib.mjs"
 
-const runs = Number(process.argv[2] ?? 7)
+const args = process.argv.slice(2)
+const split = args.includes("--split")
+const runs = Number(args.find((a) => a !== "--split") ?? 7)
 const PORT = 6394
 
 const python = (() => {
@@ -55,8 +68,8 @@ sys.exit(code)
  * Runs argv through `/usr/bin/time`-like accounting: wall ms from here, CPU ms as the child's
  * rusage (user + sys, its waited-for descendants included) read by a tiny wrapper shell.
  */
-const measure = (argv) => {
-  const env = { ...process.env, RAY_USAGE_STATS_ENABLED: "0", HYPERLOOM_CACHE_DIR: codeCache }
+const measure = (argv, extraEnv = {}) => {
+  const env = { ...process.env, RAY_USAGE_STATS_ENABLED: "0", HYPERLOOM_CACHE_DIR: codeCache, ...extraEnv }
   delete env.RAY_ADDRESS
   const started = process.hrtime.bigint()
   // `times` in sh prints the shell's and its children's user/sys after the command ends.
@@ -67,12 +80,73 @@ const measure = (argv) => {
   })
   const ms = Number(process.hrtime.bigint() - started) / 1e6
   const lines = r.stderr.trimEnd().split("\n")
-  const children = lines.at(-1) ?? ""
-  const secs = [...children.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]))
-  const cpuMs = secs.length === 2 ? (secs[0] + secs[1]) * 1000 : Number.NaN
+  const cpuMs = timesCpuMs(lines.at(-1) ?? "")
   return { ms, cpuMs, code: r.status, stdout: r.stdout, stderr: lines.slice(0, -2).join("\n") }
 }
 
+/** User + sys in ms of the children line that sh's `times` prints (`0m0.77s 0m0.03s`). */
+function timesCpuMs(line) {
+  const secs = [...line.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]))
+  return secs.length === 2 ? (secs[0] + secs[1]) * 1000 : Number.NaN
+}
+
+/** A file's lines, none if it does not exist yet. */
+const linesOf = (file) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").trimEnd().split("\n") : [])
+
+/** A Python behind a shell for the CLI: its `bridge` command runs as `bridge` says, anything else as is. */
+const wrapPython = (name, bridge) => {
+  const wrapper = path.join(work, name)
+  fs.writeFileSync(
+    wrapper,
+    `#!/bin/sh\nif [ "$2" = bridge ]; then ${bridge}; fi\nexec ${JSON.stringify(python)} "$@"\n`,
+    { mode: 0o755 }
+  )
+  return wrapper
+}
+
+// sh's `times` appends two lines per run: the shell's own, then its children's (the bridge's).
+const bridgeTimes = path.join(work, "bridge-times")
+const timedPython = wrapPython(
+  "timed-python",
+  `${JSON.stringify(python)} "$@"; code=$?; times >> ${JSON.stringify(bridgeTimes)}; exit $code`
+)
+
+/** Ticks of user + sys a live process has spent (/proc/PID/stat), in ms. */
+const clockTick = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
+const procCpuMs = (pid) => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTick
+}
+
+/** Starts bench/lease-forked/zygote.py and waits until it has imported Ray (it prints `ready`). */
+const startZygote = () => {
+  const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), "lease-forked")
+  const socketName = `hyperloom-bench-zygote-${process.pid}`
+  const times = path.join(work, "forked-times")
+  const out = path.join(work, "zygote.out")
+  const fd = fs.openSync(out, "w")
+  const child = spawn(python, [path.join(dir, "zygote.py"), path.join(root, "python"), socketName, times], {
+    stdio: ["ignore", fd, fd],
+    env: { ...process.env, RAY_USAGE_STATS_ENABLED: "0" }
+  })
+  fs.closeSync(fd)
+  const deadline = Date.now() + 60_000
+  while (!fs.readFileSync(out, "utf8").includes("ready")) {
+    if (Date.now() > deadline || child.exitCode !== null) {
+      throw new Error(`the zygote did not start: ${fs.readFileSync(out, "utf8").slice(-2000)}`)
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50)
+  }
+  const stub = path.join(dir, "stub.py")
+  const wrapper = wrapPython(
+    "forked-python",
+    `exec ${JSON.stringify(python)} -S -E ${JSON.stringify(stub)} ${socketName} "$@"`
+  )
+  return { child, times, wrapper }
+}
+
+let zygote
 stopRay()
 startHead(PORT, ["--num-cpus=2", '--resources={"serving_slot": 1}'])
 try {
@@ -92,6 +166,43 @@ try {
       run: () => lease(bin)
     }))
   ]
+  const bridgeCpu = []
+  const forkedCpu = []
+  if (split) {
+    zygote = startZygote()
+    const { times, wrapper } = zygote
+    const leaseWith = (pythonPath) =>
+      measure(["node", cli, "lease", "run", "--gpus", "0", "--", "true"], {
+        HYPERLOOM_RAY_PYTHON: pythonPath
+      })
+    must("lease run, bridge timed", leaseWith(timedPython))
+    must("lease run, forked bridge", leaseWith(wrapper))
+    cases.push(
+      {
+        name: "  same, its bridge timed on its own",
+        run: () => {
+          const r = leaseWith(timedPython)
+          bridgeCpu.push(timesCpuMs(linesOf(bridgeTimes).at(-1) ?? ""))
+          return r
+        }
+      },
+      { name: "  node <cli> --version", run: () => measure(["node", cli, "--version"]) },
+      {
+        name: "  same lease, bridge forked, Ray pre-imported",
+        run: () => {
+          const seen = linesOf(times).length
+          const before = procCpuMs(zygote.child.pid)
+          const r = leaseWith(wrapper)
+          const forked = linesOf(times).slice(seen)
+          if (forked.length !== 1) {
+            throw new Error(`the forked bridge wrote ${forked.length} CPU lines, not 1`)
+          }
+          forkedCpu.push(Number(forked[0]) * 1000)
+          return { ...r, cpuMs: r.cpuMs + Number(forked[0]) * 1000 + (procCpuMs(zygote.child.pid) - before) }
+        }
+      }
+    )
+  }
   const wall = Object.fromEntries(cases.map((c) => [c.name, []]))
   const cpu = Object.fromEntries(cases.map((c) => [c.name, []]))
   for (let i = 0; i < runs; i++) {
@@ -122,7 +233,28 @@ try {
       `  ${others.length > 1 ? `#${i + 1} ` : ""}before (${bin}): wall ratio ${(median(wall[c]) / median(wall[b])).toFixed(3)}x, cpu ratio ${(median(cpu[c]) / median(cpu[b])).toFixed(3)}x`
     )
   })
+  if (split) {
+    const [timed, version, forked] = cases.slice(2 + others.length).map((c) => c.name)
+    const bare = median(cpu[b])
+    const ratio = (x) => `${(x / bare).toFixed(3)}x`
+    const rest = cpu[timed].map((ms, i) => ms - bridgeCpu[i])
+    console.log("  where hyperloom's CPU goes (medians, each against the bare script's CPU):")
+    console.log(`    its bridge (Python): ${fmt(median(bridgeCpu))} (${ratio(median(bridgeCpu))})`)
+    console.log(`    the rest (Node, its other children): ${fmt(median(rest))} (${ratio(median(rest))})`)
+    console.log(
+      `    of which Node's start and the bundle (--version): ${fmt(median(cpu[version]))} (${ratio(median(cpu[version]))})`
+    )
+    console.log(
+      `    the forked bridge's own (Ray pre-imported): ${fmt(median(forkedCpu))} (${ratio(median(forkedCpu))})`
+    )
+    const fw = median(wall[forked]) / median(wall[b])
+    const fc = median(cpu[forked]) / bare
+    console.log(
+      `  with a forked, pre-imported bridge: wall ${fw.toFixed(3)}x (${goal(fw, 0.8)})   cpu ${fc.toFixed(3)}x (${goal(fc, 1.0)}); the forking process's own start not counted`
+    )
+  }
 } finally {
+  zygote?.child.kill("SIGKILL")
   stopRay()
   fs.rmSync(work, { recursive: true, force: true })
 }
