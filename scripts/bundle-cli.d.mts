@@ -1,4 +1,5 @@
 /** Types of bundle-cli.mjs (for the tests). */
 export declare const bundleCli: (options: {
   readonly outfile: string
+  readonly define?: Readonly<Record<string, string>>
 }) => Promise<{ readonly buildId: string }>

@@ -28,8 +28,11 @@ const staticGcsProto = {
   }
 }
 
-/** Writes the executable to `outfile` (an .mjs) and its source map beside it (`<outfile>.map`). */
-export const bundleCli = async ({ outfile }) => {
+/**
+ * Writes the executable to `outfile` (an .mjs) and its source map beside it (`<outfile>.map`).
+ * `define`: more esbuild defines (the unit tests' bundle names its own host lock with one).
+ */
+export const bundleCli = async ({ outfile, define = {} }) => {
   const result = await build({
     entryPoints: [path.join(root, "src/cli/main.ts")],
     outfile,
@@ -44,7 +47,7 @@ export const bundleCli = async ({ outfile }) => {
     write: false,
     plugins: [staticGcsProto],
     // PackagePaths.ts finds the package from import.meta.url: the loader passes its own.
-    define: { "import.meta.url": "__hyperloomImportMetaUrl" },
+    define: { ...define, "import.meta.url": "__hyperloomImportMetaUrl" },
     // The bundle is one function expression the loader calls, like Node's CommonJS wrapper. Stack
     // positions are the bundle's own, so the source map applies to them as they are.
     banner: { js: "(function (exports, require, module, __filename, __dirname, __hyperloomImportMetaUrl) {" },

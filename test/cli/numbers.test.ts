@@ -7,12 +7,10 @@
  * Drives the real executable with a stand-in `ray` that records every call; no Ray needed.
  */
 
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { bundleCliWithRecordingRay } from "../support/bundle.js"
-import { cleanEnv } from "../support/cli.js"
+import { bundleCliWithRecordingRay, runBundledAsync } from "../support/bundle.js"
 
 let work: string
 let cli: string
@@ -29,16 +27,7 @@ afterAll(() => {
 })
 
 /** Runs the CLI without blocking the test worker (a spawnSync per value starves vitest's RPC). */
-const run = (args: ReadonlyArray<string>) =>
-  new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [cli, ...args],
-      { cwd: work, env: cleanEnv({ HYPERLOOM_RAY: fakeRay }), timeout: 30_000 },
-      (error, _stdout, stderr) =>
-        resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stderr })
-    )
-  })
+const run = (args: ReadonlyArray<string>) => runBundledAsync(cli, work, args, { HYPERLOOM_RAY: fakeRay })
 
 const lines = (text: string) => text.split("\n").filter((l) => l.trim() !== "")
 

@@ -5,9 +5,16 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { build } from "esbuild"
+import { bundleCli as bundleExecutable } from "../../scripts/bundle-cli.mjs"
 import { cleanEnv } from "./cli.js"
 
 export const root = path.resolve(import.meta.dirname, "../..")
+
+/**
+ * The host lock a CLI or helper bundled here takes (stand-in `ray`, no head): one of its own name,
+ * never the one the real-Ray tests hold while both run (src/services/WorkGate.ts).
+ */
+const hostLock = `hyperloom-unit-tests-${process.pid}`
 
 /** Bundles one entry point into an ES module with a `require` (grpc-js and friends need one). */
 export const bundle = async (entry: string, outfile: string): Promise<string> => {
@@ -19,9 +26,7 @@ export const bundle = async (entry: string, outfile: string): Promise<string> =>
     target: "node20",
     format: "esm",
     logLevel: "warning",
-    // The CLI bundled here (stand-in `ray`, no head) takes a host lock of its own name, never the
-    // one the real-Ray tests hold while both run (src/services/WorkGate.ts).
-    define: { __HYPERLOOM_TEST_HOST_LOCK__: JSON.stringify(`hyperloom-unit-tests-${process.pid}`) },
+    define: { __HYPERLOOM_TEST_HOST_LOCK__: JSON.stringify(hostLock) },
     banner: {
       js: "import { createRequire as __hyperloomRequire } from 'node:module';\nconst require = __hyperloomRequire(import.meta.url);"
     }
@@ -29,12 +34,22 @@ export const bundle = async (entry: string, outfile: string): Promise<string> =>
   return outfile
 }
 
-/** Builds `<temp dir>/hyperloom.mjs` from src/cli/main.ts; returns the dir and the bundle's path. */
+/**
+ * Builds `<temp dir>/hyperloom.mjs` as the package's executable is built (scripts/bundle-cli.mjs:
+ * the loader and its V8 code cache, the static GCS codec), naming a host lock of its own; returns
+ * the dir and the executable's path. `runBundled` keeps its code cache in `<temp dir>/code-cache`,
+ * so that a file's many CLI starts compile the bundle once per command, not once per start.
+ */
 export const bundleCli = async (): Promise<{ readonly work: string; readonly cli: string }> => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-cli-"))
-  const cli = await bundle(path.join(root, "src/cli/main.ts"), path.join(work, "hyperloom.mjs"))
+  const cli = path.join(work, "hyperloom.mjs")
+  await bundleExecutable({ outfile: cli, define: { __HYPERLOOM_TEST_HOST_LOCK__: JSON.stringify(hostLock) } })
   return { work, cli }
 }
+
+/** A bundled CLI's environment: the test's own (`cleanEnv`) with the code cache beside the bundle. */
+const bundledEnv = (cli: string, env: Record<string, string>) =>
+  cleanEnv({ HYPERLOOM_CACHE_DIR: path.join(path.dirname(cli), "code-cache"), ...env })
 
 /**
  * The bundled CLI beside a stand-in `ray` that records every call in `rayLog` (and fails), and
@@ -57,7 +72,7 @@ export const runBundled = (
   env: Record<string, string> = {}
 ) => {
   const r = spawnSync(process.execPath, [cli, ...args], {
-    env: cleanEnv(env),
+    env: bundledEnv(cli, env),
     encoding: "utf8",
     cwd,
     timeout: 30_000
@@ -79,7 +94,7 @@ export const runBundledAsync = (
     execFile(
       process.execPath,
       [cli, ...args],
-      { env: cleanEnv(env), encoding: "utf8", cwd, timeout: 30_000 },
+      { env: bundledEnv(cli, env), encoding: "utf8", cwd, timeout: 30_000 },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
         resolve({ code, stdout, stderr })
