@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Python check (`npm run lint`, `npm test`, .ci/run): every Python file of the package, the
 # tests and the benches compiles with the Python that runs them (Ray's, else python3), and
-# pyflakes finds nothing (unused imports, undefined names, redefinitions). pyflakes comes from, in this order:
-# HYPERLOOM_PYFLAKES (a command), a pyflakes the system python3 has, a dev-only virtualenv
-# .venv-lint/ made here on first use (pip, the local package index), Debian's python3-pyflakes
-# (as root). Without pyflakes it checks compilation only and says so; under CI=true that fails.
+# pyflakes finds nothing (unused imports, undefined names, redefinitions). pyflakes comes from,
+# in this order: HYPERLOOM_PYFLAKES (a command), a pyflakes the system python3 has, a dev-only
+# virtualenv .venv-lint/ made here on first use (pip, the local package index), Debian's
+# python3-pyflakes (as root). Without pyflakes it checks compilation only and says so; under
+# CI=true that fails.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
