@@ -24,7 +24,6 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { cli, fmt, median, must, ray, root, startHead, stopRay } from "./lib.mjs"
 
 const args = process.argv.slice(2)
@@ -121,7 +120,7 @@ const procCpuMs = (pid) => {
 
 /** Starts bench/lease-forked/zygote.py and waits until it has imported Ray (it prints `ready`). */
 const startZygote = () => {
-  const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), "lease-forked")
+  const dir = path.join(root, "bench", "lease-forked")
   const socketName = `hyperloom-bench-zygote-${process.pid}`
   const times = path.join(work, "forked-times")
   const out = path.join(work, "zygote.out")
@@ -197,8 +196,9 @@ try {
           if (forked.length !== 1) {
             throw new Error(`the forked bridge wrote ${forked.length} CPU lines, not 1`)
           }
-          forkedCpu.push(Number(forked[0]) * 1000)
-          return { ...r, cpuMs: r.cpuMs + Number(forked[0]) * 1000 + (procCpuMs(zygote.child.pid) - before) }
+          const own = Number(forked[0]) * 1000
+          forkedCpu.push(own)
+          return { ...r, cpuMs: r.cpuMs + own + (procCpuMs(zygote.child.pid) - before) }
         }
       }
     )

@@ -144,7 +144,7 @@ const nodeIp = () => {
 /**
  * The test heads' and workers' flags besides their resources: no log monitor, the Python process
  * that streams workers' log files to drivers. hyperloom's drivers never ask for them
- * (log_to_driver=False) and reads nothing of it. Without it a head's start took 5.5-5.8 s of the
+ * (log_to_driver=False), and nothing else of hyperloom reads them. Without it a head's start took 5.5-5.8 s of the
  * quiet 2-core machine's CPU, with it 6.4-7.9 s: CI's dozens of head starts pay that while other
  * files run beside them.
  */
