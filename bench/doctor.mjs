@@ -5,7 +5,7 @@
 // stops its own head.
 //
 //   node bench/doctor.mjs [runs]        (default 7)
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { alternate, cli, fmt, median, must, ray, report, root, startHead, stopRay, time } from "./lib.mjs"
 
 const runs = Number(process.argv[2] ?? 7)
@@ -43,14 +43,10 @@ try {
   console.log(`  (code cache off / ray status: ${offRatio.toFixed(3)}x)`)
 
   // Warm: one process, the live layers built once, snapshot + verdict repeated.
+  /** @type {typeof import("../src/index.js")} */
   const lib = await import(`${root}/dist/lib/index.js`)
-  const { NodeContext } = await import("@effect/platform-node")
-  const layer = Layer.mergeAll(lib.ClusterInspector.layer, lib.WorkGate.layer).pipe(
-    Layer.provideMerge(lib.GcsClient.layer),
-    Layer.provideMerge(lib.ProcFs.layer),
-    Layer.provideMerge(lib.Settings.layer),
-    Layer.provide(NodeContext.layer)
-  )
+  // The CLI's own composition root: every service doctor needs (a hand-made subset went stale).
+  const layer = lib.Live.layer
   const request = { gpus: 0, servingSlot: true }
   const warm = await Effect.runPromise(
     Effect.scoped(

@@ -68,6 +68,7 @@ sys.exit(code)
  * rusage (user + sys, its waited-for descendants included) read by a tiny wrapper shell.
  */
 const measure = (argv, extraEnv = {}) => {
+  /** @type {NodeJS.ProcessEnv} */
   const env = { ...process.env, RAY_USAGE_STATS_ENABLED: "0", HYPERLOOM_CACHE_DIR: codeCache, ...extraEnv }
   delete env.RAY_ADDRESS
   const started = process.hrtime.bigint()
@@ -203,7 +204,9 @@ try {
       }
     )
   }
+  /** @type {Record<string, Array<number>>} */
   const wall = Object.fromEntries(cases.map((c) => [c.name, []]))
+  /** @type {Record<string, Array<number>>} */
   const cpu = Object.fromEntries(cases.map((c) => [c.name, []]))
   for (let i = 0; i < runs; i++) {
     for (const c of cases) {

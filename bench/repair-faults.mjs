@@ -25,6 +25,7 @@ const RESTARTED_LOG = "Ray head restarted at"
 const STEPS = ["before_stop", "before_start", "before_slot"]
 
 const env = (extra = {}) => {
+  /** @type {NodeJS.ProcessEnv} */
   const e = { ...process.env, ...ENV, ...extra }
   delete e.RAY_ADDRESS
   delete e.HYPERLOOM_NODES
@@ -106,6 +107,7 @@ const counts = {
   overlaps: 0,
   headRetries: 0
 }
+/** @type {Record<string, { faults: number, healthy: number, nextEnsureMs: Array<number> }>} */
 const perStep = Object.fromEntries(STEPS.map((s) => [s, { faults: 0, healthy: 0, nextEnsureMs: [] }]))
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
