@@ -49,6 +49,30 @@ mkdirSync(out, { recursive: true })
 /** Seconds since the run began, for the steps' lines. */
 const sinceStart = (t = Date.now()) => `+${((t - runBegan) / 1000).toFixed(0)} s`
 
+/**
+ * CPU seconds (user + sys) of this process and every process it waited for, which is the whole
+ * run: each step's child is waited for, and each waits for its own (Linux: /proc/self/stat's utime,
+ * stime, cutime, cstime). undefined where there is no /proc.
+ */
+const cpuSeconds = () => {
+  try {
+    const stat = readFileSync("/proc/self/stat", "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    // fields[0] is the state (field 3): utime..cstime are fields 14..17
+    const ticks = fields.slice(11, 15).reduce((sum, f) => sum + Number(f), 0)
+    return ticks / 100
+  } catch {
+    return undefined
+  }
+}
+
+/** GNU time, to give each step's CPU (user + sys of the step and what it waited for), if installed. */
+const TIME = "/usr/bin/time"
+const timed = existsSync(TIME) && spawnSync(TIME, ["-f", "%U", "true"], { stdio: "ignore" }).status === 0
+/** CPU seconds per step name, for the summary. */
+const stepCpu = new Map()
+let stepCount = 0
+
 /** Runs one step to completion, its output to the console (or, with `log`, to a file printed after). */
 const step = (name, cmd, args, log) =>
   new Promise((resolve) => {
@@ -56,7 +80,12 @@ const step = (name, cmd, args, log) =>
     process.stderr.write(
       `\n== ${name}: ${cmd} ${args.join(" ")} (at ${sinceStart(began)})${log ? ` (output after it ends)` : ""}\n`
     )
-    const child = spawn(cmd, args, { stdio: log ? ["ignore", "pipe", "pipe"] : "inherit", env: process.env })
+    const cpuFile = `${out}/cpu-${++stepCount}.txt`
+    const [run, ...runArgs] = timed ? [TIME, "-f", "%U %S", "-o", cpuFile, cmd, ...args] : [cmd, ...args]
+    const child = spawn(run, runArgs, {
+      stdio: log ? ["ignore", "pipe", "pipe"] : "inherit",
+      env: process.env
+    })
     let text = ""
     if (log) {
       child.stdout.on("data", (d) => (text += d))
@@ -65,8 +94,13 @@ const step = (name, cmd, args, log) =>
     child.on("close", (code) => {
       const secs = ((Date.now() - began) / 1000).toFixed(1)
       if (log) process.stderr.write(`\n== ${name} (output)\n${text}`)
+      // GNU time's last line is "<user> <sys>" (a line before it says how a failed command ended).
+      const cpu = timed && existsSync(cpuFile) ? readFileSync(cpuFile, "utf8").trim().split("\n").at(-1) : ""
+      const [user, sys] = (cpu ?? "").split(" ").map(Number)
+      const cpuSecs = Number.isFinite(user) && Number.isFinite(sys) ? user + sys : undefined
+      if (cpuSecs !== undefined) stepCpu.set(name, cpuSecs)
       process.stderr.write(
-        `== ${name}: ${code === 0 ? "ok" : `FAILED (exit ${code})`} in ${secs} s (ended at ${sinceStart()})\n`
+        `== ${name}: ${code === 0 ? "ok" : `FAILED (exit ${code})`} in ${secs} s${cpuSecs === undefined ? "" : `, CPU ${cpuSecs.toFixed(1)} s`} (ended at ${sinceStart()})\n`
       )
       resolve(code === 0)
     })
@@ -214,6 +248,7 @@ const rayTests = async (extra = []) => {
 }
 
 const began = Date.now()
+const cpuBegan = cpuSeconds()
 if (only === "ray") {
   if (await step("bundle", "node", ["scripts/build.mjs", "--bundle-only"])) ok = (await rayTests()) && ok
   else {
@@ -253,6 +288,8 @@ if (only === "ray") {
   })()
   const checkLane = (async () => {
     let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)
+    // The bench scripts, checked against the library's types, so that a bench cannot rot unseen.
+    fine = (await step("bench typecheck", "node_modules/.bin/tsc", ["-p", "bench"], true)) && fine
     fine = (await step("lint", "npx", ["biome", "check", "."], true)) && fine
     fine = (await step("python lint", "bash", ["scripts/lint-python.sh"], true)) && fine
     if (!fine) {
@@ -274,7 +311,18 @@ process.stderr.write("\n== time per test file\n")
 for (const t of timings.sort((a, b) => b.ms - a.ms)) {
   process.stderr.write(`${(t.ms / 1000).toFixed(1).padStart(8)} s  ${t.project.padEnd(4)}  ${t.file}\n`)
 }
+if (stepCpu.size > 0) {
+  process.stderr.write("\n== CPU per step (user + sys, with everything the step waited for)\n")
+  for (const [name, secs] of [...stepCpu].sort((a, b) => b[1] - a[1])) {
+    process.stderr.write(`${secs.toFixed(1).padStart(8)} s  ${name}\n`)
+  }
+}
+const cpuEnd = cpuSeconds()
 process.stderr.write(`\n== total: ${((Date.now() - began) / 1000).toFixed(1)} s\n`)
+if (cpuEnd !== undefined && cpuBegan !== undefined) {
+  // The processes of the run that nobody waited for (Ray's daemons left to init) are not in it.
+  process.stderr.write(`== CPU: ${(cpuEnd - cpuBegan).toFixed(1)} s (user + sys of the whole run)\n`)
+}
 if (failures.length > 0) {
   process.stderr.write(`\n== failed (${failures.length})\n${failures.map((f) => `  ${f}\n`).join("")}`)
 }
