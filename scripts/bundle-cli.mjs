@@ -68,11 +68,16 @@ export const bundleCli = async ({ outfile, define = {} }) => {
     throw new Error("bundle-cli: the bundle contains \\u0001 or \\u0002, which the loader uses as markers")
   }
   const buildId = createHash("sha256").update(app).digest("hex").slice(0, 16)
-  const loader = readFileSync(path.join(root, "scripts/cli-loader.mjs"), "utf8").replace(
-    "__HYPERLOOM_BUILD__",
-    buildId
-  )
-  if (!loader.includes(buildId)) throw new Error("bundle-cli: the loader lacks its build placeholder")
+  const version = /export const VERSION = "([^"]+)"/.exec(
+    readFileSync(path.join(root, "src/version.ts"), "utf8")
+  )?.[1]
+  if (version === undefined) throw new Error("bundle-cli: src/version.ts has no VERSION")
+  const loader = readFileSync(path.join(root, "scripts/cli-loader.mjs"), "utf8")
+    .replace("__HYPERLOOM_BUILD__", buildId)
+    .replace("__HYPERLOOM_VERSION__", version)
+  if (!loader.includes(buildId) || !loader.includes(`"${version}"`)) {
+    throw new Error("bundle-cli: the loader lacks its build or version placeholder")
+  }
   // The comment must not close early: "*/" in the bundle is stored as "*\u0001/".
   const bin = `${loader}\n/*\u0002\n${app.replaceAll("*/", "*\u0001/")}*/\n`
   if (/[^\x00-\x7f]/.test(bin)) throw new Error("bundle-cli: the executable must be ASCII")

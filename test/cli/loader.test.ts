@@ -34,6 +34,9 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
+/** `--version` through the bundle (`--version` alone is answered by the loader itself). */
+const BUNDLED_VERSION = ["--version", "--json"]
+
 const freshDir = (name: string) => path.join(fs.mkdtempSync(path.join(work, `${name}-`)), "cache")
 
 const cacheFiles = (dir: string) => (fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [])
@@ -48,7 +51,7 @@ describe("the executable's code cache", () => {
 
   it("writes a cache per command on the first run and reuses it after", () => {
     const dir = freshDir("reuse")
-    const first = run(["--version"], { HYPERLOOM_CACHE_DIR: dir })
+    const first = run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: dir })
     assert.strictEqual(first.code, 0)
     assert.strictEqual(first.stdout.trim(), VERSION)
     assert.strictEqual(first.stderr, "")
@@ -61,7 +64,7 @@ describe("the executable's code cache", () => {
     const file = path.join(dir, files[0]!)
     const before = fs.statSync(file)
 
-    const second = run(["--version"], { HYPERLOOM_CACHE_DIR: dir })
+    const second = run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: dir })
     assert.deepStrictEqual(second, first)
     const after = fs.statSync(file)
     assert.strictEqual(after.mtimeMs, before.mtimeMs, "a usable cache is not rewritten")
@@ -87,23 +90,23 @@ describe("the executable's code cache", () => {
 
   it("replaces a corrupt cache silently", () => {
     const dir = freshDir("corrupt")
-    const clean = run(["--version"], { HYPERLOOM_CACHE_DIR: dir })
+    const clean = run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: dir })
     const [name] = cacheFiles(dir)
     const file = path.join(dir, name!)
     const garbage = Buffer.alloc(4096, 7)
     fs.writeFileSync(file, garbage)
-    assert.deepStrictEqual(run(["--version"], { HYPERLOOM_CACHE_DIR: dir }), clean)
+    assert.deepStrictEqual(run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: dir }), clean)
     assert.isFalse(fs.readFileSync(file).equals(garbage), "the rejected cache was rewritten")
-    assert.deepStrictEqual(run(["--version"], { HYPERLOOM_CACHE_DIR: dir }), clean)
+    assert.deepStrictEqual(run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: dir }), clean)
   })
 
   it("runs as usual when the cache folder cannot be made", () => {
     const blocker = path.join(work, "not-a-folder")
     fs.writeFileSync(blocker, "")
-    const r = run(["--version"], { HYPERLOOM_CACHE_DIR: path.join(blocker, "cache") })
+    const r = run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: path.join(blocker, "cache") })
     assert.strictEqual(r.code, 0)
     assert.strictEqual(r.stderr, "")
-    assert.deepStrictEqual(r, run(["--version"], { HYPERLOOM_NO_CODE_CACHE: "1" }))
+    assert.deepStrictEqual(r, run(BUNDLED_VERSION, { HYPERLOOM_NO_CODE_CACHE: "1" }))
   })
 
   it("keeps the files of the two other builds written last and drops older ones", () => {
@@ -120,10 +123,35 @@ describe("the executable's code cache", () => {
     const second = other("bbbbbbbbbbbbbbbb", 100)
     other("cccccccccccccccc", 1000)
     fs.writeFileSync(path.join(dir, "unrelated.txt"), "kept")
-    assert.strictEqual(run(["--version"], { HYPERLOOM_CACHE_DIR: dir }).code, 0)
+    assert.strictEqual(run(BUNDLED_VERSION, { HYPERLOOM_CACHE_DIR: dir }).code, 0)
     const left = cacheFiles(dir)
     assert.includeMembers(left, [newest, second, "unrelated.txt"])
     assert.isFalse(left.some((f) => f.includes("cccccccccccccccc")))
     assert.isTrue(left.some((f) => f.startsWith(`cli-${buildId}-`)))
+  })
+})
+
+describe("`hyperloom --version` alone", () => {
+  it("is answered by the loader as the CLI answers it, without compiling the bundle", () => {
+    const dir = freshDir("version")
+    const fast = run(["--version"], { HYPERLOOM_CACHE_DIR: dir })
+    assert.deepStrictEqual(fast, { code: 0, stdout: `${VERSION}\n\n`, stderr: "" })
+    // nothing compiled: no code cache written for it
+    assert.deepStrictEqual(cacheFiles(dir), [])
+    // byte for byte what the CLI prints (through the bundle: other words on the command line)
+    assert.deepStrictEqual(run(BUNDLED_VERSION, { HYPERLOOM_NO_CODE_CACHE: "1" }), fast)
+    assert.deepStrictEqual(run(["--log-level", "info", "--version"], { HYPERLOOM_NO_CODE_CACHE: "1" }), fast)
+  })
+
+  it("ends as the CLI does when stdout is closed", () => {
+    const closed = (args: ReadonlyArray<string>) => {
+      const r = spawnSync("sh", ["-c", 'exec "$@" >&-', "sh", process.execPath, cli, ...args], {
+        env: { ...process.env, NODE_OPTIONS: "", HYPERLOOM_NO_CODE_CACHE: "1" },
+        encoding: "utf8",
+        timeout: 60_000
+      })
+      return { code: r.status, stderr: r.stderr }
+    }
+    assert.deepStrictEqual(closed(["--version"]), closed(BUNDLED_VERSION))
   })
 })
