@@ -2,6 +2,7 @@
 // Each bench starts what it measures and stops it; run them with no other Ray on the host
 // (they call `ray stop --force`).
 import { spawnSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -10,8 +11,23 @@ export const ray = process.env.HYPERLOOM_RAY ?? path.join(root, ".venv/bin/ray")
 /** The bundled CLI to measure (HYPERLOOM_BENCH_CLI: another build, e.g. of an older commit). */
 export const cli = process.env.HYPERLOOM_BENCH_CLI ?? path.join(root, "dist/hyperloom.mjs")
 
-/** Runs argv to completion; returns wall time in ms and the exit code. */
+/**
+ * CPU ms (user + sys) of the children this process has waited for, their own waited-for children
+ * included (/proc/self/stat's cutime + cstime, 10 ms ticks); undefined without /proc.
+ */
+const childCpuMs = () => {
+  try {
+    const stat = readFileSync("/proc/self/stat", "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[13]) + Number(fields[14])) * 10
+  } catch {
+    return undefined
+  }
+}
+
+/** Runs argv to completion; returns wall time in ms, its CPU in ms (`cpuMs`) and the exit code. */
 export const time = (argv, env = {}) => {
+  const cpuBefore = childCpuMs()
   const started = process.hrtime.bigint()
   const r = spawnSync(argv[0], argv.slice(1), {
     env: { ...process.env, RAY_USAGE_STATS_ENABLED: "0", ...env },
@@ -19,7 +35,9 @@ export const time = (argv, env = {}) => {
     maxBuffer: 64 * 1024 * 1024
   })
   const ms = Number(process.hrtime.bigint() - started) / 1e6
-  return { ms, code: r.status, stdout: r.stdout, stderr: r.stderr }
+  const cpuAfter = childCpuMs()
+  const cpuMs = cpuBefore === undefined || cpuAfter === undefined ? Number.NaN : cpuAfter - cpuBefore
+  return { ms, cpuMs, code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
 export const median = (xs) => {
@@ -51,8 +69,16 @@ export const startHead = (port, extra = []) =>
     ])
   )
 
-/** Alternates the measured commands `runs` times (a, b, a, b, …) so drift hits both alike. */
-export const alternate = (runs, cases) => {
+/**
+ * Alternates the measured commands `runs` times (a, b, a, b, …) so drift hits both alike; the wall
+ * ms per case, and, given `cpu` (an object), each case's CPU ms in it.
+ */
+export const alternate = (
+  runs,
+  cases,
+  /** @type {Record<string, Array<number>> | undefined} */ cpu = undefined
+) => {
+  /** @type {Record<string, Array<number>>} */
   const results = Object.fromEntries(cases.map((c) => [c.name, []]))
   for (let i = 0; i < runs; i++) {
     for (const c of cases) {
@@ -60,6 +86,7 @@ export const alternate = (runs, cases) => {
       const r = c.run()
       if (c.check) c.check(r)
       results[c.name].push(r.ms)
+      if (cpu !== undefined) cpu[c.name] = [...(cpu[c.name] ?? []), r.cpuMs]
     }
   }
   return results
