@@ -184,7 +184,7 @@ const RAY_SECONDS = {
   containment: 109,
   waiting: 96,
   inspector: 95,
-  bridge: 85,
+  bridge: 60,
   "lease-bridge": 85,
   queue: 66,
   terminal: 66,

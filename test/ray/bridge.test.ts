@@ -17,7 +17,8 @@ import {
   waitGone,
   waitNoLeaseActor
 } from "../support/lease.js"
-import { type Head, prepareRay, startHead, teardownRay } from "../support/ray.js"
+import type { Head } from "../support/ray.js"
+import { useSharedHead } from "../support/sharedHead.js"
 
 const PORT = 6392
 /** A port where no GCS listens. */
@@ -70,16 +71,20 @@ describe("bridge protocol without a cluster", () => {
   })
 })
 
+// One head for the block: each test ends with its lease released and its actor gone, which the
+// next one checks before it starts (useSharedHead).
 describe("bridge protocol on a real head", () => {
   let head: Head
-  afterEach(async () => {
+  const shared = useSharedHead(
+    { numGpus: 2, slot: true, port: PORT },
+    { ready: (h) => waitNoLeaseActor(h, 30_000) }
+  )
+  afterEach(() => {
     killBridges()
     closeGcs()
-    await teardownRay()
   })
   const setup = async () => {
-    await prepareRay()
-    head = await startHead({ numGpus: 2, slot: true, port: PORT })
+    head = shared.head()
   }
 
   it("emits connected, submitted, started, output, exit, released in order; stdout is protocol only", async () => {
