@@ -1,5 +1,6 @@
 // The one test command (`npm test`): sets up Ray, typechecks, lints, builds, runs the unit tests
-// alongside the real-Ray tests, prints each file's time, and ends with
+// alongside the real-Ray tests, prints each file's time, each step's CPU and the whole run's CPU
+// (user + sys, so that a CPU regression shows even when the machine's load hides it), and ends with
 // `tests: N passed, N failed, N skipped` counted from vitest's JSON reports. A test file that
 // crashed on import counts as one failed test. Exits non-zero on any failure.
 //
