@@ -2,6 +2,7 @@
  * Real-Ray test harness. Each real-Ray test arranges its own cluster with these helpers and tears
  * it down with `teardownRay()` (ray stop --force, kill what it started by pid, remove the session
  * folders it created). Tests run serially: `ray stop --force` kills every Ray process on the host.
+ * A block whose tests can share one head uses test/support/sharedHead.ts (`useSharedHead`).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
