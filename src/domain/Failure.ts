@@ -1,6 +1,6 @@
 import { Data } from "effect"
 import { INFEASIBLE_MARKER } from "./Errors.js"
-import type { Metrics, ResultFormat } from "./Results.js"
+import { impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
 
 /**
  * Failure classes of a baseline attempt (SPEC §6).
@@ -86,6 +86,12 @@ export type AttemptOutcome = Data.TaggedEnum<{
     /** The result file's format and metrics (SPEC §10), when it had a known format. */
     readonly resultFormat?: ResultFormat | undefined
     readonly metrics?: Metrics | undefined
+    /**
+     * Why the result file's metrics are impossible (Results.ts `invalidMetricOf`: NaN, negative, a
+     * fractional count), naming the field; negative values and fractional counts in `metrics` are
+     * found without it.
+     */
+    readonly invalidMetric?: string | undefined
     /**
      * A serving attempt (SPEC §10): the server's exit code when it exited on its own while the
      * client ran (the runner's serve.json). Then the engine broke, whatever the client did: vLLM's
@@ -418,6 +424,7 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
     Exited: ({
       evidence,
       exitCode,
+      invalidMetric,
       metrics,
       outputSignature,
       outputTail,
@@ -488,6 +495,19 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
             outputTail,
             "exited 0 but its result has completed 0: every request failed, not a measurement"
           ),
+          launchLog,
+          throughput: measured,
+          outputSignature,
+          ...result
+        }
+      }
+      const impossible = invalidMetric ?? impossibleMetricOf(metrics)
+      if (impossible !== undefined) {
+        return {
+          errorClass: "invalid_measurement",
+          exitCode,
+          runtimeSec,
+          error: boundedErrorText(outputTail, `exited 0 but its result is impossible: ${impossible}`),
           launchLog,
           throughput: measured,
           outputSignature,

@@ -191,6 +191,7 @@ const judgeRun = (
               evidence,
               throughput: parsed?.throughput,
               resultFormat: parsed?.format,
+              invalidMetric: parsed?.invalid,
               metrics: parsed?.metrics
             })
           )
