@@ -11,7 +11,7 @@ import {
   type SweepDoc
 } from "../domain/Sweep.js"
 import { writeFileAtomically } from "./AtomicWrite.js"
-import { isNotFound } from "./LockFile.js"
+import { readRegularFile, STATE_FILE_MAX_BYTES } from "./BoundedRead.js"
 import { StateCorrupt, StateFromFuture, StateIoFailed, type StateLoadError } from "./StateStore.js"
 
 /**
@@ -43,11 +43,15 @@ const makeLive = Effect.gen(function* () {
   const io = (operation: string, target: string) => (e: PlatformError) =>
     new StateIoFailed({ path: target, operation, detail: e.message })
 
+  // Not through fs.readFileString: a FIFO hung sweep show, sweep run and report (deaf to Ctrl-C) and
+  // /dev/zero ate gigabytes; refused as state.json is (BoundedRead.ts), the file left as it is.
   const readIfExists = (file: string) =>
-    fs.readFileString(file).pipe(
-      Effect.map(Option.some),
-      Effect.catchIf(isNotFound, () => Effect.succeed(Option.none<string>())),
-      Effect.mapError(io("read", file))
+    readRegularFile(file, STATE_FILE_MAX_BYTES).pipe(
+      Effect.mapError((e) =>
+        e._tag === "FileRefused"
+          ? new StateCorrupt({ path: file, detail: e.detail })
+          : new StateIoFailed({ path: file, operation: "read", detail: e.detail })
+      )
     )
 
   const writeAtomically = (dir: string, base: string, text: string) =>
