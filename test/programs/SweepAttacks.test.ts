@@ -1,0 +1,104 @@
+/**
+ * What a careless user or a hostile local user meets in a sweep session (issue 27, items 4, 5 and
+ * 7), through the sweep program on its test layers.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+import type { Experiment } from "../../src/domain/Sweep.js"
+import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
+import { model, setup } from "../support/sweep.js"
+
+const DIR = "/s/attacks"
+const SWEEP = `${DIR}/sweep.json`
+
+const experiment = (over: Partial<Experiment> = {}): Experiment => ({
+  server: "engine --max-num-seqs {seqs}",
+  client: ["client", "--max-concurrency", "{c}"],
+  params: [{ name: "seqs", values: ["2", "4", "8"] }],
+  load: { kind: "points", name: "c", values: ["1", "2", "4"] },
+  slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
+  repeats: 1,
+  gpus: 0,
+  nodes: 1,
+  ...over
+})
+
+const options = (e: Experiment = experiment()): SweepOptions => ({
+  sessionDir: DIR,
+  experiment: e,
+  request: { gpus: 0, servingSlot: true },
+  readyPath: "/health",
+  readyTimeoutSec: 10,
+  env: {},
+  cwd: "/"
+})
+
+const failure = (exit: Exit.Exit<unknown, unknown>) => {
+  assert.isTrue(Exit.isFailure(exit), "expected the run to be refused")
+  return Exit.isFailure(exit)
+    ? (exit.cause as { error?: { _tag: string; message: string } }).error
+    : undefined
+}
+
+describe("a sweep.json edited by hand is refused (exit 8), left as it is (issue 27 item 4)", () => {
+  const edited = (edit: (doc: { combinations: Array<Record<string, unknown>> }) => void) =>
+    Effect.gen(function* () {
+      const files = new Map<string, string>()
+      yield* runSweep(options()).pipe(Effect.provide(setup({ run: model }, files)))
+      const doc = JSON.parse(files.get(SWEEP)!)
+      edit(doc)
+      const text = `${JSON.stringify(doc, null, 2)}\n`
+      files.set(SWEEP, text)
+      // a finished sweep that reopens (a point reset) or one with a record gone: the run must refuse it
+      const exit = yield* runSweep(options()).pipe(Effect.provide(setup({ run: model }, files)), Effect.exit)
+      return { error: failure(exit), after: files.get(SWEEP), text }
+    })
+
+  it.effect("one combination record removed", () =>
+    Effect.gen(function* () {
+      const r = yield* edited((doc) => {
+        doc.combinations.splice(1, 1)
+        doc.combinations[1]!.index = 1
+      })
+      assert.strictEqual(r.error?._tag, "StateCorrupt")
+      assert.include(r.error?.message, "2 combination record(s) where its experiment's grid has 3")
+      assert.strictEqual(r.after, r.text)
+    })
+  )
+
+  it.effect("two records swapped and a point reset", () =>
+    Effect.gen(function* () {
+      const r = yield* edited((doc) => {
+        const [a, b] = [doc.combinations[0]!, doc.combinations[1]!]
+        doc.combinations[0] = b
+        doc.combinations[1] = a
+        const point = (b.points as Array<Record<string, unknown>>)[0]!
+        point.status = "pending"
+        point.runs = []
+      })
+      assert.strictEqual(r.error?._tag, "StateCorrupt")
+      assert.include(r.error?.message, "combination record 0 has index 1")
+      assert.strictEqual(r.after, r.text)
+    })
+  )
+
+  it.effect("params changed under a record", () =>
+    Effect.gen(function* () {
+      const r = yield* edited((doc) => {
+        doc.combinations[2]!.params = { seqs: "16" }
+      })
+      assert.strictEqual(r.error?._tag, "StateCorrupt")
+      assert.include(r.error?.message, 'combination 2 has params {"seqs":"16"}')
+    })
+  )
+
+  it.effect("a load point removed from a grid", () =>
+    Effect.gen(function* () {
+      const r = yield* edited((doc) => {
+        ;(doc.combinations[0]!.points as Array<unknown>).pop()
+      })
+      assert.strictEqual(r.error?._tag, "StateCorrupt")
+      assert.include(r.error?.message, "combination 0 has load points 1, 2 where the grid has 1, 2, 4")
+    })
+  )
+})
