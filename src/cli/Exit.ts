@@ -4,6 +4,7 @@ import type { SessionNotFound } from "../domain/Errors.js"
 import type { SessionSpecMismatch } from "../domain/SessionSpec.js"
 import type { SessionState, StopReason } from "../domain/State.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
+import type { SessionHoldsOther } from "../programs/SessionKind.js"
 import type { ExperimentChanged } from "../programs/Sweep.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
 
@@ -18,7 +19,7 @@ const TABLE = [
   [
     "usage",
     2,
-    "bad usage: an unknown or invalid option, a missing `-- CMD`, an invalid RAY_ADDRESS or HYPERLOOM_* setting, a baseline session run with other arguments (nothing runs)"
+    "bad usage: an unknown or invalid option, a missing `-- CMD`, an invalid RAY_ADDRESS or HYPERLOOM_* setting, a baseline session run with other arguments, a session folder that holds the other experiment (a sweep's for baseline run, a baseline's for sweep run) (nothing runs)"
   ],
   [
     "rayNotFound",
@@ -122,11 +123,13 @@ export type Failure =
   | SessionLocked
   | StateIoFailed
   | ExperimentChanged
+  | SessionHoldsOther
 
 /** One exit code per error tag: exhaustive (a missing or unknown tag is a type error). */
 const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
   UsageError: EXIT.usage,
   ExperimentChanged: EXIT.usage,
+  SessionHoldsOther: EXIT.usage,
   SessionSpecMismatch: EXIT.usage,
   InvalidSetting: EXIT.usage,
   InvalidAddress: EXIT.usage,

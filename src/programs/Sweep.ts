@@ -64,6 +64,7 @@ import { AttemptFiles, type AttemptFilesShape } from "../services/AttemptFiles.j
 import { StateStore } from "../services/StateStore.js"
 import { SweepStore, type SweepStoreShape } from "../services/SweepStore.js"
 import type { AttemptError } from "./AttemptRunner.js"
+import { refuseBaselineSession, type SessionHoldsOther } from "./SessionKind.js"
 import { type EngineHandle, SweepEngine, type SweepEngineShape } from "./SweepEngine.js"
 
 export interface SweepOptions {
@@ -498,6 +499,7 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
   const dir = options.sessionDir
   const locks = yield* StateStore
   yield* locks.lock(dir)
+  yield* refuseBaselineSession(dir)
   const store = yield* SweepStore
   const loaded = yield* store.load(dir)
   const run: Run = {
@@ -569,4 +571,4 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
 /** Runs (or resumes) a sweep session; see the header. */
 export const runSweep = (options: SweepOptions) => Effect.scoped(runScoped(options))
 
-export type SweepError = AttemptError | ExperimentChanged
+export type SweepError = AttemptError | ExperimentChanged | SessionHoldsOther

@@ -3,9 +3,13 @@
  * 7), through the sweep program on its test layers.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Layer } from "effect"
 import type { Experiment } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
+import * as SweepEngine from "../../src/programs/SweepEngine.js"
+import * as AttemptFiles from "../../src/services/AttemptFiles.js"
+import * as StateStore from "../../src/services/StateStore.js"
+import * as SweepStore from "../../src/services/SweepStore.js"
 import { model, setup } from "../support/sweep.js"
 
 const DIR = "/s/attacks"
@@ -100,5 +104,30 @@ describe("a sweep.json edited by hand is refused (exit 8), left as it is (issue 
       assert.strictEqual(r.error?._tag, "StateCorrupt")
       assert.include(r.error?.message, "combination 0 has load points 1, 2 where the grid has 1, 2, 4")
     })
+  )
+})
+
+describe("sweep run on a baseline's session folder (issue 27 item 6)", () => {
+  it.effect(
+    "is refused (SessionHoldsOther, exit 2) naming the baseline; no engine starts, no sweep.json",
+    () => {
+      const files = new Map<string, string>()
+      const state = `${JSON.stringify({ schema_version: 1 })}\n`
+      const layer = Layer.mergeAll(
+        SweepEngine.layerTest({ run: model }).pipe(
+          Layer.provideMerge(AttemptFiles.layerTest(AttemptFiles.makeMemoryAttemptFiles()))
+        ),
+        StateStore.layerTest({ [DIR]: state }),
+        SweepStore.layerTest(files)
+      )
+      return Effect.gen(function* () {
+        const error = failure(yield* Effect.exit(runSweep(options())))
+        assert.strictEqual(error?._tag, "SessionHoldsOther")
+        assert.include(error?.message, "holds a baseline (state.json), not a sweep")
+        const log = yield* Effect.flatten(SweepEngine.FakeSweepEngineLog)
+        assert.strictEqual(log.starts.length, 0)
+        assert.isFalse(files.has(SWEEP))
+      }).pipe(Effect.provide(layer))
+    }
   )
 })
