@@ -29,6 +29,7 @@ import {
   MAX_EVIDENCE_LINES
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import { redactArgv, redactExperiment } from "../domain/Redact.js"
 import { CLIENT_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import {
@@ -36,11 +37,13 @@ import {
   beginEngine,
   beginRun,
   type CombinationRecord,
+  clientArgvOf,
   comboLabel,
   type Difference,
   type Experiment,
   experimentDiff,
   experimentOf,
+  experimentRecord,
   finishPoint,
   finishRun,
   inFlight,
@@ -57,6 +60,7 @@ import {
   setCombination,
   setSweepStatus,
   skipRemaining,
+  substitute,
   updateEngine,
   withSummary
 } from "../domain/Sweep.js"
@@ -226,7 +230,7 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
         const n = c.points.reduce((m, p) => m + p.runs.length + p.interrupted_runs.length, 0) + 1
         const runDir = `${comboDir(run, index)}/runs/${n}-${safeName(load)}`
         const resultFile = `${runDir}/result.json`
-        const argv = pointOf(run, index, load).client_argv
+        const argv = clientArgvOf(experimentRecord(run.options.experiment), combo(run, index).params, load)
         yield* run.files.prepare(runDir, resultFile)
         yield* save(
           run,
@@ -234,7 +238,7 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
             repeat,
             try: attempt,
             dir: runDir,
-            client_argv: argv,
+            client_argv: redactArgv(argv),
             started_at: yield* nowIso
           })
         )
@@ -354,7 +358,8 @@ const runCombination = (run: Run, index: number) =>
         Effect.gen(function* () {
           const handle = yield* run.engine.start({
             request: run.options.request,
-            server: c.server_cmd,
+            // what runs is the experiment as given; the document keeps it redacted (Redact.ts)
+            server: substitute(run.options.experiment.server, c.params),
             dir,
             readyPath: run.options.readyPath,
             readyTimeoutSec: run.options.readyTimeoutSec,
@@ -508,18 +513,18 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     store,
     files: yield* AttemptFiles,
     engine: yield* SweepEngine,
-    doc: Option.getOrElse(loaded, () => initialSweep(options.experiment, iso(0))),
+    doc: Option.getOrElse(loaded, () => initialSweep(redactExperiment(options.experiment), iso(0))),
     engineStarts: 0,
     clientRuns: 0
   }
   const now = yield* nowIso
   if (Option.isNone(loaded)) {
-    yield* save(run, { ...initialSweep(options.experiment, now), cwd: options.cwd })
+    yield* save(run, { ...initialSweep(redactExperiment(options.experiment), now), cwd: options.cwd })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`
     )
   } else {
-    const diffs = experimentDiff(experimentOf(run.doc.experiment), options.experiment)
+    const diffs = experimentDiff(experimentOf(run.doc.experiment), redactExperiment(options.experiment))
     if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
     const open = inFlight(run.doc)
     if (open > 0)

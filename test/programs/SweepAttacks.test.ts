@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
+import { renderSweepText } from "../../src/cli/RenderSweep.js"
 import type { Experiment } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
@@ -129,5 +130,40 @@ describe("sweep run on a baseline's session folder (issue 27 item 6)", () => {
         assert.isFalse(files.has(SWEEP))
       }).pipe(Effect.provide(layer))
     }
+  )
+})
+
+describe("secrets in the server string or the client (issue 27 item 7)", () => {
+  it.effect(
+    "run as written, kept and shown redacted (sweep.json, sweep show); the same command resumes",
+    () =>
+      Effect.gen(function* () {
+        const files = new Map<string, string>()
+        const e = experiment({
+          server: "HF_TOKEN=hf_abcdefghijkl engine --max-num-seqs {seqs} --api-key sk-abcdefgh12345678",
+          client: ["client", "--max-concurrency", "{c}", "--api-key", "sk-abcdefgh12345678"]
+        })
+        const layer = setup({ run: model }, files)
+        const first = yield* Effect.gen(function* () {
+          const report = yield* runSweep(options(e))
+          const log = yield* Effect.flatten(SweepEngine.FakeSweepEngineLog)
+          return { report, log }
+        }).pipe(Effect.provide(layer))
+        // what ran: the secret as written
+        assert.include(first.log.starts[0], "--api-key sk-abcdefgh12345678")
+        assert.include(first.log.runs[0]!.argv.join(" "), "--api-key sk-abcdefgh12345678")
+        // what is kept and shown: redacted
+        const kept = [...files.values()].join("\n")
+        const shown = renderSweepText(DIR, first.report.doc)
+        for (const text of [kept, shown]) {
+          assert.notInclude(text, "sk-abcdefgh12345678")
+          assert.notInclude(text, "hf_abcdefghijkl")
+          assert.include(text, "--api-key REDACTED")
+        }
+        assert.include(shown, "HF_TOKEN=REDACTED engine --max-num-seqs")
+        // the same command on the same session is a resume, not another experiment
+        const again = yield* runSweep(options(e)).pipe(Effect.provide(setup({ run: model }, files)))
+        assert.isTrue(again.alreadyDone)
+      })
   )
 })
