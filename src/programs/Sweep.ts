@@ -99,6 +99,16 @@ export class ExperimentChanged extends Data.TaggedError("ExperimentChanged")<{
   }
 }
 
+/**
+ * The session folder (its sweep.json) vanished while the sweep ran (issue 27 item 5): someone
+ * deleted it. The sweep stops (exit 8) without recreating it, and nothing is blamed on the engine.
+ */
+export class SessionVanished extends Data.TaggedError("SessionVanished")<{ readonly sessionDir: string }> {
+  override get message(): string {
+    return `the session folder ${this.sessionDir} vanished while the sweep ran (its sweep.json is gone): the sweep stopped; nothing was recreated, and the run in flight is not counted against its engine (hyperloom's own files went away, not the engine)`
+  }
+}
+
 export interface SweepReport {
   readonly sessionDir: string
   readonly doc: SweepDoc
@@ -119,6 +129,8 @@ interface Run {
   doc: SweepDoc
   engineStarts: number
   clientRuns: number
+  /** sweep.json was written (or found): from then on it must still be there at every save. */
+  saved: boolean
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -127,9 +139,12 @@ const nowIso = Effect.map(Clock.currentTimeMillis, iso)
 const save = (run: Run, next: SweepDoc) =>
   Effect.uninterruptible(
     Effect.gen(function* () {
+      if (run.saved && !(yield* run.store.stillThere(run.dir)))
+        return yield* new SessionVanished({ sessionDir: run.dir })
       const doc = withSummary({ ...next, updated_at: yield* nowIso })
       run.doc = doc
       yield* run.store.save(run.dir, doc)
+      run.saved = true
     })
   )
 
@@ -385,6 +400,7 @@ const runCombination = (run: Run, index: number) =>
         ),
         Effect.tapError((e) =>
           Effect.gen(function* () {
+            if (e._tag === "SessionVanished") return
             const now = yield* nowIso
             const reason = e._tag === "LeaseWaitExpired" ? "lease_wait_expired" : "lease_failed"
             yield* save(
@@ -515,7 +531,8 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     engine: yield* SweepEngine,
     doc: Option.getOrElse(loaded, () => initialSweep(redactExperiment(options.experiment), iso(0))),
     engineStarts: 0,
-    clientRuns: 0
+    clientRuns: 0,
+    saved: Option.isSome(loaded)
   }
   const now = yield* nowIso
   if (Option.isNone(loaded)) {
@@ -576,4 +593,4 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
 /** Runs (or resumes) a sweep session; see the header. */
 export const runSweep = (options: SweepOptions) => Effect.scoped(runScoped(options))
 
-export type SweepError = AttemptError | ExperimentChanged | SessionHoldsOther
+export type SweepError = AttemptError | ExperimentChanged | SessionHoldsOther | SessionVanished

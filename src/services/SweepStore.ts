@@ -28,6 +28,11 @@ import { StateCorrupt, StateFromFuture, StateIoFailed, type StateLoadError } fro
 export interface SweepStoreShape {
   readonly load: (sessionDir: string) => Effect.Effect<Option.Option<SweepDoc>, StateLoadError>
   readonly save: (sessionDir: string, doc: SweepDoc) => Effect.Effect<void, StateLoadError>
+  /**
+   * Whether the session's sweep.json is still there (something is at its path): a sweep that saved
+   * once asks before each save, so a session folder deleted under it is said, never recreated.
+   */
+  readonly stillThere: (sessionDir: string) => Effect.Effect<boolean>
 }
 
 const problem = (file: string, text: string): Either.Either<SweepDoc, StateCorrupt | StateFromFuture> =>
@@ -77,7 +82,10 @@ const makeLive = Effect.gen(function* () {
     yield* writeAtomically(sessionDir, SUMMARY_CSV, renderSummaryCsv(doc))
   })
 
-  return { load, save } satisfies SweepStoreShape
+  const stillThere = (sessionDir: string) =>
+    fs.exists(path.join(sessionDir, SWEEP_FILE)).pipe(Effect.orElseSucceed(() => true))
+
+  return { load, save, stillThere } satisfies SweepStoreShape
 })
 
 export class SweepStore extends Effect.Service<SweepStore>()("hyperloom/services/SweepStore", {
@@ -109,7 +117,8 @@ export const makeMemorySweepStore = (files: Map<string, string> = new Map()): Sw
             files.set(key(dir, SUMMARY_CSV), renderSummaryCsv(doc))
           })
         )
-      })
+      }),
+    stillThere: (dir) => Effect.sync(() => files.has(key(dir, SWEEP_FILE)))
   }
 }
 

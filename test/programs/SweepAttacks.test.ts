@@ -167,3 +167,34 @@ describe("secrets in the server string or the client (issue 27 item 7)", () => {
       })
   )
 })
+
+describe("the session folder deleted while a client runs (issue 27 item 5)", () => {
+  it.effect("stops the sweep naming what happened (exit 8), blames no engine, recreates nothing", () =>
+    Effect.gen(function* () {
+      const files = new Map<string, string>()
+      let runs = 0
+      const layer = setup(
+        {
+          run: (server, argv) => {
+            runs++
+            if (runs === 2) {
+              // the user removes the session folder; the runner can write nothing: on main this read
+              // as the engine dying under the client
+              files.clear()
+              return { exitCode: 1, engineDies: true }
+            }
+            return model(server, argv)
+          }
+        },
+        files
+      )
+      const exit = yield* runSweep(options()).pipe(Effect.provide(layer), Effect.exit)
+      const error = failure(exit)
+      assert.strictEqual(error?._tag, "SessionVanished")
+      assert.include(error?.message, "vanished")
+      assert.notInclude(error?.message ?? "", "engine exited")
+      assert.strictEqual(runs, 2, "the sweep went on after the folder vanished")
+      assert.strictEqual(files.size, 0, "the session folder's files were recreated")
+    })
+  )
+})
