@@ -109,7 +109,7 @@ export const ServeStatus = Schema.Struct({
   port: NullableNumber,
   base_url: Schema.NullOr(Schema.String),
   outcome: Schema.NullOr(
-    Schema.Literal("client_exited", "server_exited", "ready_timeout", "stopped", "start_failed")
+    Schema.Literal("client_exited", "server_exited", "ready_timeout", "stopped", "start_failed", "port_taken")
   ),
   server: Schema.Struct({
     argv: Schema.Array(Schema.String),

@@ -370,3 +370,25 @@ describe("impossible measurements are invalid_measurement, naming the field (iss
     assert.isNull(classify(fixture("sglang-bench-serving.jsonl")).errorClass)
   })
 })
+
+describe("a process outside the lease on the engine's port (issue 27 item 1)", () => {
+  const line =
+    "hyperloom: port_taken: port 41234 is served by pid 999 of user mallory (python3 squat.py), not by the lease's engine (pid 17); its answers are not the engine's, so nothing is measured"
+  it("fails the engine start as port_taken, naming the pid and user first, whatever the engine did", () => {
+    const r = classifyAttempt(
+      AttemptOutcome.ServerNotReady({
+        exitCode: 1,
+        runtimeSec: 3,
+        outputTail: `${line}\nERROR: [Errno 98] error while attempting to bind on address: address already in use`
+      })
+    )
+    assert.strictEqual(r.errorClass, "port_taken")
+    assert.match(r.error!, /^port_taken: port 41234 is served by pid 999 of user mallory/)
+  })
+  it("fails a client run the runner refused as port_taken", () => {
+    const r = classifyAttempt(
+      AttemptOutcome.Exited({ exitCode: 3, runtimeSec: 0, outputTail: line, throughput: undefined })
+    )
+    assert.strictEqual(r.errorClass, "port_taken")
+  })
+})
