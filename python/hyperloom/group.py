@@ -109,6 +109,7 @@ RUNNER_FILES = (
     "hyperloom/keeper.py",
     "hyperloom/tee.py",
     "hyperloom/jsonfile.py",
+    "hyperloom/listener.py",
     "hyperloom/serve.py",
 )
 HEARTBEAT_MAX_SEC = 20.0

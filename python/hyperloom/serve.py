@@ -56,7 +56,7 @@ import time
 import urllib.error
 import urllib.request
 
-from hyperloom import jsonfile, keeper, procgroup
+from hyperloom import jsonfile, keeper, listener, procgroup
 from hyperloom.tee import Tee
 
 STATUS_FILE = "serve.json"
@@ -333,15 +333,19 @@ class Runner:
             % (self.server.pid, self.server_pgid, self.port, url, fmt(a["ready_timeout"])))
         self.write_status(False)
         next_progress = time.monotonic() + a["progress_every"]
+        port = listener.Watch(self.port, os.path.join(a["dir"], SERVER_LOG))
         while True:
             if self.stop_requested.is_set():
                 return self.finish("stopped", STOPPED_EXIT)
+            if port.check(self.server.pid, self.server_pgid, now=not self.server_alive()):
+                log(port.taken)  # another process took the engine's port: its answers are not the engine's
+                return self.finish("port_taken", NOT_READY_EXIT)
             if not self.server_alive():
                 log("the server exited with code %d after %s s, before it was ready; server.log ends: %s"
                     % (self.server_exit, fmt(self.server_runtime), last_line(os.path.join(a["dir"], SERVER_LOG))))
                 return self.finish("server_exited", NOT_READY_EXIT)
             elapsed = time.monotonic() - self.server_started
-            if probe(url):
+            if probe(url) and not port.check(self.server.pid, self.server_pgid, now=True):
                 self.ready_sec = round(elapsed, 3)
                 log("server ready after %s s" % fmt(self.ready_sec))
                 break

@@ -36,13 +36,14 @@ import sys
 import threading
 import time
 
-from hyperloom import jsonfile, keeper, procgroup
+from hyperloom import jsonfile, keeper, listener, procgroup
 from hyperloom.serve import add_runner_flags, expand, free_port, last_line, node_facts, probe
 from hyperloom.tee import Tee
 
 ENGINE_FILE = "engine.json"
 CONTROL_DIR = "control"
 SERVER_LOG = "server.log"
+PORT_TAKEN_EXIT = 3  # a client run refused: a process outside the lease listens on the engine's port
 CLIENT_LOG = "client.log"
 NOT_READY_EXIT = 3
 ENGINE_DIED_EXIT = 4
@@ -119,9 +120,14 @@ class Runner:
         log("engine started (pid %d, process group %d, port %d); waiting for %s to answer 200"
             % (self.server.pid, self.server_group.pgid, self.port, url))
         next_progress = time.monotonic() + self.a.progress_every
+        self.port_watch = listener.Watch(self.port, os.path.join(self.a.dir, SERVER_LOG))
         while True:
             if self.stop_requested.is_set():
                 self.outcome = "stopped"
+                return False
+            if self.port_watch.check(self.server.pid, self.server_group.pgid, now=not self.server_alive()):
+                log(self.port_watch.taken)  # another process took the engine's port
+                self.outcome = "port_taken"
                 return False
             if not self.server_alive():
                 log("the engine exited with code %d after %.1f s, before it was ready; server.log ends: %s"
@@ -129,7 +135,7 @@ class Runner:
                 self.outcome = "server_exited"
                 return False
             elapsed = time.monotonic() - self.server_started
-            if probe(url):
+            if probe(url) and not self.port_watch.check(self.server.pid, self.server_group.pgid, now=True):
                 self.ready_sec = round(elapsed, 3)
                 log("engine ready after %.1f s" % self.ready_sec)
                 return True
@@ -169,6 +175,12 @@ class Runner:
         tee = Tee(os.path.join(run_dir, CLIENT_LOG), log)
         t0 = time.time()
         started = time.monotonic()
+        taken = listener.foreign_listener(self.port, self.server.pid, self.server_group.pgid)
+        if taken:  # the run would measure another process: the client does not run
+            tee.note(("hyperloom-sweep: %s\n" % taken).encode())
+            tee.close()
+            log(taken)
+            return PORT_TAKEN_EXIT, False, 0.0, t0, time.time()
         self.client_group = keeper.Group()
         try:
             self.client = subprocess.Popen(

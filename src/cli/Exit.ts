@@ -4,7 +4,8 @@ import type { SessionNotFound } from "../domain/Errors.js"
 import type { SessionSpecMismatch } from "../domain/SessionSpec.js"
 import type { SessionState, StopReason } from "../domain/State.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
-import type { ExperimentChanged } from "../programs/Sweep.js"
+import type { SessionHoldsOther } from "../programs/SessionKind.js"
+import type { ExperimentChanged, SessionVanished } from "../programs/Sweep.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
 
 /**
@@ -18,7 +19,7 @@ const TABLE = [
   [
     "usage",
     2,
-    "bad usage: an unknown or invalid option, a missing `-- CMD`, an invalid RAY_ADDRESS or HYPERLOOM_* setting, a baseline session run with other arguments (nothing runs)"
+    "bad usage: an unknown or invalid option, a missing `-- CMD`, an invalid RAY_ADDRESS or HYPERLOOM_* setting, a baseline session run with other arguments, a session folder that holds the other experiment (a sweep's for baseline run, a baseline's for sweep run) (nothing runs)"
   ],
   [
     "rayNotFound",
@@ -44,7 +45,7 @@ const TABLE = [
   [
     "state",
     8,
-    "session state missing (no session in that directory) or unusable: corrupt, not a regular file, from a newer hyperloom, or locked by another run"
+    "session state missing (no session in that directory, or its folder vanished while a sweep ran) or unusable: corrupt, not a regular file, from a newer hyperloom, or locked by another run"
   ],
   ["lease", 9, "the lease could not be held (bridge or actor failure)"],
   ["baselineFailed", 10, "baseline stopped: baseline_failed"],
@@ -122,11 +123,14 @@ export type Failure =
   | SessionLocked
   | StateIoFailed
   | ExperimentChanged
+  | SessionHoldsOther
+  | SessionVanished
 
 /** One exit code per error tag: exhaustive (a missing or unknown tag is a type error). */
 const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
   UsageError: EXIT.usage,
   ExperimentChanged: EXIT.usage,
+  SessionHoldsOther: EXIT.usage,
   SessionSpecMismatch: EXIT.usage,
   InvalidSetting: EXIT.usage,
   InvalidAddress: EXIT.usage,
@@ -145,6 +149,7 @@ const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = 
   SessionLocked: EXIT.state,
   StateIoFailed: EXIT.state,
   SessionNotFound: EXIT.state,
+  SessionVanished: EXIT.state,
   LeaseBridgeStartFailed: EXIT.lease,
   LeaseBridgeProtocolError: EXIT.lease,
   LeaseRayInitFailed: EXIT.lease,

@@ -5,6 +5,10 @@
  */
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
 import { comboLabel, shellQuote } from "../domain/Sweep.js"
+import { ellipsize } from "../domain/Text.js"
+
+/** A value the user wrote (a combination's params, a load), cut in a text table; --json has it whole. */
+const cut = (text: string): string => ellipsize(text, 60)
 
 const num = (n: number | undefined | null): string =>
   n === undefined || n === null ? "–" : n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10)
@@ -46,7 +50,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     if (c.points.length === 0 || c.status === "infeasible" || c.status === "failed") {
       rows.push([
         String(c.index),
-        comboLabel(c.params),
+        cut(comboLabel(c.params)),
         "–",
         c.status,
         "–",
@@ -60,8 +64,8 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     for (const p of c.points) {
       rows.push([
         String(c.index),
-        comboLabel(c.params),
-        p.load,
+        cut(comboLabel(c.params)),
+        cut(p.load),
         p.status,
         spread(p, "output_throughput"),
         spread(p, "p99_ttft_ms"),
@@ -86,7 +90,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
       ["#", "combination", "status", `largest passing ${e.load.name}`, "peak output tok/s"],
       ...doc.summary.combinations.map((c) => [
         String(c.index),
-        c.label,
+        cut(c.label),
         c.status,
         c.largest_passing_load ?? "none",
         num(c.peak_output_throughput)
@@ -100,13 +104,13 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   } else {
     out.push(
       s.verdict === "tie"
-        ? `best: a TIE within noise — #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
+        ? `best: a TIE within noise — #${s.best.combination} (${cut(s.best.label)}) at ${e.load.name}=${cut(s.best.load)}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
             .map(
               (t) =>
-                `#${t.combination} (${t.label}) at ${e.load.name}=${t.load}, ${num(t.output_throughput)} tok/s`
+                `#${t.combination} (${cut(t.label)}) at ${e.load.name}=${cut(t.load)}, ${num(t.output_throughput)} tok/s`
             )
             .join("; ")}`
-        : `best: #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
+        : `best: #${s.best.combination} (${cut(s.best.label)}) at ${e.load.name}=${cut(s.best.load)}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
     )
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")

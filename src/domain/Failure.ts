@@ -1,6 +1,6 @@
 import { Data } from "effect"
 import { INFEASIBLE_MARKER } from "./Errors.js"
-import type { Metrics, ResultFormat } from "./Results.js"
+import { impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
 
 /**
  * Failure classes of a baseline attempt (SPEC §6).
@@ -20,6 +20,7 @@ export const FAILURE_CLASSES = [
   "subprocess_nonzero",
   "no_report",
   "invalid_measurement",
+  "port_taken",
   "interrupted"
 ] as const
 
@@ -86,6 +87,12 @@ export type AttemptOutcome = Data.TaggedEnum<{
     /** The result file's format and metrics (SPEC §10), when it had a known format. */
     readonly resultFormat?: ResultFormat | undefined
     readonly metrics?: Metrics | undefined
+    /**
+     * Why the result file's metrics are impossible (Results.ts `invalidMetricOf`: NaN, negative, a
+     * fractional count), naming the field; negative values and fractional counts in `metrics` are
+     * found without it.
+     */
+    readonly invalidMetric?: string | undefined
     /**
      * A serving attempt (SPEC §10): the server's exit code when it exited on its own while the
      * client ran (the runner's serve.json). Then the engine broke, whatever the client did: vLLM's
@@ -201,6 +208,21 @@ export const isKvCacheOom = (tail: string): boolean => {
 const CLIENT_REQUEST_FAILED =
   /(?:warmup|initial test run) failed - please make sure benchmark arguments are correctly specified/i
 
+/**
+ * The runners' line when a process outside the lease listened on the engine's port (issue 27 item
+ * 1, python/hyperloom/listener.py): `port_taken: port P is served by pid N of user U (…), not by
+ * the lease's engine …`. Whatever answered there was not the engine, so nothing was measured.
+ */
+export const PORT_TAKEN_MARKER = "port_taken: port "
+
+/** The first line of the text that says the engine's port was taken, from the marker on; undefined if none. */
+export const portTakenLine = (text: string): string | undefined => {
+  const at = text.indexOf(PORT_TAKEN_MARKER)
+  if (at < 0) return undefined
+  const eol = text.indexOf("\n", at)
+  return text.slice(at, eol < 0 ? undefined : eol).trim()
+}
+
 /** The tail reads like a rejected argument / option / backend (SPEC §6 `fast_exit_arg_error`). */
 export const hasArgErrorText = (text: string): boolean => {
   const tail = CLIENT_REQUEST_FAILED.test(text)
@@ -224,7 +246,8 @@ export const hasArgErrorText = (text: string): boolean => {
  * engine core error, then the API server's "Engine core initialization failed. See root cause
  * above" traceback) still classifies the attempt.
  */
-export const isTellingLine = (line: string): boolean => isKvCacheOom(line) || hasArgErrorText(line)
+export const isTellingLine = (line: string): boolean =>
+  isKvCacheOom(line) || hasArgErrorText(line) || line.includes(PORT_TAKEN_MARKER)
 
 /**
  * The line decided the attempt's class: it matches the class's own patterns (a KV-cache OOM line
@@ -311,11 +334,13 @@ const describe = (value: unknown): string => {
 
 /** The class of a failed exit: `kv_cache_oom` at any runtime, then a fast argument error, else non-zero. */
 const failedExitClass = (text: string, runtimeSec: number): FailureClass =>
-  isKvCacheOom(text)
-    ? "kv_cache_oom"
-    : runtimeSec < FAST_EXIT_SEC && hasArgErrorText(text)
-      ? "fast_exit_arg_error"
-      : "subprocess_nonzero"
+  portTakenLine(text) !== undefined
+    ? "port_taken"
+    : isKvCacheOom(text)
+      ? "kv_cache_oom"
+      : runtimeSec < FAST_EXIT_SEC && hasArgErrorText(text)
+        ? "fast_exit_arg_error"
+        : "subprocess_nonzero"
 
 const evidenceText = (evidence: ReadonlyArray<string> | undefined) =>
   evidence === undefined || evidence.length === 0 ? "" : `${evidence.join("\n")}\n`
@@ -386,6 +411,19 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
       readyTimeoutSec,
       runtimeSec
     }): AttemptResult => {
+      const taken = portTakenLine(`${evidenceText(evidence)}${outputTail}`)
+      if (taken !== undefined) {
+        // another process answered on the engine's port: its failure, whatever the engine then did
+        return {
+          errorClass: "port_taken",
+          exitCode,
+          runtimeSec,
+          error: boundedErrorText(outputTail, taken),
+          launchLog: boundedErrorText(outputTail),
+          throughput: null,
+          outputSignature
+        }
+      }
       const what =
         readyTimeoutSec !== undefined
           ? `the server was not ready within ${fmtSec(readyTimeoutSec)} s and was stopped`
@@ -418,6 +456,7 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
     Exited: ({
       evidence,
       exitCode,
+      invalidMetric,
       metrics,
       outputSignature,
       outputTail,
@@ -488,6 +527,19 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
             outputTail,
             "exited 0 but its result has completed 0: every request failed, not a measurement"
           ),
+          launchLog,
+          throughput: measured,
+          outputSignature,
+          ...result
+        }
+      }
+      const impossible = invalidMetric ?? impossibleMetricOf(metrics)
+      if (impossible !== undefined) {
+        return {
+          errorClass: "invalid_measurement",
+          exitCode,
+          runtimeSec,
+          error: boundedErrorText(outputTail, `exited 0 but its result is impossible: ${impossible}`),
           launchLog,
           throughput: measured,
           outputSignature,

@@ -46,6 +46,8 @@ export interface ParsedResult {
   readonly metrics: Metrics
   /** Records in the file (JSON lines); the last one was used. */
   readonly records: number
+  /** Why the record is no measurement (`invalidMetricOf`), naming the field; absent when its metrics are possible. */
+  readonly invalid?: string | undefined
 }
 
 type Json = Record<string, unknown>
@@ -107,6 +109,34 @@ export const metricsOf = (record: Json): Metrics => {
   return out
 }
 
+/** Metrics that count requests: whole numbers. */
+const COUNT_KEYS: ReadonlySet<MetricKey> = new Set(["completed"])
+
+const shown = (v: unknown): string =>
+  v === null ? "NaN or infinite (null)" : (JSON.stringify(v) ?? String(v))
+
+/**
+ * Why a record's metrics cannot be a measurement (issue 27 item 2), naming the first field: a
+ * metric of SPEC §10 that is there but not a finite number (Python's `NaN`/`Infinity`, read as
+ * null; a string), negative (no latency, throughput or count is), or a count (`completed`) that
+ * is not a whole number; undefined when every metric present is possible. Both engines' clients
+ * write 0, never NaN, for an empty list (`np.mean(tpots or 0)`), so NaN is never theirs.
+ */
+export const invalidMetricOf = (record: Json): string | undefined => {
+  for (const key of METRIC_KEYS) {
+    if (!(key in record)) continue
+    const v = record[key]
+    if (typeof v !== "number" || !Number.isFinite(v)) return `${key} is ${shown(v)}, not a finite number`
+    if (v < 0) return `${key} is ${v}, negative`
+    if (COUNT_KEYS.has(key) && !Number.isInteger(v)) return `${key} is ${v}, not a whole number of requests`
+  }
+  return undefined
+}
+
+/** `invalidMetricOf` on metrics already read (finite numbers): negative values and fractional counts. */
+export const impossibleMetricOf = (metrics: Metrics | null | undefined): string | undefined =>
+  metrics == null ? undefined : invalidMetricOf(metrics as Json)
+
 /**
  * Python's `json.dumps` writes the non-standard `Infinity`, `-Infinity` and `NaN` (SGLang's
  * `"request_rate": Infinity` when no rate is set): read them as null, as values only.
@@ -144,6 +174,11 @@ const recordsOf = (text: string): Array<unknown> | undefined => {
   return out.length > 0 ? out : undefined
 }
 
+const invalidOf = (record: Json): { invalid?: string } => {
+  const invalid = invalidMetricOf(record)
+  return invalid === undefined ? {} : { invalid }
+}
+
 /**
  * Reads a result file's text. undefined means "no report": not JSON (nor JSON lines), or no record
  * of a known format. The last record of JSON lines is the result.
@@ -159,7 +194,8 @@ export const parseResult = (text: string): ParsedResult | undefined => {
       format: engine,
       throughput: last.output_throughput,
       metrics: metricsOf(last),
-      records: records.length
+      records: records.length,
+      ...invalidOf(last)
     }
   }
   if ("throughput" in last) {
@@ -167,7 +203,8 @@ export const parseResult = (text: string): ParsedResult | undefined => {
       format: "hyperloom",
       throughput: last.throughput,
       metrics: metricsOf(last),
-      records: records.length
+      records: records.length,
+      ...invalidOf(last)
     }
   }
   return undefined

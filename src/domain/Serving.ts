@@ -1,4 +1,5 @@
 import { Data, Either, Schema } from "effect"
+import { redactArgv } from "./Redact.js"
 
 /**
  * Serving benchmarks: the leased command (a plain argv, or a serving command: a server, its
@@ -108,7 +109,7 @@ export const ServeStatus = Schema.Struct({
   port: NullableNumber,
   base_url: Schema.NullOr(Schema.String),
   outcome: Schema.NullOr(
-    Schema.Literal("client_exited", "server_exited", "ready_timeout", "stopped", "start_failed")
+    Schema.Literal("client_exited", "server_exited", "ready_timeout", "stopped", "start_failed", "port_taken")
   ),
   server: Schema.Struct({
     argv: Schema.Array(Schema.String),
@@ -157,6 +158,9 @@ export interface EnvironmentRecord {
   readonly python: string | null
 }
 
+const nullableArgv = (argv: ReadonlyArray<string> | null): ReadonlyArray<string> | null =>
+  argv === null ? null : redactArgv(argv)
+
 export const environmentRecord = (input: {
   readonly now: string
   readonly attempt: number
@@ -182,8 +186,9 @@ export const environmentRecord = (input: {
       cuda_visible_devices: cvd,
       accelerators: facts?.gpus ?? []
     },
-    server_argv: input.status?.server.argv ?? input.serverArgv,
-    client_argv: input.clientArgv,
+    // kept in the session: known secret shapes redacted (Redact.ts)
+    server_argv: nullableArgv(input.status?.server.argv ?? input.serverArgv),
+    client_argv: redactArgv(input.clientArgv),
     engines: facts?.engines ?? {},
     python: facts?.python ?? null
   }

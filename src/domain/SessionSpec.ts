@@ -5,6 +5,7 @@
  * deadline, the enablement command) may change between runs; these may not. Pure.
  */
 import { Data, Either, Schema } from "effect"
+import { redactArgv, redactText } from "./Redact.js"
 
 export const BaselineSpec = Schema.Struct({
   argv: Schema.Array(Schema.String),
@@ -20,10 +21,11 @@ export const baselineSpec = (options: {
   readonly request: { readonly gpus: number; readonly servingSlot: boolean }
   readonly serving?: { readonly server: string; readonly readyPath: string } | undefined
 }): BaselineSpec => ({
-  argv: [...options.argv],
+  // kept in state.json and compared redacted: the command runs as given (Redact.ts)
+  argv: redactArgv(options.argv),
   gpus: options.request.gpus,
   serving_slot: options.request.servingSlot,
-  server: options.serving?.server ?? null,
+  server: options.serving === undefined ? null : redactText(options.serving.server),
   ready_path: options.serving?.readyPath ?? null
 })
 

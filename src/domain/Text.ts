@@ -9,6 +9,14 @@ const ID_SHOWN = 12
 /** A hex id as an operator reads it: long ids (nodes, actors, groups) shortened, short ones (jobs) whole. */
 export const shortId = (id: string): string => (id.length > ID_SHOWN ? `${id.slice(0, ID_SHOWN)}…` : id)
 
+/**
+ * At most `max` characters of `text`, its end replaced by `…` when it was longer: for a value a
+ * user wrote (a 100 KB `--param` value) in a text table, which would otherwise pad every row to
+ * its width. JSON output keeps the whole value.
+ */
+export const ellipsize = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, Math.max(0, max - 1))}…`
+
 /** The last `max` characters of `text`. */
 export const keepTail = (text: string, max: number): string => (text.length > max ? text.slice(-max) : text)
 

@@ -50,6 +50,7 @@ import {
   save,
   stopForDeadline
 } from "./Baseline/Run.js"
+import { refuseSweepSession } from "./SessionKind.js"
 
 export { attemptPaths, describeAttempt, errorHead } from "../domain/Attempt.js"
 export type { BaselineOptions, BaselineReport } from "./Baseline/Run.js"
@@ -161,6 +162,7 @@ const runScoped = Effect.fn("Baseline.run")(function* (options: BaselineOptions)
   const store = yield* StateStore
   const dir = options.sessionDir
   yield* store.lock(dir)
+  yield* refuseSweepSession(dir)
   const spec = baselineSpec(options)
   const loaded = yield* Effect.flatMap(store.load(dir), (state) =>
     Option.isNone(state)

@@ -29,6 +29,7 @@ import {
   MAX_EVIDENCE_LINES
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
+import { redactArgv, redactExperiment } from "../domain/Redact.js"
 import { CLIENT_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import {
@@ -36,11 +37,13 @@ import {
   beginEngine,
   beginRun,
   type CombinationRecord,
+  clientArgvOf,
   comboLabel,
   type Difference,
   type Experiment,
   experimentDiff,
   experimentOf,
+  experimentRecord,
   finishPoint,
   finishRun,
   inFlight,
@@ -57,6 +60,7 @@ import {
   setCombination,
   setSweepStatus,
   skipRemaining,
+  substitute,
   updateEngine,
   withSummary
 } from "../domain/Sweep.js"
@@ -64,6 +68,7 @@ import { AttemptFiles, type AttemptFilesShape } from "../services/AttemptFiles.j
 import { StateStore } from "../services/StateStore.js"
 import { SweepStore, type SweepStoreShape } from "../services/SweepStore.js"
 import type { AttemptError } from "./AttemptRunner.js"
+import { refuseBaselineSession, type SessionHoldsOther } from "./SessionKind.js"
 import { type EngineHandle, SweepEngine, type SweepEngineShape } from "./SweepEngine.js"
 
 export interface SweepOptions {
@@ -94,6 +99,16 @@ export class ExperimentChanged extends Data.TaggedError("ExperimentChanged")<{
   }
 }
 
+/**
+ * The session folder (its sweep.json) vanished while the sweep ran (issue 27 item 5): someone
+ * deleted it. The sweep stops (exit 8) without recreating it, and nothing is blamed on the engine.
+ */
+export class SessionVanished extends Data.TaggedError("SessionVanished")<{ readonly sessionDir: string }> {
+  override get message(): string {
+    return `the session folder ${this.sessionDir} vanished while the sweep ran (its sweep.json is gone): the sweep stopped; nothing was recreated, and the run in flight is not counted against its engine (hyperloom's own files went away, not the engine)`
+  }
+}
+
 export interface SweepReport {
   readonly sessionDir: string
   readonly doc: SweepDoc
@@ -114,6 +129,8 @@ interface Run {
   doc: SweepDoc
   engineStarts: number
   clientRuns: number
+  /** sweep.json was written (or found): from then on it must still be there at every save. */
+  saved: boolean
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -122,9 +139,12 @@ const nowIso = Effect.map(Clock.currentTimeMillis, iso)
 const save = (run: Run, next: SweepDoc) =>
   Effect.uninterruptible(
     Effect.gen(function* () {
+      if (run.saved && !(yield* run.store.stillThere(run.dir)))
+        return yield* new SessionVanished({ sessionDir: run.dir })
       const doc = withSummary({ ...next, updated_at: yield* nowIso })
       run.doc = doc
       yield* run.store.save(run.dir, doc)
+      run.saved = true
     })
   )
 
@@ -191,6 +211,7 @@ const judgeRun = (
               evidence,
               throughput: parsed?.throughput,
               resultFormat: parsed?.format,
+              invalidMetric: parsed?.invalid,
               metrics: parsed?.metrics
             })
           )
@@ -224,7 +245,7 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
         const n = c.points.reduce((m, p) => m + p.runs.length + p.interrupted_runs.length, 0) + 1
         const runDir = `${comboDir(run, index)}/runs/${n}-${safeName(load)}`
         const resultFile = `${runDir}/result.json`
-        const argv = pointOf(run, index, load).client_argv
+        const argv = clientArgvOf(experimentRecord(run.options.experiment), combo(run, index).params, load)
         yield* run.files.prepare(runDir, resultFile)
         yield* save(
           run,
@@ -232,7 +253,7 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
             repeat,
             try: attempt,
             dir: runDir,
-            client_argv: argv,
+            client_argv: redactArgv(argv),
             started_at: yield* nowIso
           })
         )
@@ -352,7 +373,8 @@ const runCombination = (run: Run, index: number) =>
         Effect.gen(function* () {
           const handle = yield* run.engine.start({
             request: run.options.request,
-            server: c.server_cmd,
+            // what runs is the experiment as given; the document keeps it redacted (Redact.ts)
+            server: substitute(run.options.experiment.server, c.params),
             dir,
             readyPath: run.options.readyPath,
             readyTimeoutSec: run.options.readyTimeoutSec,
@@ -378,6 +400,7 @@ const runCombination = (run: Run, index: number) =>
         ),
         Effect.tapError((e) =>
           Effect.gen(function* () {
+            if (e._tag === "SessionVanished") return
             const now = yield* nowIso
             const reason = e._tag === "LeaseWaitExpired" ? "lease_wait_expired" : "lease_failed"
             yield* save(
@@ -497,6 +520,7 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
   const dir = options.sessionDir
   const locks = yield* StateStore
   yield* locks.lock(dir)
+  yield* refuseBaselineSession(dir)
   const store = yield* SweepStore
   const loaded = yield* store.load(dir)
   const run: Run = {
@@ -505,18 +529,19 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     store,
     files: yield* AttemptFiles,
     engine: yield* SweepEngine,
-    doc: Option.getOrElse(loaded, () => initialSweep(options.experiment, iso(0))),
+    doc: Option.getOrElse(loaded, () => initialSweep(redactExperiment(options.experiment), iso(0))),
     engineStarts: 0,
-    clientRuns: 0
+    clientRuns: 0,
+    saved: Option.isSome(loaded)
   }
   const now = yield* nowIso
   if (Option.isNone(loaded)) {
-    yield* save(run, { ...initialSweep(options.experiment, now), cwd: options.cwd })
+    yield* save(run, { ...initialSweep(redactExperiment(options.experiment), now), cwd: options.cwd })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`
     )
   } else {
-    const diffs = experimentDiff(experimentOf(run.doc.experiment), options.experiment)
+    const diffs = experimentDiff(experimentOf(run.doc.experiment), redactExperiment(options.experiment))
     if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
     const open = inFlight(run.doc)
     if (open > 0)
@@ -568,4 +593,4 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
 /** Runs (or resumes) a sweep session; see the header. */
 export const runSweep = (options: SweepOptions) => Effect.scoped(runScoped(options))
 
-export type SweepError = AttemptError | ExperimentChanged
+export type SweepError = AttemptError | ExperimentChanged | SessionHoldsOther | SessionVanished

@@ -45,6 +45,8 @@ export interface AttemptFilesShape {
   readonly readJson: (file: string) => Effect.Effect<unknown>
   /** Writes a text file (a report), replacing one of the same name (temp file, rename). */
   readonly writeText: (file: string, text: string) => Effect.Effect<void, StateIoFailed>
+  /** Whether something is at this path (a file of any kind; one that cannot be looked at counts). */
+  readonly exists: (file: string) => Effect.Effect<boolean>
 }
 
 export class AttemptFiles extends Context.Tag("hyperloom/services/AttemptFiles")<
@@ -159,7 +161,10 @@ const makeLive = Effect.gen(function* () {
     yield* fs.rename(tmp, file).pipe(Effect.mapError(io("rename", file)))
   })
 
+  const exists = (file: string) => fs.exists(file).pipe(Effect.orElseSucceed(() => true))
+
   return AttemptFiles.of({
+    exists,
     readJson,
     writeText,
     prepare,
@@ -234,7 +239,8 @@ export const makeMemoryAttemptFiles = (): MemoryAttemptFiles => {
     writeText: (file, text) =>
       Effect.sync(() => {
         files.set(file, text)
-      })
+      }),
+    exists: (file) => Effect.sync(() => files.has(file) || dirs.has(file))
   }
   return { service, files, dirs }
 }

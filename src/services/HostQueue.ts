@@ -27,6 +27,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { Clock, Effect, Layer, Ref, type Scope } from "effect"
 import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.js"
+import { redactText } from "../domain/Redact.js"
 import {
   closeFd,
   flockOnce,
@@ -51,7 +52,9 @@ export interface JoinInfo {
 
 /** What a lease that names no command is told as: the hyperloom command line (Settings' `commandLine`). */
 const commandText = (commandLine: ReadonlyArray<string>) =>
-  `hyperloom ${commandLine.join(" ")}`.trim().slice(0, 300)
+  redactText(`hyperloom ${commandLine.join(" ")}`)
+    .trim()
+    .slice(0, 300)
 
 /** This process's place in the queue, for the scope it was joined in. */
 export interface Ticket {
@@ -202,7 +205,7 @@ const parseRecord = (
       pid,
       uid,
       user: userName(uid),
-      command: j.command.slice(0, 300),
+      command: redactText(j.command).slice(0, 300),
       gpus,
       joinedAt,
       joinedUs
@@ -447,7 +450,8 @@ export const makeFileQueue = (
         pid: process.pid,
         uid,
         user: userName(uid),
-        command: info.command ?? ownCommand,
+        // The ticket is world-readable (`hyperloom queue` shows it to every user): no secrets in it.
+        command: info.command === undefined ? ownCommand : redactText(info.command).slice(0, 300),
         gpus: info.gpus,
         joinedAt: now
       }

@@ -1,5 +1,5 @@
 import { FileSystem } from "@effect/platform"
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule } from "effect"
 import {
   CONTROL_DIR,
   type ControlRequest,
@@ -9,6 +9,7 @@ import {
   parseRunDone,
   type RunDone
 } from "../domain/Sweep/Runner.js"
+import { readRegularFile } from "./BoundedRead.js"
 import { StateIoFailed } from "./StateStore.js"
 
 /**
@@ -57,7 +58,12 @@ export const layer: Layer.Layer<SweepControl, never, FileSystem.FileSystem> = La
     const fs = yield* FileSystem.FileSystem
     const io = (operation: string, path: string) => (e: { readonly message: string }) =>
       new StateIoFailed({ path, operation, detail: e.message })
-    const readText = (file: string) => fs.readFileString(file).pipe(Effect.orElseSucceed(() => undefined))
+    // Bounded, regular files only (BoundedRead.ts): a FIFO in the engine directory hung the poll.
+    const readText = (file: string) =>
+      readRegularFile(file, 1024 * 1024).pipe(
+        Effect.map(Option.getOrUndefined),
+        Effect.orElseSucceed(() => undefined)
+      )
     const engine = (dir: string) =>
       Effect.map(readText(`${dir}/${ENGINE_STATUS_FILE}`), (t) =>
         t === undefined ? undefined : parseEngineStatus(t)

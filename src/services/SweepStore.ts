@@ -11,7 +11,7 @@ import {
   type SweepDoc
 } from "../domain/Sweep.js"
 import { writeFileAtomically } from "./AtomicWrite.js"
-import { isNotFound } from "./LockFile.js"
+import { readRegularFile, STATE_FILE_MAX_BYTES } from "./BoundedRead.js"
 import { StateCorrupt, StateFromFuture, StateIoFailed, type StateLoadError } from "./StateStore.js"
 
 /**
@@ -28,6 +28,11 @@ import { StateCorrupt, StateFromFuture, StateIoFailed, type StateLoadError } fro
 export interface SweepStoreShape {
   readonly load: (sessionDir: string) => Effect.Effect<Option.Option<SweepDoc>, StateLoadError>
   readonly save: (sessionDir: string, doc: SweepDoc) => Effect.Effect<void, StateLoadError>
+  /**
+   * Whether the session's sweep.json is still there (something is at its path): a sweep that saved
+   * once asks before each save, so a session folder deleted under it is said, never recreated.
+   */
+  readonly stillThere: (sessionDir: string) => Effect.Effect<boolean>
 }
 
 const problem = (file: string, text: string): Either.Either<SweepDoc, StateCorrupt | StateFromFuture> =>
@@ -43,11 +48,15 @@ const makeLive = Effect.gen(function* () {
   const io = (operation: string, target: string) => (e: PlatformError) =>
     new StateIoFailed({ path: target, operation, detail: e.message })
 
+  // Not through fs.readFileString: a FIFO hung sweep show, sweep run and report (deaf to Ctrl-C) and
+  // /dev/zero ate gigabytes; refused as state.json is (BoundedRead.ts), the file left as it is.
   const readIfExists = (file: string) =>
-    fs.readFileString(file).pipe(
-      Effect.map(Option.some),
-      Effect.catchIf(isNotFound, () => Effect.succeed(Option.none<string>())),
-      Effect.mapError(io("read", file))
+    readRegularFile(file, STATE_FILE_MAX_BYTES).pipe(
+      Effect.mapError((e) =>
+        e._tag === "FileRefused"
+          ? new StateCorrupt({ path: file, detail: e.detail })
+          : new StateIoFailed({ path: file, operation: "read", detail: e.detail })
+      )
     )
 
   const writeAtomically = (dir: string, base: string, text: string) =>
@@ -73,7 +82,10 @@ const makeLive = Effect.gen(function* () {
     yield* writeAtomically(sessionDir, SUMMARY_CSV, renderSummaryCsv(doc))
   })
 
-  return { load, save } satisfies SweepStoreShape
+  const stillThere = (sessionDir: string) =>
+    fs.exists(path.join(sessionDir, SWEEP_FILE)).pipe(Effect.orElseSucceed(() => true))
+
+  return { load, save, stillThere } satisfies SweepStoreShape
 })
 
 export class SweepStore extends Effect.Service<SweepStore>()("hyperloom/services/SweepStore", {
@@ -105,7 +117,8 @@ export const makeMemorySweepStore = (files: Map<string, string> = new Map()): Sw
             files.set(key(dir, SUMMARY_CSV), renderSummaryCsv(doc))
           })
         )
-      })
+      }),
+    stillThere: (dir) => Effect.sync(() => files.has(key(dir, SWEEP_FILE)))
   }
 }
 

@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { renderSweepText } from "../../src/cli/RenderSweep.js"
+import { withSummary } from "../../src/domain/Sweep.js"
 import { scriptedSweep } from "../support/sweep.js"
 
 describe("sweep show (text)", () => {
@@ -73,5 +74,30 @@ describe("sweep show (text)", () => {
       assert.deepStrictEqual(sh.stdout.trim().split("\n"), want)
       fs.rmSync(work, { recursive: true, force: true })
     })
+  )
+})
+
+describe("sweep show (text): long values (issue 27 item 8)", () => {
+  it.effect(
+    "a 100 KB param value is cut with an ellipsis in the tables, whole in the pasteable command",
+    () =>
+      Effect.gen(function* () {
+        const long = "x".repeat(100_000)
+        const doc = yield* scriptedSweep({
+          server: `serve --max-num-seqs {seqs} --note ${long}`,
+          client: ["bench", "--max-concurrency", "{c}"],
+          gpus: 1
+        })
+        const withLong = withSummary({
+          ...doc,
+          combinations: doc.combinations.map((c) => ({ ...c, params: { ...c.params, note: long } }))
+        })
+        const text = renderSweepText("/s", withLong)
+        const [head, best] = [text.slice(0, text.indexOf("\nbest:")), text.slice(text.indexOf("\nbest:"))]
+        for (const line of head.split("\n")) assert.isBelow(line.length, 400, line.slice(0, 200))
+        assert.include(head, "…")
+        assert.include(best.split("\n")[1]!, "…")
+        assert.include(best, `--note ${long}`)
+      })
   )
 })

@@ -317,3 +317,78 @@ describe("isMeasurement: what state show and the report may draw as a point", ()
     assert.isFalse(isMeasurement(-1, {}))
   })
 })
+
+describe("impossible measurements are invalid_measurement, naming the field (issue 27 item 2)", () => {
+  const vllm = (extra: Record<string, unknown>) =>
+    JSON.stringify({ ...JSON.parse(fixture("vllm-bench-serve.json")), ...extra })
+  const classify = (text: string) => {
+    const parsed = parseResult(text)!
+    return classifyAttempt(
+      AttemptOutcome.Exited({
+        exitCode: 0,
+        runtimeSec: 50,
+        outputTail: "done",
+        throughput: parsed.throughput,
+        resultFormat: parsed.format,
+        metrics: parsed.metrics,
+        invalidMetric: parsed.invalid
+      })
+    )
+  }
+  it.each([
+    ["a negative latency", vllm({ p99_ttft_ms: -5000 }), "p99_ttft_ms is -5000, negative"],
+    ["a negative count", vllm({ completed: -3 }), "completed is -3, negative"],
+    ["a fractional count", vllm({ completed: 0.4 }), "completed is 0.4, not a whole number"],
+    [
+      "NaN (Python's json.dumps)",
+      fixture("vllm-bench-serve.json").replace(/"p99_tpot_ms": [0-9.]+/, '"p99_tpot_ms": NaN'),
+      "p99_tpot_ms is NaN or infinite"
+    ],
+    ["a string", vllm({ mean_itl_ms: "12" }), 'mean_itl_ms is "12", not a finite number']
+  ])("%s", (_what, text, detail) => {
+    const r = classify(text)
+    assert.strictEqual(r.errorClass, "invalid_measurement")
+    assert.include(r.error!, detail)
+  })
+
+  it("metrics handed over without the parser's verdict are judged too (negative, fractional)", () => {
+    const r = classifyAttempt(
+      AttemptOutcome.Exited({
+        exitCode: 0,
+        runtimeSec: 50,
+        outputTail: "",
+        throughput: 100,
+        metrics: { output_throughput: 100, completed: 2.5 }
+      })
+    )
+    assert.strictEqual(r.errorClass, "invalid_measurement")
+    assert.include(r.error!, "completed is 2.5")
+  })
+
+  it("the engines' real results stay measurements", () => {
+    assert.isNull(classify(fixture("vllm-bench-serve.json")).errorClass)
+    assert.isNull(classify(fixture("sglang-bench-serving.jsonl")).errorClass)
+  })
+})
+
+describe("a process outside the lease on the engine's port (issue 27 item 1)", () => {
+  const line =
+    "hyperloom: port_taken: port 41234 is served by pid 999 of user mallory (python3 squat.py), not by the lease's engine (pid 17); its answers are not the engine's, so nothing is measured"
+  it("fails the engine start as port_taken, naming the pid and user first, whatever the engine did", () => {
+    const r = classifyAttempt(
+      AttemptOutcome.ServerNotReady({
+        exitCode: 1,
+        runtimeSec: 3,
+        outputTail: `${line}\nERROR: [Errno 98] error while attempting to bind on address: address already in use`
+      })
+    )
+    assert.strictEqual(r.errorClass, "port_taken")
+    assert.match(r.error!, /^port_taken: port 41234 is served by pid 999 of user mallory/)
+  })
+  it("fails a client run the runner refused as port_taken", () => {
+    const r = classifyAttempt(
+      AttemptOutcome.Exited({ exitCode: 3, runtimeSec: 0, outputTail: line, throughput: undefined })
+    )
+    assert.strictEqual(r.errorClass, "port_taken")
+  })
+})

@@ -148,6 +148,18 @@ describe("SLOs", () => {
     assert.isFalse(parseSlo("p99_ttft_ms<500").ok)
     assert.isFalse(parseSlo("p99_ttft_ms<=abc").ok)
   })
+
+  it("the bound is a decimal number as every other number option's (issue 27 item 8)", () => {
+    for (const bound of ["0x10", "0b11", "0o7", "1e3", "+5", "-5", "Infinity", "5."]) {
+      const r = parseSlo(`p99_ttft_ms<=${bound}`)
+      assert.isFalse(r.ok, bound)
+      if (!r.ok) assert.include(r.error, "decimal", bound)
+    }
+    assert.deepStrictEqual(parseSlo("p99_ttft_ms<=0.5"), {
+      ok: true,
+      slo: { metric: "p99_ttft_ms", op: "<=", bound: 0.5 }
+    })
+  })
 })
 
 describe("search", () => {

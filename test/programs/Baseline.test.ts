@@ -131,6 +131,28 @@ const crash = (n: number): FakeAttempt => ({
   ]
 })
 
+describe("Baseline.run on a sweep's session folder (issue 27 item 6)", () => {
+  it.effect(
+    "is refused (SessionHoldsOther, exit 2) naming the sweep; nothing runs, nothing is written",
+    () => {
+      const t = setup({ script: () => ({ exitCode: 0, throughput: 10 }) })
+      t.memory.files.set(`${SESSION}/sweep.json`, "{}")
+      return Effect.gen(function* () {
+        const exit = yield* Effect.exit(runBaseline(t.options()))
+        assert.isTrue(Exit.isFailure(exit))
+        const error = Exit.isFailure(exit)
+          ? (exit.cause as { error?: { _tag: string; message: string } }).error
+          : undefined
+        assert.strictEqual(error?._tag, "SessionHoldsOther")
+        assert.include(error?.message, "holds a sweep (sweep.json), not a baseline")
+        assert.strictEqual(t.runner.specs.length, 0)
+        const state = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(SESSION))
+        assert.isTrue(Option.isNone(state))
+      }).pipe(Effect.provide(t.layer))
+    }
+  )
+})
+
 describe("Baseline.run", () => {
   it.effect(
     "ray_cluster_infeasible: one attempt, baseline_failed, no enablement round and no launch log",

@@ -11,6 +11,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
@@ -203,6 +204,47 @@ describe("sweep run on a real head", () => {
     assert.strictEqual(crash.points[0].runs.length, 1, "an engine death is not retried against a dead engine")
     assert.strictEqual(crash.engine_starts.length, 1)
     assert.strictEqual(steady.status, "done")
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+  })
+
+  it("a squatter on the engine's port while it loads is refused as port_taken (pid and user named), never measured; the retry on a new port measures the engine (issue 27 item 1)", async () => {
+    const session = newSession()
+    const tag = newTag()
+    const run = sweep(
+      session,
+      // the engine binds its port only after 4 s (vLLM's imports): the squatter is quicker
+      `sleep 4; exec ${engine(tag, "--max-num-seqs 4")}`,
+      ["--load", "c=2", "--slo", SLO],
+      client(4)
+    )
+    const status = path.join(session, "combinations", "0", "engine-1", "engine.json")
+    const port = await waitFor(
+      "the sweep runner's engine.json with its port",
+      () => {
+        try {
+          return JSON.parse(fs.readFileSync(status, "utf8")).port ?? undefined
+        } catch {
+          return undefined
+        }
+      },
+      120_000,
+      50
+    )
+    const squatter = http.createServer((_req, res) => res.writeHead(200).end("{}"))
+    await new Promise<void>((resolve) => squatter.listen(port, "127.0.0.1", resolve))
+    const r = await run
+    squatter.close()
+    const doc = readSweep(session)
+    scenario("port squatter", doc, r.ms)
+    assert.strictEqual(r.code, 0, r.stderr)
+    const [c] = doc.combinations
+    assert.strictEqual(c.engine_starts[0].class, "port_taken", JSON.stringify(c.engine_starts[0]))
+    assert.include(
+      c.engine_starts[0].error,
+      `is served by pid ${process.pid} of user ${os.userInfo().username}`
+    )
+    assert.strictEqual(c.engine_starts[1].outcome, "ready")
+    assert.strictEqual(c.points[0].status, "ok")
     assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
   })
 

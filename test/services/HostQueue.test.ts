@@ -120,6 +120,41 @@ describe("HostQueue on files (live)", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live(
+    "a secret in the command line is redacted in the world-readable ticket and the view (issue 27 item 7)",
+    () =>
+      Effect.gen(function* () {
+        const dir = fs.mkdtempSync(path.join(work, "q-"))
+        fs.chmodSync(dir, 0o1777)
+        const commandLine = [
+          "sweep",
+          "run",
+          "--server",
+          "HF_TOKEN=hf_abcdefghijkl vllm serve m --api-key sk-abcdefgh12345678"
+        ]
+        const queue = yield* HostQueue.pipe(
+          Effect.provide(layerIn(dir).pipe(Layer.provide(Settings.layerTest({ commandLine }))))
+        )
+        const own = yield* queue.join({ gpus: 1 })
+        const named = yield* queue.join({ gpus: 0, command: "bench --token s3cr3tvalue" })
+        const want = "hyperloom sweep run --server HF_TOKEN=REDACTED vllm serve m --api-key REDACTED"
+        assert.strictEqual(own.entry.command, want)
+        assert.strictEqual(named.entry.command, "bench --token REDACTED")
+        assert.deepStrictEqual(
+          (yield* queue.view).entries.map((e) => e.command),
+          [want, "bench --token REDACTED"]
+        )
+        const onDisk = fs
+          .readdirSync(dir, { recursive: true })
+          .map((f) => path.join(dir, String(f)))
+          .filter((f) => fs.statSync(f).isFile())
+          .map((f) => fs.readFileSync(f, "utf8"))
+          .join("\n")
+        for (const secret of ["hf_abcdefghijkl", "sk-abcdefgh12345678", "s3cr3tvalue"])
+          assert.notInclude(onDisk, secret)
+      }).pipe(Effect.scoped)
+  )
+
   it.live("joins in arrival order; a holder does not block the next; leaving frees the place", () =>
     Effect.gen(function* () {
       const { dir, queue } = freshQueue()

@@ -18,8 +18,14 @@ import { initialState } from "../../src/domain/State.js"
 import * as AttemptFilesLive from "../../src/services/AttemptFiles.js"
 import { AttemptFiles } from "../../src/services/AttemptFiles.js"
 import { layer, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
+import * as SweepControlLive from "../../src/services/SweepControl.js"
+import { SweepControl } from "../../src/services/SweepControl.js"
+import * as SweepStoreLive from "../../src/services/SweepStore.js"
+import { SweepStore } from "../../src/services/SweepStore.js"
 
-const live = Layer.mergeAll(layer, AttemptFilesLive.layer).pipe(Layer.provideMerge(NodeContext.layer))
+const live = Layer.mergeAll(layer, AttemptFilesLive.layer, SweepStoreLive.layer, SweepControlLive.layer).pipe(
+  Layer.provideMerge(NodeContext.layer)
+)
 
 const fifos: string[] = []
 const dirs: string[] = []
@@ -47,7 +53,7 @@ const mkfifo = (file: string) => {
 }
 
 /** The effect's exit within 5 s (a hang is a failure, not a stuck test). */
-const bounded = <A, E>(effect: Effect.Effect<A, E, StateStore | AttemptFiles>) =>
+const bounded = <A, E>(effect: Effect.Effect<A, E, StateStore | AttemptFiles | SweepStore | SweepControl>) =>
   effect.pipe(
     Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => "hung" as const }),
     Effect.exit,
@@ -121,6 +127,42 @@ describe("result files that are not regular files", () => {
           assert.deepStrictEqual(exit, Exit.succeed(undefined), `${file}: ${String(exit)}`)
         }
       }
+    })
+  )
+})
+
+describe("sweep.json that is not a regular file (issue 27 item 3)", () => {
+  it.live(
+    "a FIFO is refused at once (exit 8: sweep show, sweep run and report load it) and never replaced",
+    () =>
+      Effect.gen(function* () {
+        const dir = session()
+        const file = path.join(dir, "sweep.json")
+        mkfifo(file)
+        const message = failureMessage(yield* bounded(Effect.flatMap(SweepStore, (s) => s.load(dir))))
+        assert.include(message, "not a regular file")
+        assert.include(message, "left untouched")
+        assert.isTrue(fs.lstatSync(file).isFIFO(), "the FIFO was replaced")
+      })
+  )
+
+  it.live("a link to /dev/zero is refused at once, without reading it", () =>
+    Effect.gen(function* () {
+      const dir = session()
+      fs.symlinkSync("/dev/zero", path.join(dir, "sweep.json"))
+      const before = process.memoryUsage().rss
+      const message = failureMessage(yield* bounded(Effect.flatMap(SweepStore, (s) => s.load(dir))))
+      assert.include(message, "not a regular file")
+      assert.isBelow(process.memoryUsage().rss - before, 64 * 1024 * 1024)
+    })
+  )
+
+  it.live("the runner's engine.json as a FIFO reads as not written yet, at once", () =>
+    Effect.gen(function* () {
+      const dir = session()
+      mkfifo(path.join(dir, "engine.json"))
+      const exit = yield* bounded(Effect.flatMap(SweepControl, (c) => c.engine(dir)))
+      assert.deepStrictEqual(exit, Exit.succeed(undefined))
     })
   )
 })

@@ -27,7 +27,9 @@ export const EngineStatus = Schema.Struct({
   version: Schema.Literal(1),
   state: Schema.Literal("starting", "ready", "failed", "stopped", "exited"),
   /** Why it failed before ready. */
-  outcome: Schema.NullOr(Schema.Literal("server_exited", "ready_timeout", "start_failed", "stopped")),
+  outcome: Schema.NullOr(
+    Schema.Literal("server_exited", "ready_timeout", "start_failed", "stopped", "port_taken")
+  ),
   port: N,
   base_url: Schema.NullOr(Schema.String),
   ready_sec: N,

@@ -2,6 +2,7 @@
  * Service-level objectives of a sweep (SPEC §12): `--slo 'p99_ttft_ms<=500'`, any metric of §10,
  * `<=` or `>=`, repeatable; all must hold, judged on the median over a point's repeats. Pure.
  */
+import { parseDecimal } from "../Numbers.js"
 import { METRIC_KEYS, type MetricKey, type Metrics } from "../Results.js"
 
 export interface Slo {
@@ -25,11 +26,12 @@ export const parseSlo = (text: string): SloParse => {
       ok: false,
       error: `--slo: unknown metric ${JSON.stringify(metric)}; one of ${METRIC_KEYS.join(", ")}`
     }
-  const bound = Number(m[3])
-  if (!Number.isFinite(bound))
+  // Decimal digits only, as every number option (Numbers.ts): Number() read `0x10` as 16.
+  const bound = parseDecimal(m[3]!)
+  if (bound === undefined)
     return {
       ok: false,
-      error: `--slo ${metric}: the bound must be a finite number, got ${JSON.stringify(m[3])}`
+      error: `--slo ${metric}: the bound must be a decimal number (digits, one optional '.'), got ${JSON.stringify(m[3])}`
     }
   return { ok: true, slo: { metric: metric as MetricKey, op: m[2] as "<=" | ">=", bound } }
 }

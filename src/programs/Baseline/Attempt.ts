@@ -241,6 +241,7 @@ const ranOutcome = Effect.fn("Baseline.ranOutcome")(function* (
       evidence: output.evidence,
       throughput: parsed?.throughput,
       resultFormat: parsed?.format,
+      invalidMetric: parsed?.invalid,
       metrics: parsed?.metrics
     })
   )

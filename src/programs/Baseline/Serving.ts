@@ -94,6 +94,7 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
       evidence,
       throughput: parsed?.throughput,
       resultFormat: parsed?.format,
+      invalidMetric: parsed?.invalid,
       metrics: parsed?.metrics,
       serverExitCode
     })
