@@ -32,7 +32,11 @@ import {
   strictCommand
 } from "../Shared.js"
 import { waitOption } from "./queue.js"
-import { session } from "./state.js"
+import { sessionOption } from "./state.js"
+
+const session = sessionOption(
+  "The sweep's session directory: it holds sweep.json (the experiment and every point), summary.csv, environment.json, the lock, and per combination its engine's server.log and per run its client.log and result file. A new directory starts a sweep; the same command on it resumes one."
+)
 
 const server = Options.text("server").pipe(
   Options.withPseudoName("'SERVER CMD'"),
@@ -262,7 +266,7 @@ export const sweepRun = Command.make(
 export const sweepShow = Command.make("show", { session, json }, (o) =>
   Effect.gen(function* () {
     const loaded = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session))
-    if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session })
+    if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session, kind: "sweep" })
     yield* o.json
       ? Console.log(renderSweep(loaded.value).trimEnd())
       : Console.log(renderSweepText(o.session, loaded.value))
