@@ -4,7 +4,8 @@
  * command lines, ready to paste. Pure.
  */
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
-import { comboLabel, shellQuote } from "../domain/Sweep.js"
+import { comboLabel, comboRef, shellQuote } from "../domain/Sweep.js"
+import { bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
 
 const num = (n: number | undefined | null): string =>
   n === undefined || n === null ? "–" : n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10)
@@ -31,7 +32,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   const e = doc.experiment
   const out: Array<string> = []
   out.push(
-    `sweep ${sessionDir}: ${doc.status}${doc.stop_reason !== null ? ` (${doc.stop_reason})` : ""}, ${doc.combinations.length} combination(s), ${
+    `sweep ${sessionDir}: ${sweepStatusText(doc)}, ${doc.combinations.length} combination(s), ${
       e.load.kind === "points"
         ? `load ${e.load.name} = ${e.load.values.join(", ")}`
         : `search ${e.load.name} up to ${e.load.max}`
@@ -95,18 +96,22 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   )
   out.push("")
   const s = doc.summary
+  const ref = (b: { readonly combination: number }) =>
+    comboRef(b.combination, doc.combinations.find((c) => c.index === b.combination)?.params ?? {})
+  const title = bestTitle(doc)
   if (s.best === null) {
-    out.push("best: none — no point met every SLO (sweep_no_feasible_point)")
+    out.push(
+      doc.status === "done"
+        ? "best: none — no point met every SLO (sweep_no_feasible_point)"
+        : `${title}: none — no point has met every SLO yet`
+    )
   } else {
     out.push(
       s.verdict === "tie"
-        ? `best: a TIE within noise — #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
-            .map(
-              (t) =>
-                `#${t.combination} (${t.label}) at ${e.load.name}=${t.load}, ${num(t.output_throughput)} tok/s`
-            )
+        ? `${title}: a TIE within noise — ${ref(s.best)} at ${e.load.name}=${s.best.load}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
+            .map((t) => `${ref(t)} at ${e.load.name}=${t.load}, ${num(t.output_throughput)} tok/s`)
             .join("; ")}`
-        : `best: #${s.best.combination} (${s.best.label}) at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
+        : `${title}: ${ref(s.best)} at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
     )
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")

@@ -36,7 +36,7 @@ import {
   beginEngine,
   beginRun,
   type CombinationRecord,
-  comboLabel,
+  comboRef,
   type Difference,
   type Experiment,
   experimentDiff,
@@ -297,8 +297,6 @@ const combosLeft = (run: Run, after: number) =>
 /** The points of a ready engine: the grid's pending ones in order, or the search's next one. */
 const runPoints = (run: Run, index: number, handle: EngineHandle) =>
   Effect.gen(function* () {
-    const total = run.doc.combinations.length
-    const label = comboLabel(combo(run, index).params)
     const spec = run.doc.experiment.load
     for (;;) {
       const c = combo(run, index)
@@ -314,7 +312,7 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         const step = nextSearchStep(spec.max, evaluated)
         if (step._tag === "done") {
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total} (${label}): the largest load meeting every SLO is ${step.largest ?? "none (load 1 fails)"} (${evaluated.length} points evaluated)`
+            `sweep: combination ${comboRef(index, combo(run, index).params)}: the largest load meeting every SLO is ${step.largest ?? "none (load 1 fails)"} (${evaluated.length} points evaluated)`
           )
           return "done" as const
         }
@@ -326,7 +324,7 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         spec.kind === "points"
           ? `point ${c2.points.length - pointsLeft(c2) + 1}/${c2.points.length}, ${pointsLeft(c2) - 1} left here`
           : `search point ${c2.points.length}`
-      const where = `combination ${index + 1}/${total} (${label}), ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
+      const where = `combination ${comboRef(index, combo(run, index).params)}, ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
       const end = yield* runPoint(run, index, load, handle, where)
       if (end === "engine_died") return "engine_died" as const
     }
@@ -337,7 +335,6 @@ const DETERMINISTIC: ReadonlySet<string> = new Set(["kv_cache_oom", "fast_exit_a
 /** A combination: one engine start (one retry for a non-deterministic failure before ready). */
 const runCombination = (run: Run, index: number) =>
   Effect.gen(function* () {
-    const total = run.doc.combinations.length
     for (;;) {
       const c = combo(run, index)
       const failedStarts = c.engine_starts.filter((s) => s.outcome === "failed").length
@@ -346,7 +343,7 @@ const runCombination = (run: Run, index: number) =>
       yield* save(run, beginEngine(run.doc, index, dir, yield* nowIso))
       run.engineStarts++
       yield* Effect.logInfo(
-        `sweep: combination ${index + 1}/${total} (${comboLabel(c.params)}): starting the engine under a lease: ${c.server_cmd}`
+        `sweep: combination ${comboRef(index, c.params)}: starting the engine under a lease: ${c.server_cmd}`
       )
       const outcome = yield* Effect.scoped(
         Effect.gen(function* () {
@@ -359,7 +356,7 @@ const runCombination = (run: Run, index: number) =>
             waitSec: run.options.waitSec,
             env: run.options.env,
             cwd: run.options.cwd,
-            onOutput: (o) => Effect.logDebug(`[combination ${index + 1}] ${o.line}`)
+            onOutput: (o) => Effect.logDebug(`[combination #${index}] ${o.line}`)
           })
           if (handle.started._tag === "NotReady")
             return { _tag: "not_ready" as const, result: handle.started.result }
@@ -368,7 +365,7 @@ const runCombination = (run: Run, index: number) =>
             updateEngine(run.doc, index, { outcome: "ready", ready_sec: handle.started.readySec })
           )
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
+            `sweep: combination #${index}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
           )
           return { _tag: "ran" as const, end: yield* runPoints(run, index, handle) }
         })
@@ -391,7 +388,7 @@ const runCombination = (run: Run, index: number) =>
               )
             )
             yield* Effect.logError(
-              `sweep: the lease failed (${e._tag}); the sweep can be resumed once that is fixed`
+              `sweep: the lease failed; the same command resumes the sweep once that is fixed`
             )
           })
         )
@@ -432,13 +429,13 @@ const runCombination = (run: Run, index: number) =>
               )
             )
             yield* Effect.logInfo(
-              `sweep: combination ${index + 1}/${total}: infeasible (${r.errorClass}, not retried): ${head}`
+              `sweep: combination #${index}: infeasible (${r.errorClass}, not retried): ${head}`
             )
             return "next" as const
           }
           if (failedStarts === 0) {
             yield* Effect.logInfo(
-              `sweep: combination ${index + 1}/${total}: the engine failed before ready (${r.errorClass}); retrying once: ${head}`
+              `sweep: combination #${index}: the engine failed before ready (${r.errorClass}); retrying once: ${head}`
             )
             continue
           }
@@ -450,7 +447,7 @@ const runCombination = (run: Run, index: number) =>
             )
           )
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total}: the engine failed before ready again (${r.errorClass}); going on`
+            `sweep: combination #${index}: the engine failed before ready again (${r.errorClass}); going on`
           )
           return "next" as const
         }
@@ -459,7 +456,7 @@ const runCombination = (run: Run, index: number) =>
           if (outcome.end === "engine_died") {
             yield* save(run, skipRemaining(setCombination(run.doc, index, { status: "engine_died" }), index))
             yield* Effect.logInfo(
-              `sweep: combination ${index + 1}/${total}: the engine died during a point; its remaining points are not run`
+              `sweep: combination #${index}: the engine died during a point; its remaining points are not run`
             )
           } else {
             yield* save(run, setCombination(run.doc, index, { status: "done" }))
