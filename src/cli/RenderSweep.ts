@@ -16,6 +16,16 @@ const spread = (p: PointRecord, key: "output_throughput" | "p99_ttft_ms" | "p99_
   return s.min === s.max ? num(s.median) : `${num(s.median)} (${num(s.min)}–${num(s.max)})`
 }
 
+/** `, p99 TTFT 60 ms, p99 TPOT 60 ms`: the best point's medians, beside its throughput. */
+const bestLatencies = (doc: SweepDoc): string => {
+  const b = doc.summary.best
+  const p = doc.combinations.find((c) => c.index === b?.combination)?.points.find((x) => x.load === b?.load)
+  if (p === undefined) return ""
+  const t = p.stats.p99_ttft_ms?.median
+  const o = p.stats.p99_tpot_ms?.median
+  return `${t === undefined ? "" : `, p99 TTFT ${num(t)} ms`}${o === undefined ? "" : `, p99 TPOT ${num(o)} ms`}`
+}
+
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   return rows
@@ -111,7 +121,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
         ? `${title}: a TIE within noise — ${ref(s.best)} at ${e.load.name}=${s.best.load}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
             .map((t) => `${ref(t)} at ${e.load.name}=${t.load}, ${num(t.output_throughput)} tok/s`)
             .join("; ")}`
-        : `${title}: ${ref(s.best)} at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
+        : `${title}: ${ref(s.best)} at ${e.load.name}=${s.best.load}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}${bestLatencies(doc)}`
     )
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")

@@ -578,6 +578,9 @@ const csvCell = (v: string | number | null | undefined): string => {
   return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s
 }
 
+/** A measurement as the reports print it: 2 decimals (`65.87`, not `65.86953602976874`); sweep.json keeps every digit. */
+const csvNumber = (n: number): number => Math.round(n * 100) / 100
+
 /** One row per point: the combination, its params, the load, status, runs, and median/min/max per metric. */
 export const renderSummaryCsv = (doc: SweepDoc): string => {
   const paramNames = doc.experiment.params.map((p) => p.name)
@@ -600,7 +603,7 @@ export const renderSummaryCsv = (doc: SweepDoc): string => {
       p.runs.filter((r) => r.status === "ok").length,
       ...METRIC_KEYS.flatMap((k) => {
         const s = (p.stats as MetricStats)[k]
-        return s === undefined ? [null, null, null] : [s.median, s.min, s.max]
+        return s === undefined ? [null, null, null] : [s.median, s.min, s.max].map(csvNumber)
       })
     ])
   )

@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import { renderSweepText } from "../../src/cli/RenderSweep.js"
-import { type Experiment, type SweepDoc, withSummary } from "../../src/domain/Sweep.js"
+import { type Experiment, renderSummaryCsv, type SweepDoc, withSummary } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import { model, scriptedSweep, setup } from "../support/sweep.js"
 
@@ -116,6 +116,43 @@ describe("one numbering", () => {
       const text = renderSweepText("/s", r.doc)
       assert.notInclude(text, "((no params))")
       assert.match(text, /^best: #0 at c=2: /m)
+    })
+  )
+})
+
+describe("exports people can use", () => {
+  it.effect("summary.csv numbers are rounded to 2 decimals, as the reports print them", () =>
+    Effect.gen(function* () {
+      const doc = yield* scriptedSweep({
+        server: "engine --max-num-seqs {seqs}",
+        client: ["client", "--max-concurrency", "{c}"],
+        gpus: 1
+      })
+      const csv = renderSummaryCsv(doc)
+      const cells = csv
+        .split("\n")
+        .slice(1)
+        .flatMap((l) => l.split(","))
+      const numbers = cells.filter((c) => /^-?\d+(\.\d+)?$/.test(c))
+      assert.isAbove(numbers.length, 10)
+      for (const n of numbers) assert.match(n, /^-?\d+(\.\d{1,2})?$/, csv)
+      // 200·8/(4+8) = 133.333… at seqs=8, c=8
+      assert.include(csv, "133.33")
+    })
+  )
+
+  it.effect("the best line gives the best point's p99 TTFT and TPOT beside its throughput", () =>
+    Effect.gen(function* () {
+      const doc = yield* scriptedSweep({
+        server: "engine --max-num-seqs {seqs}",
+        client: ["client", "--max-concurrency", "{c}"],
+        gpus: 1
+      })
+      const line = renderSweepText("/s", doc)
+        .split("\n")
+        .find((l) => l.startsWith("best:"))
+      // seqs=8, c=8: p99 TTFT = p99 TPOT = 20 + 5·8 = 60 ms
+      assert.include(line, "133 output tok/s, p99 TTFT 60 ms, p99 TPOT 60 ms")
     })
   )
 })
