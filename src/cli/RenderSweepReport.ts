@@ -235,9 +235,18 @@ const paretoChart = (points: ReadonlyArray<ParetoPoint>, perGpu: string) => {
   o.push(
     `<text x="${L}" y="36" class="legend">filled: met every SLO · hollow: an SLO failed · dashed: the front of the filled · ringed: the best</text>`
   )
+  // Points at the same place (two combinations alike) are drawn 5 px apart, so neither hides.
+  const seen = new Map<string, number>()
+  const shift = new Map<ParetoPoint, number>()
+  for (const p of points) {
+    const key = `${px(p.x).toFixed(0)},${py(p.y).toFixed(0)}`
+    const n = seen.get(key) ?? 0
+    seen.set(key, n + 1)
+    shift.set(p, n * 5)
+  }
   for (const p of points) {
     const onFront = front.includes(p)
-    const at = `cx="${px(p.x).toFixed(1)}" cy="${py(p.y).toFixed(1)}"`
+    const at = `cx="${(px(p.x) + (shift.get(p) ?? 0)).toFixed(1)}" cy="${py(p.y).toFixed(1)}"`
     o.push(
       p.sloFailed
         ? `<circle ${at} r="4" fill="#fff" stroke="${p.color}" stroke-width="1.5" class="slofailed"><title>${escapeHtml(p.label)}</title></circle>`
@@ -383,7 +392,7 @@ client: ${escapeHtml(best.client_cmd)}</pre>`
 <div class="meta">${doc.combinations.length} combination(s) · ${e.load.kind === "points" ? `${escapeHtml(loadName)} = ${escapeHtml(e.load.values.join(", "))}` : `search ${escapeHtml(loadName)} up to ${e.load.max}`} · ${e.repeats} repeat(s) · SLO ${escapeHtml(e.slos.join(" and ") || "none")} · status ${escapeHtml(doc.status)} · failed points are marked ×</div>
 ${verdict}
 <div class="legend">${combos.map(({ color, label }) => `<span><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</span>`).join(" ")}</div>
-<div class="legend">● measured, met every SLO (median over the repeats; a bar: min–max over them) · ○ measured, an SLO failed · <span class="bad">×</span> failed: no measurement, drawn on the x-axis (at its left end: a combination that never served) · <span class="bad">- - -</span> SLO</div>
+<div class="key">● measured, met every SLO (median over the repeats; a bar: min–max over them) · ○ measured, an SLO failed · <span class="bad">×</span> failed: no measurement, drawn on the x-axis (at its left end: a combination that never served) · <span class="bad">- - -</span> SLO</div>
 <div class="charts">
 ${charts.join("\n")}
 </div>
@@ -421,6 +430,8 @@ table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 3
 th { background: #f6f6f6; } td.err { color: #a33; font-family: ui-monospace, monospace; font-size: 12px; }
 td.good { color: #176b1f; } td.bad, p.bad { color: #a33; } tr.bestrow { background: #fff5d6; }
 pre { background: #f6f6f6; padding: 8px; white-space: pre-wrap; overflow-wrap: anywhere; }
+div.key { margin: 6px 0; font-size: 13px; }
+table { max-width: 100%; } td:first-child { overflow-wrap: anywhere; min-width: 12em; }
 div.legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 6px 0; font-size: 13px; } td.num { white-space: nowrap; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; border-radius: 2px; }
 </style>
