@@ -33,12 +33,14 @@ import {
   shellLine,
   substitute
 } from "./Sweep/Grid.js"
+import { linkedLoads } from "./Sweep/GridForms.js"
 import type { Experiment } from "./Sweep/Identity.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
 import { oneLine } from "./Text.js"
 
 export * from "./Sweep/Best.js"
 export * from "./Sweep/Grid.js"
+export * from "./Sweep/GridForms.js"
 export * from "./Sweep/Identity.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
@@ -167,7 +169,11 @@ export const ExperimentRecord = Schema.Struct({
   slos: Schema.Array(Schema.String),
   repeats: Schema.Int.pipe(Schema.positive()),
   gpus: Schema.NonNegativeInt,
-  nodes: Schema.Int.pipe(Schema.positive())
+  nodes: Schema.Int.pipe(Schema.positive()),
+  /** `--combo`: the listed combinations (absent: the params' Cartesian product). */
+  combos: Schema.optional(Schema.Array(Schema.Record({ key: Schema.String, value: Schema.String }))),
+  /** `--link-vars PARAM=LOAD` (absent: none). */
+  links: Schema.optional(Schema.Array(Schema.Struct({ param: Schema.String, load: Schema.String })))
 })
 export type ExperimentRecord = typeof ExperimentRecord.Type
 
@@ -261,7 +267,9 @@ export const experimentRecord = (e: Experiment): ExperimentRecord => ({
   slos: e.slos.map(renderSlo),
   repeats: e.repeats,
   gpus: e.gpus,
-  nodes: e.nodes
+  nodes: e.nodes,
+  ...(e.combos !== undefined ? { combos: e.combos.map((c) => ({ ...c })) } : {}),
+  ...(e.links !== undefined && e.links.length > 0 ? { links: e.links.map((l) => ({ ...l })) } : {})
 })
 
 export const experimentOf = (r: ExperimentRecord): Experiment => ({
@@ -301,7 +309,7 @@ export const initialSweep = (experiment: Experiment, now: string): SweepDoc => {
     created_at: now,
     updated_at: now,
     experiment: e,
-    combinations: combinations(e.params).map((params, index) => ({
+    combinations: (e.combos ?? combinations(e.params)).map((params, index) => ({
       index,
       params,
       server_cmd: substitute(e.server, params),
@@ -309,7 +317,7 @@ export const initialSweep = (experiment: Experiment, now: string): SweepDoc => {
       class: null,
       error: null,
       engine_starts: [],
-      points: loads.map((l) => newPoint(e, params, l))
+      points: linkedLoads(loads, params, e.links).map((l) => newPoint(e, params, l))
     })),
     summary: { combinations: [], verdict: "none", best: null, tied_with: [] }
   }

@@ -118,3 +118,30 @@ describe("sweeps are said to exist", () => {
     assert.include(lines[0], "hyperloom sweep run --help")
   })
 })
+
+describe("grids as people write them (CLI)", () => {
+  const sweep = (...extra: ReadonlyArray<string>) =>
+    run(["sweep", "run", "--session", "s", "--gpus", "0", "--server", "x {seqs}", ...extra, "--", "c", "{c}"])
+
+  it("--combo with --param is one clear usage error", () => {
+    const r = sweep("--param", "seqs=1,2", "--combo", "seqs=4", "--load", "c=1")
+    assert.strictEqual(r.code, 2, r.stderr)
+    assert.include(r.stderr, "not both")
+  })
+
+  it("--link-vars that leaves a combination without a load point is refused, naming it", () => {
+    const r = sweep("--param", "seqs=2,32", "--link-vars", "seqs=c", "--load", "c=1,2,4")
+    assert.strictEqual(r.code, 2, r.stderr)
+    assert.include(r.stderr, "seqs=32 without a load point")
+  })
+
+  it("sweep run --help offers --reset-prefix-cache and says repeats without a reset can be flattered", () => {
+    const r = run(["sweep", "run", "--help"])
+    const block = r.stdout.slice(r.stdout.indexOf("\n--reset-prefix-cache"), r.stdout.indexOf("\n--load"))
+    assert.include(block, "/reset_prefix_cache")
+    assert.include(block, "/flush_cache")
+    assert.match(block.replace(/\s+/g, " "), /look better than a cold engine/)
+    assert.include(r.stdout, "--combo")
+    assert.include(r.stdout, "--link-vars")
+  })
+})
