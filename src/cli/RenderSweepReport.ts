@@ -6,7 +6,16 @@
  * front marked and the best highlighted. The points table. Pure: the documents in, the page out.
  */
 import type { MetricKey } from "../domain/Results.js"
-import { ascendingLoads, comboRef, loadNumber, type PointRecord, type SweepDoc } from "../domain/Sweep.js"
+import type { EnvironmentRecord } from "../domain/Serving.js"
+import {
+  ascendingLoads,
+  comboRef,
+  loadNumber,
+  type PointRecord,
+  type SweepDoc,
+  shellLine,
+  sweepDuration
+} from "../domain/Sweep.js"
 import { escapeHtml } from "./RenderReport.js"
 import { bestTitle } from "./RenderSweepStatus.js"
 
@@ -289,7 +298,41 @@ const measuredOrNull = (p: PointRecord, k: MetricKey) =>
 const visible = (p: PointRecord) => p.status !== "not_run" && p.status !== "pending"
 
 /** One sweep's section: charts per combination, the Pareto chart, the points table. */
-export const renderSweepSection = (name: string, doc: SweepDoc): string => {
+/** The sweep's environment (node, versions, engines, commands) and its duration, as a baseline's. */
+const environmentTable = (doc: SweepDoc, env: EnvironmentRecord | undefined): string => {
+  const runs = doc.combinations.flatMap((c) => c.points.flatMap((p) => p.runs)).length
+  const starts = doc.combinations.reduce((n, c) => n + c.engine_starts.length, 0)
+  const rows: Array<[string, string]> = [
+    [
+      "duration",
+      `${sweepDuration(doc.created_at, doc.updated_at)} (${doc.created_at} to ${doc.updated_at}; ${starts} engine start(s), ${runs} client run(s))`
+    ]
+  ]
+  if (env !== undefined) {
+    const engines = Object.entries(env.engines)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")
+    const n = (env as { readonly combination?: number }).combination
+    rows.push(
+      ["hyperloom", env.hyperloom_version],
+      ["Ray", env.ray_version ?? "–"],
+      ["node", env.node.hostname ?? "–"],
+      [
+        "GPUs",
+        `${env.node.gpu_count}${env.node.accelerators.length > 0 ? ` × ${env.node.accelerators.join(", ")}` : ""}${env.node.cuda_visible_devices !== null ? ` (CUDA_VISIBLE_DEVICES=${env.node.cuda_visible_devices})` : ""}`
+      ],
+      ["engines", engines === "" ? "–" : engines],
+      ["python", env.python ?? "–"],
+      [`server${n !== undefined ? ` (#${n}, the last engine ready)` : ""}`, shellLine(env.server_argv ?? [])],
+      ["client", shellLine(env.client_argv)],
+      ["recorded", env.recorded_at]
+    )
+  }
+  return `<h3>Environment</h3>
+<table class="env">${rows.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join("")}</table>${env === undefined ? `<p class="meta">No environment record (environment.json) in this session.</p>` : ""}`
+}
+
+export const renderSweepSection = (name: string, doc: SweepDoc, environment?: EnvironmentRecord): string => {
   const e = doc.experiment
   const loadName = e.load.name
   const gpus = e.gpus * Math.max(1, e.nodes)
@@ -403,11 +446,16 @@ ${paretoChart(pareto, perGpu)}
 <table><tr><th>combination</th><th>${escapeHtml(loadName)}</th><th>status</th><th>output tok/s (median, min–max)</th><th>p99 TTFT ms (median, min–max)</th><th>p99 TPOT ms</th><th>tok/s per user</th><th>why not ok</th></tr>
 ${rows.join("\n")}
 </table>
+${environmentTable(doc, environment)}
 </section>`
 }
 
 export const renderSweepReport = (
-  sweeps: ReadonlyArray<{ readonly name: string; readonly doc: SweepDoc }>,
+  sweeps: ReadonlyArray<{
+    readonly name: string
+    readonly doc: SweepDoc
+    readonly environment?: EnvironmentRecord | undefined
+  }>,
   generatedAt: string
 ): string => `<!doctype html>
 <html lang="en">
@@ -439,7 +487,7 @@ div.legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 6px 0; font-
 <body>
 <h1>hyperloom sweep</h1>
 <div class="meta">generated ${escapeHtml(generatedAt)}</div>
-${sweeps.map((s) => renderSweepSection(s.name, s.doc)).join("\n")}
+${sweeps.map((s) => renderSweepSection(s.name, s.doc, s.environment)).join("\n")}
 </body>
 </html>
 `

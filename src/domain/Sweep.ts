@@ -39,6 +39,7 @@ import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
 import { oneLine } from "./Text.js"
 
 export * from "./Sweep/Best.js"
+export * from "./Sweep/Environment.js"
 export * from "./Sweep/Grid.js"
 export * from "./Sweep/GridForms.js"
 export * from "./Sweep/Identity.js"

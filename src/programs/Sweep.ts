@@ -29,7 +29,7 @@ import {
   MAX_EVIDENCE_LINES
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { CLIENT_LOG } from "../domain/Serving.js"
+import { CLIENT_LOG, ENVIRONMENT_FILE, type NodeFacts } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import {
   addPoint,
@@ -57,6 +57,7 @@ import {
   setCombination,
   setSweepStatus,
   skipRemaining,
+  sweepEnvironmentRecord,
   updateEngine,
   withSummary
 } from "../domain/Sweep.js"
@@ -82,6 +83,8 @@ export interface SweepOptions {
   readonly deadlineSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
+  /** hyperloom's version, for the session's environment record. */
+  readonly version?: string | undefined
 }
 
 /** The same session was given a different experiment (exit 2). */
@@ -330,6 +333,24 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
     }
   })
 
+/** `<session>/environment.json` (issue 27 item 14): the node and commands of the engine just ready. */
+const recordSweepEnvironment = (run: Run, index: number, node: NodeFacts | undefined) =>
+  Effect.gen(function* () {
+    const c = combo(run, index)
+    const record = sweepEnvironmentRecord({
+      now: yield* nowIso,
+      combination: index,
+      hyperloomVersion: run.options.version ?? "unknown",
+      requestedGpus: run.options.request.gpus,
+      node,
+      server: c.server_cmd,
+      clientArgv: c.points[0]?.client_argv ?? run.doc.experiment.client
+    })
+    yield* run.files
+      .writeJson(`${run.dir.replace(/\/+$/, "")}/${ENVIRONMENT_FILE}`, record)
+      .pipe(Effect.catchAll((e) => Effect.logWarning(`cannot write the environment record: ${e.message}`)))
+  })
+
 const DETERMINISTIC: ReadonlySet<string> = new Set(["kv_cache_oom", "fast_exit_arg_error"])
 
 /** A combination: one engine start (one retry for a non-deterministic failure before ready). */
@@ -364,6 +385,7 @@ const runCombination = (run: Run, index: number) =>
             run,
             updateEngine(run.doc, index, { outcome: "ready", ready_sec: handle.started.readySec })
           )
+          yield* recordSweepEnvironment(run, index, handle.started.status?.node)
           yield* Effect.logInfo(
             `sweep: combination #${index}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
           )

@@ -7,7 +7,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import { renderSweepText } from "../../src/cli/RenderSweep.js"
-import { type Experiment, renderSummaryCsv, type SweepDoc, withSummary } from "../../src/domain/Sweep.js"
+import { renderSweepReport } from "../../src/cli/RenderSweepReport.js"
+import {
+  type Experiment,
+  renderSummaryCsv,
+  type SweepDoc,
+  sweepEnvironmentRecord,
+  withSummary
+} from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import { model, scriptedSweep, setup } from "../support/sweep.js"
 
@@ -153,6 +160,54 @@ describe("exports people can use", () => {
         .find((l) => l.startsWith("best:"))
       // seqs=8, c=8: p99 TTFT = p99 TPOT = 20 + 5·8 = 60 ms
       assert.include(line, "133 output tok/s, p99 TTFT 60 ms, p99 TPOT 60 ms")
+    })
+  )
+})
+
+describe("the report shows the sweep's environment and duration", () => {
+  it.effect("versions, node, GPUs, engines, commands and how long the sweep took", () =>
+    Effect.gen(function* () {
+      const doc = yield* scriptedSweep({
+        server: "engine --max-num-seqs {seqs}",
+        client: ["client", "--max-concurrency", "{c}"],
+        gpus: 1
+      })
+      const environment = sweepEnvironmentRecord({
+        now: "2026-01-01T00:00:00.000Z",
+        combination: 2,
+        hyperloomVersion: "9.9.9",
+        requestedGpus: 1,
+        node: {
+          hostname: "gpu-7",
+          ray_version: "2.49.0",
+          gpus: ["NVIDIA H100 80GB HBM3"],
+          engines: { vllm: "0.9.2" }
+        },
+        server: "engine --max-num-seqs 8",
+        clientArgv: ["client", "--max-concurrency", "8"]
+      })
+      const html = renderSweepReport(
+        [
+          {
+            name: "s",
+            doc: { ...doc, created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T01:02:03.000Z" },
+            environment
+          }
+        ],
+        "now"
+      )
+      const env = html.slice(html.indexOf("<h3>Environment</h3>"))
+      for (const want of [
+        "1 h 02 min",
+        "9.9.9",
+        "2.49.0",
+        "gpu-7",
+        "NVIDIA H100 80GB HBM3",
+        "vllm 0.9.2",
+        "sh -c",
+        "client --max-concurrency 8"
+      ])
+        assert.include(env, want)
     })
   )
 })

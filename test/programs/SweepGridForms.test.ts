@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import type { Experiment } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
+import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import { flag, model, seqsOf, setup } from "../support/sweep.js"
 
 const run = (e: Experiment) =>
@@ -53,6 +54,30 @@ describe("grid forms in the sweep program", () => {
         log.runs.map((x) => `${seqsOf(x.server)}@${flag(x.argv, "--max-concurrency")}`),
         ["2@2", "4@4", "8@8"]
       )
+    }).pipe(Effect.provide(setup({ run: model })))
+  )
+})
+
+describe("a sweep keeps an environment record, as a baseline does (issue 27 item 14)", () => {
+  it.effect("environment.json: the version, the node, the engine's and client's command lines", () =>
+    Effect.gen(function* () {
+      yield* runSweep({
+        sessionDir: "/s/env",
+        experiment: base,
+        request: { gpus: 0, servingSlot: true },
+        readyPath: "/health",
+        readyTimeoutSec: 10,
+        env: {},
+        cwd: "/",
+        version: "9.9.9"
+      })
+      const files = yield* AttemptFiles.AttemptFiles
+      const env = (yield* files.readJson("/s/env/environment.json")) as Record<string, unknown> | undefined
+      assert.isDefined(env)
+      assert.strictEqual(env?.hyperloom_version, "9.9.9")
+      assert.deepStrictEqual(env?.server_argv, ["sh", "-c", "engine --max-num-seqs 8"])
+      assert.strictEqual(env?.combination, 2)
+      assert.isObject(env?.node)
     }).pipe(Effect.provide(setup({ run: model })))
   )
 })

@@ -45,10 +45,14 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
       const docs = o.sessions.map((dir, i) => ({ dir, doc: sweeps[i]! }))
       const plain = docs.find((d) => Option.isNone(d.doc))
       if (plain !== undefined) return yield* new SessionNotFound({ sessionDir: plain.dir, kind: "sweep" })
-      const html = renderSweepReport(
-        docs.map((d) => ({ name: d.dir, doc: Option.getOrThrow(d.doc) })),
-        now
+      const withEnv = yield* Effect.forEach(docs, (d) =>
+        Effect.map(files.readJson(path.join(d.dir, ENVIRONMENT_FILE)), (env) => ({
+          name: d.dir,
+          doc: Option.getOrThrow(d.doc),
+          environment: isEnvironment(env) ? env : undefined
+        }))
       )
+      const html = renderSweepReport(withEnv, now)
       yield* files.writeText(file, html)
       return yield* o.json
         ? Console.log(JSON.stringify({ out: file, sessions: o.sessions, bytes: Buffer.byteLength(html) }))

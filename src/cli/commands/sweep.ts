@@ -25,6 +25,7 @@ import {
 import { runSweep } from "../../programs/Sweep.js"
 import { Settings } from "../../services/Settings.js"
 import { SweepStore } from "../../services/SweepStore.js"
+import { VERSION } from "../../version.js"
 import { EXIT, ExitWith, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
@@ -326,7 +327,8 @@ export const sweepRun = Command.make(
         deadlineSec: Option.getOrUndefined(o.deadline),
         waitSec: Option.getOrUndefined(o.wait),
         env: settings.env,
-        cwd: settings.cwd
+        cwd: settings.cwd,
+        version: VERSION
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
