@@ -14,7 +14,19 @@
  *                            "stream"}): `data: {"text": <all text so far>, "meta_info":
  *                            {"completion_tokens", …}}` per token, then `data: [DONE]`, as
  *                            sglang/srt/entrypoints/http_server.py; one JSON object unstreamed
- *   GET  /get_model_info, /get_server_info   as SGLang's (the model; the settings)
+ *   GET  /get_model_info    as SGLang's (model_path, tokenizer_path, is_generation)
+ *   GET  /get_server_info   as SGLang's (http_server.py: the server args, the scheduler info and
+ *                            `internal_states`, one dict per DP rank: its last_gen_throughput and
+ *                            memory_usage; avg_spec_accept_length only with speculative decoding,
+ *                            so absent here). SGLang's bench_serving reads
+ *                            `["internal_states"][0].get("avg_spec_accept_length")` after every
+ *                            run of its sglang/sglang-oai backends: without the list it dies
+ *                            with KeyError: 'internal_states'
+ *   POST /flush_cache       SGLang's cache flush (bench_serving --flush-cache): 200
+ *   POST /reset_prefix_cache, /reset_mm_cache, /reset_encoder_cache   vLLM's cache resets (what
+ *                            `vllm bench sweep` posts after every run): 200, and, as in vLLM,
+ *                            served only when VLLM_SERVER_DEV_MODE=1 (404 otherwise)
+ *   POST /start_profile, /stop_profile   both clients' --profile: 200
  *
  *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
  *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
@@ -173,6 +185,7 @@ if (kvLines !== undefined) {
   let ready = false
   let served = 0
   let tokensOut = 0
+  const startedAt = performance.now()
   // The scheduler (engine-model.mjs): at most maxNumSeqs running, the rest in one FIFO queue; a
   // request that waited pays queueMs once admitted, and so does one that joins it meanwhile.
   let running = 0
@@ -241,16 +254,53 @@ if (kvLines !== undefined) {
       return
     }
     if (req.method === "GET" && url.pathname === "/get_server_info") {
+      const upSec = Math.max(1e-3, (performance.now() - startedAt) / 1000)
       res.writeHead(200, { "content-type": "application/json" })
       res.end(
         JSON.stringify({
+          // server args
           model_path: model,
+          tokenizer_path: model,
+          host: "127.0.0.1",
+          port,
           max_running_requests: settings.maxNumSeqs,
           context_length: settings.maxModelLen,
           mem_fraction_static: settings.gpuMemoryUtilization,
+          tp_size: 1,
+          dp_size: 1,
+          // scheduler info
+          max_total_num_tokens: Math.floor(settings.gpuMemoryUtilization * settings.kvTokens),
+          max_req_input_len: settings.maxModelLen,
+          // one dict per DP rank (no avg_spec_accept_length: no speculative decoding here)
+          internal_states: [
+            {
+              last_gen_throughput: tokensOut / upSec,
+              memory_usage: {
+                weight: 0,
+                kvcache: 0,
+                token_capacity: Math.floor(settings.gpuMemoryUtilization * settings.kvTokens),
+                graph: 0
+              }
+            }
+          ],
           version: "stand-in"
         })
       )
+      return
+    }
+    if (req.method === "POST" && url.pathname === "/flush_cache") {
+      res.writeHead(200, { "content-type": "text/plain" }).end("Cache flushed.\n")
+      return
+    }
+    if (
+      req.method === "POST" &&
+      ["/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"].includes(url.pathname)
+    ) {
+      res.writeHead(process.env.VLLM_SERVER_DEV_MODE === "1" ? 200 : 404).end()
+      return
+    }
+    if (req.method === "POST" && (url.pathname === "/start_profile" || url.pathname === "/stop_profile")) {
+      res.writeHead(200).end()
       return
     }
     const native = url.pathname === "/generate"

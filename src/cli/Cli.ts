@@ -19,7 +19,7 @@ import { showCommand } from "./commands/state.js"
 import { sweepRun, sweepShow } from "./commands/sweep.js"
 import { EXIT_CODES_HELP } from "./Exit.js"
 
-const about = `hyperloom keeps a Ray-backed GPU serving host usable for benchmark work: it ensures a local Ray head that declares the serving_slot resource (repairing one that lacks it only when every guard proves nobody else's Ray work can be hurt), grants serving leases (a Ray actor holding the slot and N GPUs, running a command) and runs baseline benchmarks with stop rules.`
+const about = `hyperloom keeps a Ray-backed GPU serving host usable for benchmark work: it ensures a local Ray head that declares the serving_slot resource (repairing one that lacks it only when every guard proves nobody else's Ray work can be hurt), grants serving leases (a Ray actor holding the slot and N GPUs, running a command) runs baseline benchmarks with stop rules, and sweeps engine flags and client load for the best serving configuration under an SLO (sweep run, sweep show, and report for the charts).`
 
 const environment = `Environment:
   RAY_ADDRESS                       unset/auto: the local cluster; anything else is explicit (never repaired)

@@ -19,6 +19,7 @@ const BOILERPLATE = [
   /^An integer\.$/,
   /^A floating point number\.$/,
   /^This setting is optional\.( Defaults to: .*)?$/,
+  /^A (file|directory|path)\.$/,
   /^This (argument|option) must be repeated at least 1 times\.$/,
   REPEATABLE
 ]
@@ -77,6 +78,27 @@ export const tidyHelp = (plain: string, root: boolean): string => {
   }
   while (out.length > 0 && out[out.length - 1]!.trim() === "") out.pop()
   return out.join("\n")
+}
+
+/** What a required option holds, for the line that says it is missing. */
+const REQUIRED_HINTS: Readonly<Record<string, string>> = {
+  "--gpus": "--gpus N is required: the GPUs the lease asks for (0 is a valid explicit value)",
+  "--session":
+    "--session DIR is required: the session directory (a new one starts a session, an existing one resumes it)",
+  "--server": "--server 'SERVER CMD' is required: the engine's command line"
+}
+
+/**
+ * @effect/cli's usage errors in words a user acts on: `Expected to find option: '--gpus'` becomes
+ * `--gpus N is required: … (see \`hyperloom sweep run --help\`)`. Other lines pass unchanged.
+ * `path` is the command's words (`["sweep", "run"]`).
+ */
+export const explainUsage = (line: string, path: ReadonlyArray<string>): string => {
+  const missing = /Expected to find option: '(--[a-z][a-z0-9-]*)'/.exec(line)
+  if (missing === null) return line
+  const name = missing[1]!
+  const help = path.length === 0 ? "hyperloom --help" : `hyperloom ${path.join(" ")} --help`
+  return line.replace(missing[0], `${REQUIRED_HINTS[name] ?? `${name} is required`} (see \`${help}\`)`)
 }
 
 /** Options whose value is a number: bash completes no file names for them. */

@@ -4,8 +4,9 @@
  * command lines, ready to paste. Pure.
  */
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
-import { comboLabel, shellQuote } from "../domain/Sweep.js"
+import { comboLabel, comboRef, shellQuote } from "../domain/Sweep.js"
 import { ellipsize } from "../domain/Text.js"
+import { bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
 
 /** A value the user wrote (a combination's params, a load), cut in a text table; --json has it whole. */
 const cut = (text: string): string => ellipsize(text, 60)
@@ -17,6 +18,16 @@ const spread = (p: PointRecord, key: "output_throughput" | "p99_ttft_ms" | "p99_
   const s = p.stats[key]
   if (s === undefined) return "–"
   return s.min === s.max ? num(s.median) : `${num(s.median)} (${num(s.min)}–${num(s.max)})`
+}
+
+/** `, p99 TTFT 60 ms, p99 TPOT 60 ms`: the best point's medians, beside its throughput. */
+const bestLatencies = (doc: SweepDoc): string => {
+  const b = doc.summary.best
+  const p = doc.combinations.find((c) => c.index === b?.combination)?.points.find((x) => x.load === b?.load)
+  if (p === undefined) return ""
+  const t = p.stats.p99_ttft_ms?.median
+  const o = p.stats.p99_tpot_ms?.median
+  return `${t === undefined ? "" : `, p99 TTFT ${num(t)} ms`}${o === undefined ? "" : `, p99 TPOT ${num(o)} ms`}`
 }
 
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
@@ -35,7 +46,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   const e = doc.experiment
   const out: Array<string> = []
   out.push(
-    `sweep ${sessionDir}: ${doc.status}${doc.stop_reason !== null ? ` (${doc.stop_reason})` : ""}, ${doc.combinations.length} combination(s), ${
+    `sweep ${sessionDir}: ${sweepStatusText(doc)}, ${doc.combinations.length} combination(s), ${
       e.load.kind === "points"
         ? `load ${e.load.name} = ${e.load.values.join(", ")}`
         : `search ${e.load.name} up to ${e.load.max}`
@@ -99,18 +110,22 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   )
   out.push("")
   const s = doc.summary
+  const ref = (b: { readonly combination: number }) =>
+    cut(comboRef(b.combination, doc.combinations.find((c) => c.index === b.combination)?.params ?? {}))
+  const title = bestTitle(doc)
   if (s.best === null) {
-    out.push("best: none — no point met every SLO (sweep_no_feasible_point)")
+    out.push(
+      doc.status === "done"
+        ? "best: none — no point met every SLO (sweep_no_feasible_point)"
+        : `${title}: none — no point has met every SLO yet`
+    )
   } else {
     out.push(
       s.verdict === "tie"
-        ? `best: a TIE within noise — #${s.best.combination} (${cut(s.best.label)}) at ${e.load.name}=${cut(s.best.load)}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
-            .map(
-              (t) =>
-                `#${t.combination} (${cut(t.label)}) at ${e.load.name}=${cut(t.load)}, ${num(t.output_throughput)} tok/s`
-            )
+        ? `${title}: a TIE within noise — ${ref(s.best)} at ${e.load.name}=${cut(s.best.load)}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
+            .map((t) => `${ref(t)} at ${e.load.name}=${cut(t.load)}, ${num(t.output_throughput)} tok/s`)
             .join("; ")}`
-        : `best: #${s.best.combination} (${cut(s.best.label)}) at ${e.load.name}=${cut(s.best.load)}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
+        : `${title}: ${ref(s.best)} at ${e.load.name}=${cut(s.best.load)}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}${bestLatencies(doc)}`
     )
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")

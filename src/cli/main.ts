@@ -13,7 +13,7 @@ import * as Live from "../Live.js"
 import { loadTerminal, type TerminalSettings } from "../services/Settings.js"
 import { makeCli, makeRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
-import { commandPathError, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
+import { commandPathError, explainUsage, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
 import { CommandLine, errorJson } from "./Run.js"
 import { exitCodeAfterSignals, watchSignals } from "./Signals.js"
 import {
@@ -105,12 +105,17 @@ const wrapLine = (line: string, width: number): Array<string> => {
  * Help as users read it: the whole command path in USAGE (`$ hyperloom lease run …`, not
  * `$ run …`), wrapped to the terminal width, without colour codes when stdout is not a terminal.
  */
-const presentHelp = (text: string, words: ReadonlyArray<string>, tty: boolean) => {
+const commandPath = (words: ReadonlyArray<string>) => {
   const path: Array<string> = []
   for (const w of words) {
     if (w.startsWith("-")) break
     if (COMMAND_NAMES.has(w)) path.push(w)
   }
+  return path
+}
+
+const presentHelp = (text: string, words: ReadonlyArray<string>, tty: boolean) => {
+  const path = commandPath(words)
   const plain = tidyHelp(text.replace(ANSI, ""), path.length === 0)
   const width = Math.max(40, (tty ? process.stdout.columns : terminal.columns) || 80)
   return plain
@@ -165,7 +170,9 @@ const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArr
       // @effect/cli prints its usage errors (a missing option, a value it could not read) as a text
       // block ending in a blank line: one line, marked `hyperloom: ` as every other error line is.
       error: (...args: ReadonlyArray<unknown>) =>
-        console.error(...args.map((a) => (typeof a === "string" ? errorLine(a) : a))),
+        console.error(
+          ...args.map((a) => (typeof a === "string" ? explainUsage(errorLine(a), commandPath(words)) : a))
+        ),
       unsafe: {
         ...console.unsafe,
         log: (...args: ReadonlyArray<unknown>) => console.unsafe.log(...args.map(show))
@@ -202,7 +209,13 @@ const reportFailure = (cause: Cause.Cause<Failure | ValidationError.ValidationEr
         if (asJson) {
           yield* Console.log(
             JSON.stringify(
-              { error: { tag: error._tag, message: usageText(error), exit_code: code } },
+              {
+                error: {
+                  tag: error._tag,
+                  message: explainUsage(usageText(error), commandPath(commandLine.help)),
+                  exit_code: code
+                }
+              },
               null,
               2
             )

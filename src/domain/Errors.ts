@@ -135,8 +135,14 @@ export class EnsureRefused extends Data.TaggedError("EnsureRefused")<{
 }
 
 /** `state show` or `report` on a directory that holds no session state. */
-export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{ readonly sessionDir: string }> {
+export class SessionNotFound extends Data.TaggedError("SessionNotFound")<{
+  readonly sessionDir: string
+  /** What was looked for: a baseline session (state.json, the default) or a sweep (sweep.json). */
+  readonly kind?: "baseline" | "sweep"
+}> {
   override get message(): string {
+    if (this.kind === "sweep")
+      return `no sweep session in ${this.sessionDir} (no sweep.json there); start one with \`hyperloom sweep run --session ${this.sessionDir} --gpus N --server '…' --param NAME=V1,V2 --load NAME=V1,V2 -- CLIENT…\` (see \`hyperloom sweep run --help\`)`
     return `no baseline session in ${this.sessionDir} (no state.json there); start one with \`hyperloom baseline run --session ${this.sessionDir} --gpus N -- CMD…\``
   }
 }

@@ -33,12 +33,15 @@ import {
   shellLine,
   substitute
 } from "./Sweep/Grid.js"
+import { linkedLoads } from "./Sweep/GridForms.js"
 import type { Experiment } from "./Sweep/Identity.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
 import { oneLine } from "./Text.js"
 
 export * from "./Sweep/Best.js"
+export * from "./Sweep/Environment.js"
 export * from "./Sweep/Grid.js"
+export * from "./Sweep/GridForms.js"
 export * from "./Sweep/Identity.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
@@ -167,7 +170,11 @@ export const ExperimentRecord = Schema.Struct({
   slos: Schema.Array(Schema.String),
   repeats: Schema.Int.pipe(Schema.positive()),
   gpus: Schema.NonNegativeInt,
-  nodes: Schema.Int.pipe(Schema.positive())
+  nodes: Schema.Int.pipe(Schema.positive()),
+  /** `--combo`: the listed combinations (absent: the params' Cartesian product). */
+  combos: Schema.optional(Schema.Array(Schema.Record({ key: Schema.String, value: Schema.String }))),
+  /** `--link-vars PARAM=LOAD` (absent: none). */
+  links: Schema.optional(Schema.Array(Schema.Struct({ param: Schema.String, load: Schema.String })))
 })
 export type ExperimentRecord = typeof ExperimentRecord.Type
 
@@ -303,7 +310,9 @@ export const experimentRecord = (e: Experiment): ExperimentRecord => ({
   slos: e.slos.map(renderSlo),
   repeats: e.repeats,
   gpus: e.gpus,
-  nodes: e.nodes
+  nodes: e.nodes,
+  ...(e.combos !== undefined ? { combos: e.combos.map((c) => ({ ...c })) } : {}),
+  ...(e.links !== undefined && e.links.length > 0 ? { links: e.links.map((l) => ({ ...l })) } : {})
 })
 
 export const experimentOf = (r: ExperimentRecord): Experiment => ({
@@ -343,7 +352,7 @@ export const initialSweep = (experiment: Experiment, now: string): SweepDoc => {
     created_at: now,
     updated_at: now,
     experiment: e,
-    combinations: combinations(e.params).map((params, index) => ({
+    combinations: (e.combos ?? combinations(e.params)).map((params, index) => ({
       index,
       params,
       server_cmd: substitute(e.server, params),
@@ -351,7 +360,7 @@ export const initialSweep = (experiment: Experiment, now: string): SweepDoc => {
       class: null,
       error: null,
       engine_starts: [],
-      points: loads.map((l) => newPoint(e, params, l))
+      points: linkedLoads(loads, params, e.links).map((l) => newPoint(e, params, l))
     })),
     summary: { combinations: [], verdict: "none", best: null, tied_with: [] }
   }
@@ -620,6 +629,9 @@ const csvCell = (v: string | number | null | undefined): string => {
   return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s
 }
 
+/** A measurement as the reports print it: 2 decimals (`65.87`, not `65.86953602976874`); sweep.json keeps every digit. */
+const csvNumber = (n: number): number => Math.round(n * 100) / 100
+
 /** One row per point: the combination, its params, the load, status, runs, and median/min/max per metric. */
 export const renderSummaryCsv = (doc: SweepDoc): string => {
   const paramNames = doc.experiment.params.map((p) => p.name)
@@ -642,7 +654,7 @@ export const renderSummaryCsv = (doc: SweepDoc): string => {
       p.runs.filter((r) => r.status === "ok").length,
       ...METRIC_KEYS.flatMap((k) => {
         const s = (p.stats as MetricStats)[k]
-        return s === undefined ? [null, null, null] : [s.median, s.min, s.max]
+        return s === undefined ? [null, null, null] : [s.median, s.min, s.max].map(csvNumber)
       })
     ])
   )

@@ -30,7 +30,7 @@ import {
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { redactArgv, redactExperiment } from "../domain/Redact.js"
-import { CLIENT_LOG } from "../domain/Serving.js"
+import { CLIENT_LOG, ENVIRONMENT_FILE, type NodeFacts } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import {
   addPoint,
@@ -38,7 +38,7 @@ import {
   beginRun,
   type CombinationRecord,
   clientArgvOf,
-  comboLabel,
+  comboRef,
   type Difference,
   type Experiment,
   experimentDiff,
@@ -61,6 +61,7 @@ import {
   setSweepStatus,
   skipRemaining,
   substitute,
+  sweepEnvironmentRecord,
   updateEngine,
   withSummary
 } from "../domain/Sweep.js"
@@ -87,6 +88,8 @@ export interface SweepOptions {
   readonly deadlineSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
+  /** hyperloom's version, for the session's environment record. */
+  readonly version?: string | undefined
 }
 
 /** The same session was given a different experiment (exit 2). */
@@ -318,8 +321,6 @@ const combosLeft = (run: Run, after: number) =>
 /** The points of a ready engine: the grid's pending ones in order, or the search's next one. */
 const runPoints = (run: Run, index: number, handle: EngineHandle) =>
   Effect.gen(function* () {
-    const total = run.doc.combinations.length
-    const label = comboLabel(combo(run, index).params)
     const spec = run.doc.experiment.load
     for (;;) {
       const c = combo(run, index)
@@ -335,7 +336,7 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         const step = nextSearchStep(spec.max, evaluated)
         if (step._tag === "done") {
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total} (${label}): the largest load meeting every SLO is ${step.largest ?? "none (load 1 fails)"} (${evaluated.length} points evaluated)`
+            `sweep: combination ${comboRef(index, combo(run, index).params)}: the largest load meeting every SLO is ${step.largest ?? "none (load 1 fails)"} (${evaluated.length} points evaluated)`
           )
           return "done" as const
         }
@@ -347,10 +348,28 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         spec.kind === "points"
           ? `point ${c2.points.length - pointsLeft(c2) + 1}/${c2.points.length}, ${pointsLeft(c2) - 1} left here`
           : `search point ${c2.points.length}`
-      const where = `combination ${index + 1}/${total} (${label}), ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
+      const where = `combination ${comboRef(index, combo(run, index).params)}, ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
       const end = yield* runPoint(run, index, load, handle, where)
       if (end === "engine_died") return "engine_died" as const
     }
+  })
+
+/** `<session>/environment.json` (issue 27 item 14): the node and commands of the engine just ready. */
+const recordSweepEnvironment = (run: Run, index: number, node: NodeFacts | undefined) =>
+  Effect.gen(function* () {
+    const c = combo(run, index)
+    const record = sweepEnvironmentRecord({
+      now: yield* nowIso,
+      combination: index,
+      hyperloomVersion: run.options.version ?? "unknown",
+      requestedGpus: run.options.request.gpus,
+      node,
+      server: c.server_cmd,
+      clientArgv: c.points[0]?.client_argv ?? run.doc.experiment.client
+    })
+    yield* run.files
+      .writeJson(`${run.dir.replace(/\/+$/, "")}/${ENVIRONMENT_FILE}`, record)
+      .pipe(Effect.catchAll((e) => Effect.logWarning(`cannot write the environment record: ${e.message}`)))
   })
 
 const DETERMINISTIC: ReadonlySet<string> = new Set(["kv_cache_oom", "fast_exit_arg_error"])
@@ -358,7 +377,6 @@ const DETERMINISTIC: ReadonlySet<string> = new Set(["kv_cache_oom", "fast_exit_a
 /** A combination: one engine start (one retry for a non-deterministic failure before ready). */
 const runCombination = (run: Run, index: number) =>
   Effect.gen(function* () {
-    const total = run.doc.combinations.length
     for (;;) {
       const c = combo(run, index)
       const failedStarts = c.engine_starts.filter((s) => s.outcome === "failed").length
@@ -367,7 +385,7 @@ const runCombination = (run: Run, index: number) =>
       yield* save(run, beginEngine(run.doc, index, dir, yield* nowIso))
       run.engineStarts++
       yield* Effect.logInfo(
-        `sweep: combination ${index + 1}/${total} (${comboLabel(c.params)}): starting the engine under a lease: ${c.server_cmd}`
+        `sweep: combination ${comboRef(index, c.params)}: starting the engine under a lease: ${c.server_cmd}`
       )
       const outcome = yield* Effect.scoped(
         Effect.gen(function* () {
@@ -381,7 +399,7 @@ const runCombination = (run: Run, index: number) =>
             waitSec: run.options.waitSec,
             env: run.options.env,
             cwd: run.options.cwd,
-            onOutput: (o) => Effect.logDebug(`[combination ${index + 1}] ${o.line}`)
+            onOutput: (o) => Effect.logDebug(`[combination #${index}] ${o.line}`)
           })
           if (handle.started._tag === "NotReady")
             return { _tag: "not_ready" as const, result: handle.started.result }
@@ -389,8 +407,9 @@ const runCombination = (run: Run, index: number) =>
             run,
             updateEngine(run.doc, index, { outcome: "ready", ready_sec: handle.started.readySec })
           )
+          yield* recordSweepEnvironment(run, index, handle.started.status?.node)
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
+            `sweep: combination #${index}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
           )
           return { _tag: "ran" as const, end: yield* runPoints(run, index, handle) }
         })
@@ -414,7 +433,7 @@ const runCombination = (run: Run, index: number) =>
               )
             )
             yield* Effect.logError(
-              `sweep: the lease failed (${e._tag}); the sweep can be resumed once that is fixed`
+              `sweep: the lease failed; the same command resumes the sweep once that is fixed`
             )
           })
         )
@@ -455,13 +474,13 @@ const runCombination = (run: Run, index: number) =>
               )
             )
             yield* Effect.logInfo(
-              `sweep: combination ${index + 1}/${total}: infeasible (${r.errorClass}, not retried): ${head}`
+              `sweep: combination #${index}: infeasible (${r.errorClass}, not retried): ${head}`
             )
             return "next" as const
           }
           if (failedStarts === 0) {
             yield* Effect.logInfo(
-              `sweep: combination ${index + 1}/${total}: the engine failed before ready (${r.errorClass}); retrying once: ${head}`
+              `sweep: combination #${index}: the engine failed before ready (${r.errorClass}); retrying once: ${head}`
             )
             continue
           }
@@ -473,7 +492,7 @@ const runCombination = (run: Run, index: number) =>
             )
           )
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total}: the engine failed before ready again (${r.errorClass}); going on`
+            `sweep: combination #${index}: the engine failed before ready again (${r.errorClass}); going on`
           )
           return "next" as const
         }
@@ -482,7 +501,7 @@ const runCombination = (run: Run, index: number) =>
           if (outcome.end === "engine_died") {
             yield* save(run, skipRemaining(setCombination(run.doc, index, { status: "engine_died" }), index))
             yield* Effect.logInfo(
-              `sweep: combination ${index + 1}/${total}: the engine died during a point; its remaining points are not run`
+              `sweep: combination #${index}: the engine died during a point; its remaining points are not run`
             )
           } else {
             yield* save(run, setCombination(run.doc, index, { status: "done" }))

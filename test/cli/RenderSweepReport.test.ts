@@ -82,7 +82,7 @@ describe("the report on a sweep", () => {
         const legend = /<div class="legend">([\s\S]*?)<\/div>/.exec(html)![1]!
         assert.deepStrictEqual(
           [...legend.matchAll(/<\/span>(#\d [^<]*)<\/span>/g)].map((m) => m[1]),
-          ["#0 seqs=2", "#1 seqs=4", "#2 seqs=8"]
+          ["#0 (seqs=2)", "#1 (seqs=4)", "#2 (seqs=8)"]
         )
         for (const chart of [throughput!, ttft!, tpot!]) assert.notInclude(chart, 'class="legend"')
         // the best row marked in the table; nothing fetched

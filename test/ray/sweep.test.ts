@@ -153,7 +153,7 @@ describe("sweep run on a real head", () => {
     const html = fs.readFileSync(out, "utf8")
     assert.include(html, "Pareto")
     assert.notMatch(html, /https?:\/\/(?!www\.w3\.org)/)
-    assert.include(r.stderr, "sweep: combination 2/3 (seqs=4), c=4")
+    assert.include(r.stderr, "sweep: combination #1 (seqs=4), c=4")
     assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
   })
 

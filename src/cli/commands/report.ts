@@ -15,7 +15,9 @@ import { json } from "../Shared.js"
 const sessions = Options.text("session").pipe(
   Options.withPseudoName("DIR"),
   Options.atLeast(1),
-  Options.withDescription("A session directory; repeat --session to compare sessions side by side."),
+  Options.withDescription(
+    "A baseline or sweep session directory; repeat --session to compare sessions side by side."
+  ),
   Options.map((dirs) => dirs.map((d) => path.resolve(d)))
 )
 
@@ -42,11 +44,15 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
     if (sweeps.some(Option.isSome)) {
       const docs = o.sessions.map((dir, i) => ({ dir, doc: sweeps[i]! }))
       const plain = docs.find((d) => Option.isNone(d.doc))
-      if (plain !== undefined) return yield* new SessionNotFound({ sessionDir: plain.dir })
-      const html = renderSweepReport(
-        docs.map((d) => ({ name: d.dir, doc: Option.getOrThrow(d.doc) })),
-        now
+      if (plain !== undefined) return yield* new SessionNotFound({ sessionDir: plain.dir, kind: "sweep" })
+      const withEnv = yield* Effect.forEach(docs, (d) =>
+        Effect.map(files.readJson(path.join(d.dir, ENVIRONMENT_FILE)), (env) => ({
+          name: d.dir,
+          doc: Option.getOrThrow(d.doc),
+          environment: isEnvironment(env) ? env : undefined
+        }))
       )
+      const html = renderSweepReport(withEnv, now)
       yield* files.writeText(file, html)
       return yield* o.json
         ? Console.log(JSON.stringify({ out: file, sessions: o.sessions, bytes: Buffer.byteLength(html) }))
@@ -67,6 +73,6 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
   }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(
   Command.withDescription(
-    "Write one self-contained HTML page comparing baseline sessions: a chart of output-token throughput per attempt, a chart of latency (TTFT, TPOT) per attempt, a side-by-side table (status, throughputs, latencies, engine, GPUs, commands) and each session's attempts. Inline SVG and CSS only: the page fetches nothing. Never modifies the sessions."
+    "Write one self-contained HTML page. Baseline sessions (state.json): a chart of output-token throughput per attempt, a chart of latency (TTFT, TPOT) per attempt, a side-by-side table (status, throughputs, latencies, engine, GPUs, commands) and each session's attempts. Sweep sessions (sweep.json, from sweep run): per combination, output throughput and p99 TTFT/TPOT against load with the SLO lines, a Pareto chart of output tok/s per user against output tok/s per GPU, the best (or the tie) with its command lines, the points table and the sweep's environment. Give sessions of one kind per page. Inline SVG and CSS only: the page fetches nothing. Never modifies the sessions."
   )
 )

@@ -11,7 +11,21 @@ import { renderSession } from "../RenderSession.js"
 import { withJsonErrors } from "../Run.js"
 import { json } from "../Shared.js"
 
-/** `--session DIR`, resolved against the working directory. */
+/** `--session DIR`, resolved against the working directory; `what` says what the folder holds. */
+export const sessionOption = (what: string) =>
+  Options.text("session").pipe(
+    Options.withPseudoName("DIR"),
+    Options.withDescription(what),
+    Options.mapEffect((dir) =>
+      dir.trim() === ""
+        ? Effect.fail(
+            ValidationError.invalidValue(HelpDoc.p("--session must name a directory, got an empty string"))
+          )
+        : Effect.succeed(path.resolve(dir))
+    )
+  )
+
+/** A baseline session's `--session DIR`. */
 export const session = Options.text("session").pipe(
   Options.withPseudoName("DIR"),
   Options.withDescription("The session directory (holds state.json, the lock and one folder per attempt)."),

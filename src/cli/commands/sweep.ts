@@ -4,10 +4,17 @@ import { Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
 import {
+  type Combination,
+  checkGridForms,
   checkPlaceholders,
+  combinations,
   type Experiment,
+  type Link,
   type LoadSpec,
   type Param,
+  paramsOfCombos,
+  parseCombo,
+  parseLinks,
   parseSearch,
   parseSlo,
   parseValues,
@@ -18,6 +25,7 @@ import {
 import { runSweep } from "../../programs/Sweep.js"
 import { Settings } from "../../services/Settings.js"
 import { SweepStore } from "../../services/SweepStore.js"
+import { VERSION } from "../../version.js"
 import { EXIT, ExitWith, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
@@ -32,7 +40,11 @@ import {
   strictCommand
 } from "../Shared.js"
 import { waitOption } from "./queue.js"
-import { session } from "./state.js"
+import { sessionOption } from "./state.js"
+
+const session = sessionOption(
+  "The sweep's session directory: it holds sweep.json (the experiment and every point), summary.csv, environment.json, the lock, and per combination its engine's server.log and per run its client.log and result file. A new directory starts a sweep; the same command on it resumes one."
+)
 
 const server = Options.text("server").pipe(
   Options.withPseudoName("'SERVER CMD'"),
@@ -48,6 +60,32 @@ const param = Options.text("param").pipe(
   ),
   Options.repeated
 )
+
+const combo = Options.text("combo").pipe(
+  Options.withPseudoName("'NAME=V,NAME=V'"),
+  Options.withDescription(
+    "Instead of --param: one server combination, its params and values (repeat --combo for more; exactly these run, in this order, not their product), e.g. --combo 'max-num-seqs=64,tp=1' --combo 'max-num-seqs=256,tp=2'."
+  ),
+  Options.repeated
+)
+
+const linkVars = Options.text("link-vars").pipe(
+  Options.withPseudoName("PARAM=LOAD"),
+  Options.withDescription(
+    "Linked values, as vLLM's bench sweep --link-vars: each combination runs only the --load point equal to its PARAM (e.g. max-num-seqs=c: every engine at the concurrency of its own batch limit). Comma-separated or repeated; not with --search."
+  ),
+  Options.repeated
+)
+
+const resetPrefixCache = Options.boolean("reset-prefix-cache").pipe(
+  Options.withDescription(
+    "Before each client run (before --between), reset the engine's prefix cache: POST $HYPERLOOM_BASE_URL/reset_prefix_cache (vLLM; its server needs VLLM_SERVER_DEV_MODE=1 in its environment), else /flush_cache (SGLang), with curl on the leased node; a reset that fails fails the run. Off by default; vLLM's bench sweep resets by default. Without it (or a --between that resets), repeats and later load points can hit a cache the earlier runs warmed, and look better than a cold engine would."
+  )
+)
+
+/** The --between command line of --reset-prefix-cache: vLLM's endpoint, else SGLang's. */
+export const RESET_PREFIX_CACHE =
+  'curl -sf -X POST "$HYPERLOOM_BASE_URL/reset_prefix_cache" >/dev/null || curl -sf -X POST "$HYPERLOOM_BASE_URL/flush_cache" >/dev/null'
 
 const load = Options.text("load").pipe(
   Options.withPseudoName("NAME=VALUES"),
@@ -84,7 +122,7 @@ const repeats = Options.integer("repeats").pipe(
 const between = Options.text("between").pipe(
   Options.withPseudoName("'CMD'"),
   Options.withDescription(
-    "A shell command line run (sh -c, on the leased node, HYPERLOOM_* set) before each client run, e.g. 'curl -sf -X POST $HYPERLOOM_BASE_URL/reset_prefix_cache'."
+    "A shell command line run (sh -c, on the leased node, HYPERLOOM_* set) before each client run, e.g. 'curl -sf -X POST $HYPERLOOM_BASE_URL/reset_prefix_cache' (--reset-prefix-cache does that one). Nothing runs between client runs by default, so repeats and later points may meet a cache the earlier runs warmed."
   ),
   Options.optional
 )
@@ -115,6 +153,9 @@ const OPTIONS = [
   "--nodes",
   "--server",
   "--param",
+  "--combo",
+  "--link-vars",
+  "--reset-prefix-cache",
   "--load",
   "--search",
   "--slo",
@@ -135,6 +176,8 @@ const usage = (detail: string) => new UsageError({ detail })
 const experimentOf = (o: {
   readonly server: string
   readonly param: ReadonlyArray<string>
+  readonly combo: ReadonlyArray<string>
+  readonly linkVars: ReadonlyArray<string>
   readonly load: Option.Option<string>
   readonly search: Option.Option<string>
   readonly slo: ReadonlyArray<string>
@@ -150,6 +193,29 @@ const experimentOf = (o: {
       const p = parseValues("--param", text)
       if (!p.ok) return yield* usage(p.error)
       params.push(p.value)
+    }
+    let combos: ReadonlyArray<Combination> | undefined
+    if (o.combo.length > 0) {
+      if (o.param.length > 0)
+        return yield* usage(
+          "give --param NAME=V1,V2 (their product) or --combo 'NAME=V,NAME=V' (a list), not both"
+        )
+      const list: Array<Combination> = []
+      for (const text of o.combo) {
+        const c = parseCombo(text)
+        if (!c.ok) return yield* usage(c.error)
+        list.push(c.value)
+      }
+      const derived = paramsOfCombos(list)
+      if (!derived.ok) return yield* usage(derived.error)
+      params.push(...derived.value)
+      combos = list
+    }
+    let links: ReadonlyArray<Link> | undefined
+    if (o.linkVars.length > 0) {
+      const l = parseLinks(o.linkVars)
+      if (!l.ok) return yield* usage(l.error)
+      links = l.value
     }
     if (Option.isSome(o.load) === Option.isSome(o.search))
       return yield* usage("give exactly one of --load NAME=V1,… and --search NAME[:MAX]")
@@ -181,12 +247,27 @@ const experimentOf = (o: {
       slos,
       repeats: r,
       gpus: o.gpus,
-      nodes: o.nodes
+      nodes: o.nodes,
+      ...(combos !== undefined ? { combos } : {}),
+      ...(links !== undefined ? { links } : {})
     }
-    const problems = checkPlaceholders(experiment)
+    const problems = [
+      ...checkPlaceholders(experiment),
+      ...checkGridForms({
+        params,
+        load: loadSpec,
+        links,
+        combos: combos ?? combinations(params),
+        ...(loadSpec.kind === "points" ? { loads: loadSpec.values } : {})
+      })
+    ]
     if (problems.length > 0) return yield* usage(problems.join("; "))
     return experiment
   })
+
+/** The command run before each client run: the cache reset, then the user's --between. */
+const betweenOf = (reset: boolean, between: string | undefined): string | undefined =>
+  !reset ? between : between === undefined ? RESET_PREFIX_CACHE : `${RESET_PREFIX_CACHE} && ${between}`
 
 /** 0 with a best (or a tie), 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled (a lease failure, e.g. 15 --wait, is the error's own code). */
 export const exitCodeForSweep = (doc: SweepDoc): number => {
@@ -196,7 +277,7 @@ export const exitCodeForSweep = (doc: SweepDoc): number => {
   return doc.summary.best === null ? EXIT.sweepNoFeasiblePoint : EXIT.ok
 }
 
-const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
+const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product; or each --combo as listed; --link-vars PARAM=LOAD keeps only the load equal to PARAM): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
 
 export const sweepRun = Command.make(
   "run",
@@ -206,6 +287,9 @@ export const sweepRun = Command.make(
     nodes,
     server,
     param,
+    combo,
+    linkVars,
+    resetPrefixCache,
     load,
     search,
     slo,
@@ -236,14 +320,15 @@ export const sweepRun = Command.make(
         sessionDir: o.session,
         experiment,
         request: leaseRequestOf(o),
-        between: Option.getOrUndefined(o.between),
+        between: betweenOf(o.resetPrefixCache, Option.getOrUndefined(o.between)),
         pointTimeoutSec: Option.getOrUndefined(o.pointTimeout),
         readyPath: ready.path,
         readyTimeoutSec: ready.timeoutSec,
         deadlineSec: Option.getOrUndefined(o.deadline),
         waitSec: Option.getOrUndefined(o.wait),
         env: settings.env,
-        cwd: settings.cwd
+        cwd: settings.cwd,
+        version: VERSION
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
@@ -262,7 +347,7 @@ export const sweepRun = Command.make(
 export const sweepShow = Command.make("show", { session, json }, (o) =>
   Effect.gen(function* () {
     const loaded = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session))
-    if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session })
+    if (Option.isNone(loaded)) return yield* new SessionNotFound({ sessionDir: o.session, kind: "sweep" })
     yield* o.json
       ? Console.log(renderSweep(loaded.value).trimEnd())
       : Console.log(renderSweepText(o.session, loaded.value))

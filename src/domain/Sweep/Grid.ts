@@ -108,6 +108,13 @@ export const comboLabel = (combo: Combination): string => {
 }
 
 /**
+ * How user text names a combination: `#2 (max-num-seqs=8)` — the `#` is the combination's index,
+ * as in `sweep show`'s table, the report and sweep.json (one numbering); `#0` alone without params.
+ */
+export const comboRef = (index: number, combo: Combination): string =>
+  Object.keys(combo).length === 0 ? `#${index}` : `#${index} (${comboLabel(combo)})`
+
+/**
  * The usage checks of SPEC §12 (nothing runs when one fails): names used once, every placeholder
  * has a value (a param's in the server; a param's or the load's in the client), every param appears
  * somewhere, the load's name appears in the client, the load not in the server.

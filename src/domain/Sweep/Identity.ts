@@ -5,7 +5,8 @@
  * changed would mix two experiments' points: it is refused, naming each difference. Operational
  * options (`--between`, `--point-timeout`, `--ready-*`, `--deadline`) may change between runs. Pure.
  */
-import type { LoadSpec, Param } from "./Grid.js"
+import type { Combination, LoadSpec, Param } from "./Grid.js"
+import type { Link } from "./GridForms.js"
 import { renderSlo, type Slo } from "./Slo.js"
 
 export interface Experiment {
@@ -17,6 +18,10 @@ export interface Experiment {
   readonly repeats: number
   readonly gpus: number
   readonly nodes: number
+  /** `--combo`: exactly these combinations instead of the params' Cartesian product. */
+  readonly combos?: ReadonlyArray<Combination> | undefined
+  /** `--link-vars PARAM=LOAD`: each combination runs only the load equal to its PARAM. */
+  readonly links?: ReadonlyArray<Link> | undefined
 }
 
 export interface Difference {
@@ -28,6 +33,20 @@ export interface Difference {
 
 const paramsText = (ps: ReadonlyArray<Param>) =>
   ps.length === 0 ? "(none)" : ps.map((p) => `${p.name}=${p.values.join(",")}`).join(" ")
+
+const combosText = (e: Experiment) =>
+  e.combos === undefined
+    ? `--param ${paramsText(e.params)}`
+    : e.combos
+        .map((c) =>
+          Object.entries(c)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(",")
+        )
+        .join(" ")
+
+const linksText = (ls: ReadonlyArray<Link> | undefined) =>
+  ls === undefined || ls.length === 0 ? "(none)" : ls.map((l) => `${l.param}=${l.load}`).join(",")
 
 const loadText = (l: LoadSpec) =>
   l.kind === "points" ? `--load ${l.name}=${l.values.join(",")}` : `--search ${l.name}:${l.max}`
@@ -42,7 +61,10 @@ export const experimentDiff = (was: Experiment, now: Experiment): ReadonlyArray<
   }
   cmp("--server", was.server, now.server)
   cmp("the client (after --)", JSON.stringify(was.client), JSON.stringify(now.client))
-  cmp("--param", paramsText(was.params), paramsText(now.params))
+  if (was.combos === undefined && now.combos === undefined)
+    cmp("--param", paramsText(was.params), paramsText(now.params))
+  else cmp("--combo", combosText(was), combosText(now))
+  cmp("--link-vars", linksText(was.links), linksText(now.links))
   cmp("--load/--search", loadText(was.load), loadText(now.load))
   cmp("--slo", slosText(was.slos), slosText(now.slos))
   cmp("--repeats", String(was.repeats), String(now.repeats))
