@@ -230,6 +230,7 @@ export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
         gpus: spec.request.gpus,
         servingSlot: spec.request.servingSlot,
         gpuCleanTimeoutSec: spec.request.gpuCleanTimeoutSec,
+        avoidNodes: spec.request.avoidNodes,
         argv: spec.argv,
         env: spec.env,
         cwd: spec.cwd,

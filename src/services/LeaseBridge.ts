@@ -104,6 +104,8 @@ export interface LeaseSpec {
    * of its GPUs (SPEC §13; default 30 s); then the lease fails with GpuBusy and CMD never runs.
    */
   readonly gpuCleanTimeoutSec?: number | undefined
+  /** Ray node ids the lease must not be placed on (Ray's `ray.io/node-id` label selector). */
+  readonly avoidNodes?: ReadonlyArray<string> | undefined
   /** Time a release may take before the bridge is killed (default stop grace + 10 s). */
   readonly releaseTimeoutSec?: number | undefined
   /** Time allowed from bridge start to actor submission (default 60 s). */
@@ -212,7 +214,8 @@ export const leaseRequest = (spec: LeaseSpec, terminal: LeaseTerminalShape = {})
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
     ...(terminal.stdin !== undefined ? { stdin: true } : {}),
     ...(terminal.write !== undefined ? { raw_output: true } : {}),
-    gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC
+    gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC,
+    ...(spec.avoidNodes !== undefined && spec.avoidNodes.length > 0 ? { avoid_nodes: spec.avoidNodes } : {})
   })
 
 /**
