@@ -733,13 +733,16 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     yield* Effect.logInfo(`resuming sweep ${dir}: ${left} combination(s) not finished`)
   }
   const start = yield* Clock.currentTimeMillis
-  if (options.redrawStatus === undefined)
-    yield* Effect.forkScoped(
-      Effect.flatMap(statusNow(run), (line) => Effect.logInfo(line)).pipe(
-        Effect.delay(STATUS_EVERY),
-        Effect.repeat(Schedule.spaced(STATUS_EVERY))
-      )
-    )
+  // the status line: redrawn (a terminal) at every save and every few seconds, else logged
+  const show = options.redrawStatus
+  yield* Effect.forkScoped(
+    show === undefined
+      ? Effect.flatMap(statusNow(run), (line) => Effect.logInfo(line)).pipe(
+          Effect.delay(STATUS_EVERY),
+          Effect.repeat(Schedule.spaced(STATUS_EVERY))
+        )
+      : Effect.flatMap(statusNow(run), show).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(5))))
+  )
   const bounded =
     options.deadlineSec === undefined
       ? Effect.asSome(combinationsLoop(run))

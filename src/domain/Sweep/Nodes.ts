@@ -99,6 +99,19 @@ export const autoParallel = (
   return Math.max(1, Math.floor(fit.length / Math.max(1, o.nodes)))
 }
 
+/** `--parallel N|auto`: a whole number >= 1, or `auto`. */
+export const parseParallel = (
+  text: string
+):
+  | { readonly ok: true; readonly value: number | "auto" }
+  | { readonly ok: false; readonly error: string } => {
+  const t = text.trim()
+  if (t === "auto") return { ok: true, value: "auto" }
+  return /^[1-9][0-9]{0,5}$/.test(t)
+    ? { ok: true, value: Number(t) }
+    : { ok: false, error: `--parallel must be a whole number >= 1 or auto, got '${text}'` }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The status line
 

@@ -4,7 +4,8 @@
  * a combination saves is merged into the latest one instead of replacing it; and what the status
  * line counts. Pure.
  */
-import type { SweepDoc } from "../Sweep.js"
+import type { CombinationRecord, SweepDoc } from "../Sweep.js"
+import { nodeName } from "./Nodes.js"
 
 const TOP: ReadonlyArray<"status" | "stop_reason" | "stop_error" | "hardware_class" | "left_alone"> = [
   "status",
@@ -28,6 +29,17 @@ export const mergeOwn = (latest: SweepDoc, before: SweepDoc, next: SweepDoc, ind
   for (const k of TOP) if (next[k] !== before[k]) merged[k] = next[k]
   return merged as unknown as SweepDoc
 }
+
+/** The node(s) that ran a combination (its engine starts', not those left alone), in order, once each. */
+export const nodesOf = (c: CombinationRecord): ReadonlyArray<string> => [
+  ...new Set(
+    c.engine_starts.flatMap((s) => (s.node === undefined || s.outcome === "left_alone" ? [] : [nodeName(s.node)]))
+  )
+]
+
+/** Whether any combination of the sweep recorded its node (older sweeps did not). */
+export const hasNodes = (doc: SweepDoc): boolean =>
+  doc.combinations.some((c) => c.engine_starts.some((s) => s.node !== undefined))
 
 /** Runs planned and done: every point's repeats (a search's points as far as they are known). */
 export const runCounts = (doc: SweepDoc) => {
