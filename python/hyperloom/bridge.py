@@ -145,6 +145,7 @@ class Bridge(JsonLinesEndpoint):
                     lifetime="detached", _soft_target_node_id=None if own in avoid else own, **extra,
                 )
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)
+                threading.Thread(target=self.watch_placed, args=(self.pg,), daemon=True).start()
             self.actor = cls.options(**options).remote()
         except Exception as e:
             self.emit_error("actor_creation", describe(e))
@@ -164,6 +165,17 @@ class Bridge(JsonLinesEndpoint):
             threading.Thread(target=self.feed_stdin, args=(self.actor,), daemon=True).start()
         threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
         return None
+
+    def watch_placed(self, pg):
+        """Says `placed` (with the bundle's node) once Ray has placed the lease's group: its slot
+        and GPUs are held from then, before the command starts. Asks the GCS (no task)."""
+        while not (self.started or self.exited or self.pg is not pg):
+            try:
+                if pg.wait(5):
+                    self.inbox.put(("placed", bundle_node(self.ray, pg)))
+                    return
+            except Exception:
+                return
 
     def pump(self, gen):
         """Moves the actor's streamed event batches into the inbox (blocks while pending)."""
@@ -217,6 +229,8 @@ class Bridge(JsonLinesEndpoint):
                     # frees now; release still ends the bridge.
                     self.kill_actor()
                     self.let_go(confirmed=True)
+            elif kind == "placed":
+                self.emit("placed", node_id=payload)
             elif kind == "pump_done":
                 if not self.exited:
                     self.emit_error("actor_failed", "the actor's output stream ended without an exit code")
