@@ -33,7 +33,9 @@ export const mergeOwn = (latest: SweepDoc, before: SweepDoc, next: SweepDoc, ind
 /** The node(s) that ran a combination (its engine starts', not those left alone), in order, once each. */
 export const nodesOf = (c: CombinationRecord): ReadonlyArray<string> => [
   ...new Set(
-    c.engine_starts.flatMap((s) => (s.node === undefined || s.outcome === "left_alone" ? [] : [nodeName(s.node)]))
+    c.engine_starts.flatMap((s) =>
+      s.node === undefined || s.outcome === "left_alone" ? [] : [nodeName(s.node)]
+    )
   )
 ]
 
