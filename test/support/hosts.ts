@@ -238,6 +238,13 @@ const nodeArgs = (gpus: number) => [
   '--resources={"serving_slot": 1}'
 ]
 
+/**
+ * `ray start`'s environment: on a loaded machine (two cores, several test files at once) a raylet
+ * was seen to miss Ray's default wait for its registration ("The node registration may not be
+ * complete yet before the timeout"); give it a minute.
+ */
+const startEnv = { RAY_raylet_start_wait_time_s: "60" }
+
 const gpusOf = (gpus: number | Partial<Record<HostName, number>> | undefined, host: HostName) =>
   typeof gpus === "number" ? gpus : (gpus?.[host] ?? 1)
 
@@ -256,7 +263,7 @@ export const startNode = async (
       `--node-ip-address=${IP[host]}`,
       ...nodeArgs(gpusOf(opts.gpus, host))
     ],
-    { timeoutMs: 120_000 }
+    { timeoutMs: 120_000, env: startEnv }
   )
   if (r.code !== 0) throw new Error(`ray start on the ${host} host failed: ${r.stderr.slice(-2000)}`)
 }
@@ -265,7 +272,7 @@ export const startNode = async (
  * Starts Ray on every host: the head and one node per other host, each declaring the slot and
  * `gpus` GPUs (a number for all, or per host). `systemConfig` goes to the head (`ray start
  * --system-config`), which hands it to every node and driver: e.g. shorter health checks, so that
- * a partition test need not wait Ray's default ~65 s. The other hosts join at once.
+ * a partition test need not wait Ray's default ~65 s. The other hosts join one at a time.
  */
 export const startCluster = async (
   hosts: Hosts,
@@ -285,13 +292,13 @@ export const startCluster = async (
       ...config,
       ...nodeArgs(gpusOf(opts.gpus, "head"))
     ],
-    { timeoutMs: 120_000 }
+    { timeoutMs: 120_000, env: startEnv }
   )
   if (head.code !== 0)
     throw new Error(`ray start --head failed on the head host: ${head.stderr.slice(-2000)}`)
-  await Promise.all(
-    hosts.names.filter((h) => h !== "head").map((h) => startNode(hosts, h as Exclude<HostName, "head">, opts))
-  )
+  // One after the other: two raylets registering at once on a loaded machine were seen to time
+  // out ("GCS cannot find the node … registration may not be complete").
+  for (const h of hosts.names) if (h !== "head") await startNode(hosts, h, opts)
 }
 
 /** The pid of a host's raylet (as seen here), or undefined when it runs none. */
