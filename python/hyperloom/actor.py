@@ -214,6 +214,11 @@ def make_actor_class(ray, with_runner=False):
                 argv = [sys.executable, "-I", runnable_dir(runner)] + list(argv[2:])
             gpu_clean = leased_gpus(ray, gpu_clean_timeout)
             merged = dict(env or {})
+            # The node's Ray id, for what the command records of its node (a sweep's node facts).
+            try:
+                merged["HYPERLOOM_RAY_NODE_ID"] = ray.get_runtime_context().get_node_id()
+            except Exception:
+                pass
             for k in DEVICE_VARS:
                 v = os.environ.get(k)
                 if v is not None:

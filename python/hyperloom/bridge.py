@@ -79,6 +79,7 @@ import argparse
 import base64
 import os
 import queue
+import re
 import sys
 import threading
 
@@ -135,11 +136,17 @@ class Bridge(JsonLinesEndpoint):
                 # (the GCS would at once); bridges sweep up those of dead bridges (`sweep`).
                 # This driver's own node first when it has room, as Ray schedules an actor (a
                 # baseline reads the files its command writes), else any node that has.
+                # Nodes the lease must not have (a sweep's other hardware class, SPEC §14): Ray's
+                # own label selector on the node id keeps the bundle off them.
+                avoid = spec.get("avoid_nodes") or []
+                extra = {"bundle_label_selector": [{"ray.io/node-id": "!in(%s)" % ",".join(avoid)}]} if avoid else {}
+                own = ray.get_runtime_context().get_node_id()
                 self.pg = placement_group(
                     [bundle], strategy="STRICT_PACK", name=actor.hold_name(options["name"], self.token),
-                    lifetime="detached", _soft_target_node_id=ray.get_runtime_context().get_node_id(),
+                    lifetime="detached", _soft_target_node_id=None if own in avoid else own, **extra,
                 )
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)
+                threading.Thread(target=self.watch_placed, args=(self.pg,), daemon=True).start()
             self.actor = cls.options(**options).remote()
         except Exception as e:
             self.emit_error("actor_creation", describe(e))
@@ -159,6 +166,17 @@ class Bridge(JsonLinesEndpoint):
             threading.Thread(target=self.feed_stdin, args=(self.actor,), daemon=True).start()
         threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
         return None
+
+    def watch_placed(self, pg):
+        """Says `placed` (with the bundle's node) once Ray has placed the lease's group: its slot
+        and GPUs are held from then, before the command starts. Asks the GCS (no task)."""
+        while not (self.started or self.exited or self.pg is not pg):
+            try:
+                if pg.wait(5):
+                    self.inbox.put(("placed", bundle_node(self.ray, pg)))
+                    return
+            except Exception:
+                return
 
     def pump(self, gen):
         """Moves the actor's streamed event batches into the inbox (blocks while pending)."""
@@ -212,6 +230,8 @@ class Bridge(JsonLinesEndpoint):
                     # frees now; release still ends the bridge.
                     self.kill_actor()
                     self.let_go(confirmed=True)
+            elif kind == "placed":
+                self.emit("placed", node_id=payload)
             elif kind == "pump_done":
                 if not self.exited:
                     self.emit_error("actor_failed", "the actor's output stream ended without an exit code")
@@ -337,6 +357,9 @@ def parse_lease(msg):
     clean = msg.get("gpu_clean_timeout_sec", DEFAULT_CLEAN_TIMEOUT_SEC)
     need(isinstance(clean, (int, float)) and not isinstance(clean, bool) and clean >= 0,
          "gpu_clean_timeout_sec must be >= 0")
+    avoid = msg.get("avoid_nodes") or []
+    need(isinstance(avoid, list) and all(isinstance(n, str) and re.fullmatch(r"[0-9a-f]{8,64}", n) for n in avoid),
+         "avoid_nodes must be a list of Ray node ids (hex)")
     return {
         "address": address.strip(),
         "gpus": gpus,
@@ -351,6 +374,7 @@ def parse_lease(msg):
         "stdin": stdin,
         "raw_output": raw_output,
         "gpu_clean_timeout_sec": float(clean),
+        "avoid_nodes": avoid,
     }
 
 

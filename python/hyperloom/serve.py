@@ -98,7 +98,33 @@ def node_facts():
             else:
                 facts["engines"][name] = version
     facts["gpus"] = gpu_models()
+    facts["ray_node_id"] = os.environ.get("HYPERLOOM_RAY_NODE_ID")
+    facts["gpu_driver"] = gpu_driver()
+    facts["cpu_model"] = cpu_model()
+    facts["cpu_count"] = os.cpu_count()
     return facts
+
+
+def gpu_driver():
+    """The NVIDIA driver's version (/proc/driver/nvidia/version), None when there is none."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", f.read())
+            return m.group(1) if m else None
+    except OSError:
+        return None
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo), None when it does not say."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def gpu_models():

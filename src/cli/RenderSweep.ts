@@ -3,8 +3,10 @@
  * its largest SLO-passing load and peak, and the best (or the tie) with its full server and client
  * command lines, ready to paste. Pure.
  */
+
+import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
-import { comboLabel, shellQuote } from "../domain/Sweep.js"
+import { comboLabel, nodeName, renderClass, shellQuote } from "../domain/Sweep.js"
 
 const num = (n: number | undefined | null): string =>
   n === undefined || n === null ? "–" : n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10)
@@ -38,6 +40,11 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     }, ${e.repeats} repeat(s), SLO ${e.slos.length === 0 ? "none" : e.slos.join(" and ")}`
   )
   if (doc.stop_error !== null) out.push(`  ${doc.stop_error.split("\n")[0]}`)
+  if (doc.hardware_class !== undefined) out.push(`  hardware class: ${renderClass(doc.hardware_class)}`)
+  if ((doc.left_alone ?? []).length > 0)
+    out.push(
+      `  left alone (another hardware class): ${doc.left_alone!.map((n) => `${nodeName(n)} (${n.gpu_count} GPU${n.gpu_model !== null ? ` ${n.gpu_model}` : ""})`).join(", ")}`
+    )
   out.push("")
   const rows: Array<Array<string>> = [
     ["#", "combination", e.load.name, "status", "output tok/s", "p99 TTFT ms", "p99 TPOT ms", "runs", "note"]
@@ -81,15 +88,25 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   out.push(table(rows))
   out.push("")
   out.push("per combination:")
+  // the node(s) of each combination (SPEC §14), when the sweep recorded them
+  const withNodes = hasNodes(doc)
   out.push(
     table([
-      ["#", "combination", "status", `largest passing ${e.load.name}`, "peak output tok/s"],
+      [
+        "#",
+        "combination",
+        "status",
+        `largest passing ${e.load.name}`,
+        "peak output tok/s",
+        ...(withNodes ? ["node(s)"] : [])
+      ],
       ...doc.summary.combinations.map((c) => [
         String(c.index),
         c.label,
         c.status,
         c.largest_passing_load ?? "none",
-        num(c.peak_output_throughput)
+        num(c.peak_output_throughput),
+        ...(withNodes ? [nodesOf(doc.combinations.find((x) => x.index === c.index)!).join(", ") || "–"] : [])
       ])
     ])
   )

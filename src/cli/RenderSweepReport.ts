@@ -6,6 +6,7 @@
  * front marked and the best highlighted. The points table. Pure: the documents in, the page out.
  */
 import type { MetricKey } from "../domain/Results.js"
+import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
 import { comboLabel, loadNumber, type PointRecord, type SweepDoc } from "../domain/Sweep.js"
 import { escapeHtml } from "./RenderReport.js"
 
@@ -268,10 +269,14 @@ export const renderSweepSection = (name: string, doc: SweepDoc): string => {
       ]
     })
   )
+  // the node(s) each combination ran on (SPEC §14), when the sweep recorded them
+  const withNodes = hasNodes(doc)
+  const nodeCell = (c: (typeof combos)[number]["c"]) =>
+    withNodes ? `<td>${escapeHtml(nodesOf(c).join(", ") || "–")}</td>` : ""
   const rows = combos.flatMap(({ c, color, label }) => {
     if (c.points.length === 0 || c.points.every((p) => p.status === "not_run"))
       return [
-        `<tr><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td><td>–</td><td class="bad">${escapeHtml(c.status)}</td><td colspan="5" class="err">${escapeHtml(`${c.class ?? ""} ${(c.error ?? "").split("\n")[0]}`.slice(0, 200))}</td></tr>`
+        `<tr><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td>${nodeCell(c)}<td>–</td><td class="bad">${escapeHtml(c.status)}</td><td colspan="5" class="err">${escapeHtml(`${c.class ?? ""} ${(c.error ?? "").split("\n")[0]}`.slice(0, 200))}</td></tr>`
       ]
     return c.points.map((p) => {
       const s = p.stats.output_throughput
@@ -284,7 +289,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc): string => {
             ? fmt(s.median)
             : `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`
       const conc = loadNumber(p.load)
-      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td><td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : ""}</td><td class="num">${tp}</td><td class="num">${fmt(median(p, "p99_ttft_ms"))}</td><td class="num">${fmt(median(p, "p99_tpot_ms"))}</td><td class="num">${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
+      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td>${nodeCell(c)}<td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : ""}</td><td class="num">${tp}</td><td class="num">${fmt(median(p, "p99_ttft_ms"))}</td><td class="num">${fmt(median(p, "p99_tpot_ms"))}</td><td class="num">${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
         p.status === "failed"
           ? `${p.class}: ${(p.error ?? "").split("\n")[0]}`.slice(0, 160)
           : p.slo
@@ -313,7 +318,7 @@ ${charts.join("\n")}
 ${paretoChart(pareto, perGpu)}
 </div>
 <h3>Points</h3>
-<table><tr><th>combination</th><th>${escapeHtml(loadName)}</th><th>status</th><th>output tok/s (median, min–max)</th><th>p99 TTFT ms</th><th>p99 TPOT ms</th><th>tok/s per user</th><th>why not ok</th></tr>
+<table><tr><th>combination</th>${withNodes ? "<th>node(s)</th>" : ""}<th>${escapeHtml(loadName)}</th><th>status</th><th>output tok/s (median, min–max)</th><th>p99 TTFT ms</th><th>p99 TPOT ms</th><th>tok/s per user</th><th>why not ok</th></tr>
 ${rows.join("\n")}
 </table>
 </section>`

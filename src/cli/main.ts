@@ -16,6 +16,7 @@ import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
 import { commandPathError, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
 import { CommandLine, errorJson } from "./Run.js"
 import { exitCodeAfterSignals, watchSignals } from "./Signals.js"
+import { writeAroundStatus } from "./StatusLine.js"
 import {
   EXIT_STDOUT_CLOSED,
   EXIT_STDOUT_FAILED,
@@ -178,7 +179,7 @@ const withConsole = <A, E, R>(effect: Effect.Effect<A, E, R>, words: ReadonlyArr
 const stderrLogger = Logger.make(({ logLevel, message }) => {
   const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
   const prefix = logLevel._tag === "Warning" ? "warning: " : logLevel._tag === "Error" ? "error: " : ""
-  process.stderr.write(`hyperloom: ${prefix}${text}\n`)
+  writeAroundStatus(`hyperloom: ${prefix}${text}\n`)
 })
 
 const usageText = (e: ValidationError.ValidationError) => {

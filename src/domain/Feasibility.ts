@@ -10,6 +10,11 @@ export interface LeaseRequest {
   readonly servingSlot: boolean
   /** Before the command starts, how long to wait for holders outside the lease to free its GPUs (SPEC §13 `--gpu-clean-timeout`). */
   readonly gpuCleanTimeoutSec?: number | undefined
+  /**
+   * Ray node ids the lease must not be granted on (a sweep's nodes of another hardware class,
+   * SPEC §14): the lease's placement group carries Ray's own label selector against them.
+   */
+  readonly avoidNodes?: ReadonlyArray<string> | undefined
 }
 
 export interface FeasibilityVerdict {

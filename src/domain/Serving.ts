@@ -99,7 +99,12 @@ export const NodeFacts = Schema.Struct({
   ray_version: Schema.optional(Schema.String),
   cuda_visible_devices: Schema.optional(Schema.NullOr(Schema.String)),
   engines: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
-  gpus: Schema.optional(Schema.Array(Schema.String))
+  gpus: Schema.optional(Schema.Array(Schema.String)),
+  /** Ray's id of the node (the lease's actor tells it), SPEC §14. */
+  ray_node_id: Schema.optional(Schema.NullOr(Schema.String)),
+  gpu_driver: Schema.optional(Schema.NullOr(Schema.String)),
+  cpu_model: Schema.optional(Schema.NullOr(Schema.String)),
+  cpu_count: Schema.optional(Schema.NullOr(Schema.Number))
 })
 export type NodeFacts = typeof NodeFacts.Type
 

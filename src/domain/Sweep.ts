@@ -34,12 +34,14 @@ import {
   substitute
 } from "./Sweep/Grid.js"
 import type { Experiment } from "./Sweep/Identity.js"
+import { HardwareClass, NodeRecord } from "./Sweep/Nodes.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
 import { oneLine } from "./Text.js"
 
 export * from "./Sweep/Best.js"
 export * from "./Sweep/Grid.js"
 export * from "./Sweep/Identity.js"
+export * from "./Sweep/Nodes.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
 
@@ -129,10 +131,15 @@ export const EngineStart = Schema.Struct({
   started_at: IsoTimestamp,
   ended_at: Schema.NullOr(IsoTimestamp),
   ready_sec: Schema.NullOr(Schema.Finite),
-  /** `ready` once it served; `failed` before ready; `interrupted` when a dead process left it open. */
-  outcome: Schema.NullOr(lit("ready", "failed", "interrupted")),
+  /**
+   * `ready` once it served; `failed` before ready; `interrupted` when a dead process left it open;
+   * `left_alone` when it was granted a node of another hardware class (stopped at once, not charged).
+   */
+  outcome: Schema.NullOr(lit("ready", "failed", "interrupted", "left_alone")),
   class: Schema.NullOr(FailureClassSchema),
-  error: Schema.NullOr(Schema.String)
+  error: Schema.NullOr(Schema.String),
+  /** The node it ran on (SPEC §14), once known. */
+  node: Schema.optional(NodeRecord)
 })
 export type EngineStart = typeof EngineStart.Type
 
@@ -214,6 +221,10 @@ export const SweepDoc = Schema.Struct({
    * relative paths in their command lines are relative to it. Absent in documents written before.
    */
   cwd: Schema.optional(Schema.String),
+  /** The hardware class of the first node granted (SPEC §14): a resumed sweep keeps it. */
+  hardware_class: Schema.optional(HardwareClass),
+  /** Nodes of another class, left alone (Ray node ids, each with its facts). */
+  left_alone: Schema.optional(Schema.Array(NodeRecord)),
   combinations: Schema.Array(CombinationRecord),
   summary: SweepSummary
 })

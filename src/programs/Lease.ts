@@ -230,6 +230,7 @@ export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
         gpus: spec.request.gpus,
         servingSlot: spec.request.servingSlot,
         gpuCleanTimeoutSec: spec.request.gpuCleanTimeoutSec,
+        avoidNodes: spec.request.avoidNodes,
         argv: spec.argv,
         env: spec.env,
         cwd: spec.cwd,
@@ -286,7 +287,20 @@ export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunS
             contentionFirstLook
           )
         )
+        // SPEC §13/§14: the lease stops holding the host's queue once Ray has placed it (its node's
+        // slot is held from then), not once its command starts: a lease of this host bound for
+        // another node never waits behind this one's clean-GPU wait or worker start.
+        const holding =
+          ticket === undefined
+            ? undefined
+            : yield* Effect.fork(
+                Effect.raceFirst(lease.session.awaitPlaced ?? Effect.never, lease.session.awaitStarted).pipe(
+                  Effect.zipRight(ticket.markHolding(lease.session.actorId)),
+                  Effect.ignore
+                )
+              )
         progress.started = yield* lease.session.awaitStarted.pipe(Effect.ensuring(Fiber.interrupt(reporter)))
+        if (holding !== undefined) yield* Fiber.join(holding)
         return lease
       })
       const lease = yield* spec.waitSec === undefined
@@ -300,7 +314,6 @@ export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunS
                 ahead: said.ahead ?? 0
               })
           })
-      if (ticket !== undefined) yield* ticket.markHolding(lease.session.actorId)
       progress.startedAt = yield* Clock.currentTimeMillis
       progress.waitedSec = (progress.startedAt - waitStart) / 1000
       // Only after a line that said it waits: a worker slow to start is no wait for anyone.

@@ -18,7 +18,7 @@
  * 3. The best (or the tie) decides the outcome. `--deadline` stops the run (resumable); Ctrl-C
  *    saves the sweep as cancelled after the engine is stopped and its lease released.
  */
-import { Clock, Data, Duration, Effect, Option } from "effect"
+import { Clock, Data, Duration, Effect, Option, Schedule } from "effect"
 import type { AttemptResult } from "../domain/Failure.js"
 import {
   AttemptOutcome,
@@ -31,6 +31,17 @@ import {
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { CLIENT_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
+import {
+  classOf,
+  type HardwareClass,
+  type NodeRecord,
+  nodeName,
+  onNode,
+  renderClass,
+  sameClass,
+  statusLine
+} from "../domain/Sweep/Nodes.js"
+import { mergeOwn, runCounts } from "../domain/Sweep/Parallel.js"
 import {
   addPoint,
   beginEngine,
@@ -82,7 +93,17 @@ export interface SweepOptions {
   readonly deadlineSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
+  /** Combinations at once (SPEC §14 `--parallel`; default 1), each under its own lease. */
+  readonly parallel?: number | undefined
+  /**
+   * Where the status line goes (SPEC §14): `redraw` is called at every change (a terminal redraws
+   * it in place); without it, the line is logged every `STATUS_EVERY`.
+   */
+  readonly redrawStatus?: ((line: string) => Effect.Effect<void>) | undefined
 }
+
+/** How often the status line is logged when it is not redrawn on a terminal. */
+export const STATUS_EVERY = Duration.seconds(30)
 
 /** The same session was given a different experiment (exit 2). */
 export class ExperimentChanged extends Data.TaggedError("ExperimentChanged")<{
@@ -114,19 +135,91 @@ interface Run {
   doc: SweepDoc
   engineStarts: number
   clientRuns: number
+  /** What every combination in flight shares (the document's saves, the class, the counts). */
+  readonly fleet: Fleet
+  /** Set on a combination's own view (`ownRun`): the only combination it writes. */
+  readonly only?: number | undefined
 }
+
+/** The state combinations in flight share; changed only between two yields (atomic). */
+interface Fleet {
+  /** The run over the whole sweep: its `doc` is the latest saved document. */
+  root: Run | undefined
+  /** One save at a time, so the latest document is never overwritten by an older one. */
+  readonly lock: Effect.Semaphore
+  cls: HardwareClass | undefined
+  leftAlone: Array<NodeRecord>
+  readonly running: Set<number>
+  readonly startSecs: Array<number>
+  readonly runSecs: Array<number>
+  readonly startedAt: number
+  readonly parallel: number
+}
+
+/** A combination's own view of the run: it writes its own record only (domain/Sweep/Parallel.ts). */
+const ownRun = (root: Run, index: number): Run => ({
+  ...root,
+  only: index,
+  get engineStarts() {
+    return root.engineStarts
+  },
+  set engineStarts(n: number) {
+    root.engineStarts = n
+  },
+  get clientRuns() {
+    return root.clientRuns
+  },
+  set clientRuns(n: number) {
+    root.clientRuns = n
+  }
+})
 
 const iso = (ms: number) => new Date(ms).toISOString()
 const nowIso = Effect.map(Clock.currentTimeMillis, iso)
 
 const save = (run: Run, next: SweepDoc) =>
   Effect.uninterruptible(
-    Effect.gen(function* () {
-      const doc = withSummary({ ...next, updated_at: yield* nowIso })
-      run.doc = doc
-      yield* run.store.save(run.dir, doc)
-    })
+    run.fleet.lock.withPermits(1)(
+      Effect.gen(function* () {
+        const now = yield* nowIso
+        const root = run.fleet.root ?? run
+        const merged = run.only === undefined ? next : mergeOwn(root.doc, run.doc, next, run.only)
+        const doc = withSummary({ ...merged, updated_at: now })
+        run.doc = doc
+        root.doc = doc
+        yield* run.store.save(run.dir, doc)
+        yield* redraw(run)
+      })
+    )
   )
+
+/** The status line now (SPEC §14): combinations done / running / waiting, runs, elapsed, ETA. */
+const statusNow = (run: Run) =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    const doc = (run.fleet.root ?? run).doc
+    const f = run.fleet
+    const finals = doc.combinations.filter(isFinalCombination).length
+    const running = f.running.size
+    const waiting = Math.max(0, doc.combinations.length - finals - running)
+    const runs = runCounts(doc)
+    return statusLine({
+      done: finals,
+      running,
+      waiting,
+      runsDone: runs.done,
+      runsPlanned: runs.planned,
+      elapsedSec: (now - f.startedAt) / 1000,
+      startSecs: f.startSecs,
+      runSecs: f.runSecs,
+      parallel: f.parallel,
+      startsLeft: waiting
+    })
+  })
+
+const redraw = (run: Run) =>
+  run.options.redrawStatus === undefined
+    ? Effect.void
+    : Effect.flatMap(statusNow(run), run.options.redrawStatus)
 
 const combo = (run: Run, index: number) => run.doc.combinations[index]!
 const pointOf = (run: Run, index: number, load: string) =>
@@ -244,6 +337,7 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
           between: run.options.between ?? null,
           timeout_sec: run.options.pointTimeoutSec ?? null
         })
+        if (!outcome.engineDied) run.fleet.runSecs.push(outcome.runtimeSec)
         const r = yield* judgeRun(run, outcome, runDir, resultFile)
         yield* save(
           run,
@@ -326,13 +420,44 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         spec.kind === "points"
           ? `point ${c2.points.length - pointsLeft(c2) + 1}/${c2.points.length}, ${pointsLeft(c2) - 1} left here`
           : `search point ${c2.points.length}`
-      const where = `combination ${index + 1}/${total} (${label}), ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
+      const where = `combination ${index + 1}/${total} (${label})${onNode(handle.node)}, ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
       const end = yield* runPoint(run, index, load, handle, where)
       if (end === "engine_died") return "engine_died" as const
     }
   })
 
 const DETERMINISTIC: ReadonlySet<string> = new Set(["kv_cache_oom", "fast_exit_arg_error"])
+
+/**
+ * Whether the sweep takes the node it was granted (SPEC §14 "Comparable nodes"): the first node
+ * granted sets the sweep's hardware class (a resumed sweep keeps its own); a node of another
+ * class is left alone (its Ray id avoided by every later lease of the sweep) and named once. A
+ * node that tells nothing, or no Ray id, is taken (it cannot be steered away from).
+ */
+const admitNode = (run: Run, node: NodeRecord | undefined) =>
+  Effect.gen(function* () {
+    const f = run.fleet
+    if (node === undefined) return true
+    const cls = classOf(node)
+    if (f.cls === undefined) {
+      // decided before the next yield: two combinations granted at once agree on the first
+      f.cls = cls
+      yield* save(run, { ...run.doc, hardware_class: cls })
+      yield* Effect.logInfo(
+        `sweep: the hardware class is ${renderClass(cls)} (the first node granted, ${nodeName(node)})`
+      )
+      return true
+    }
+    if (sameClass(f.cls, cls) || node.node_id === null) return true
+    if (!f.leftAlone.some((n) => n.node_id === node.node_id)) {
+      f.leftAlone.push(node)
+      yield* save(run, { ...run.doc, left_alone: [...f.leftAlone] })
+      yield* Effect.logWarning(
+        `sweep: leaving node ${nodeName(node)} (${node.node_id}) alone: it is ${renderClass(cls)}, the sweep runs on ${renderClass(f.cls)}; no combination of this sweep is granted it again`
+      )
+    }
+    return false
+  })
 
 /** A combination: one engine start (one retry for a non-deterministic failure before ready). */
 const runCombination = (run: Run, index: number) =>
@@ -343,6 +468,7 @@ const runCombination = (run: Run, index: number) =>
       const failedStarts = c.engine_starts.filter((s) => s.outcome === "failed").length
       const n = c.engine_starts.length + 1
       const dir = `${comboDir(run, index)}/engine-${n}`
+      // not charged: a start left alone on another class's node is no failure of the combination
       yield* save(run, beginEngine(run.doc, index, dir, yield* nowIso))
       run.engineStarts++
       yield* Effect.logInfo(
@@ -350,8 +476,9 @@ const runCombination = (run: Run, index: number) =>
       )
       const outcome = yield* Effect.scoped(
         Effect.gen(function* () {
+          const avoid = run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id]))
           const handle = yield* run.engine.start({
-            request: run.options.request,
+            request: avoid.length === 0 ? run.options.request : { ...run.options.request, avoidNodes: avoid },
             server: c.server_cmd,
             dir,
             readyPath: run.options.readyPath,
@@ -361,14 +488,17 @@ const runCombination = (run: Run, index: number) =>
             cwd: run.options.cwd,
             onOutput: (o) => Effect.logDebug(`[combination ${index + 1}] ${o.line}`)
           })
+          if (handle.node !== undefined) yield* save(run, updateEngine(run.doc, index, { node: handle.node }))
+          if (!(yield* admitNode(run, handle.node))) return { _tag: "left_alone" as const }
           if (handle.started._tag === "NotReady")
             return { _tag: "not_ready" as const, result: handle.started.result }
+          if (handle.started.readySec !== null) run.fleet.startSecs.push(handle.started.readySec)
           yield* save(
             run,
             updateEngine(run.doc, index, { outcome: "ready", ready_sec: handle.started.readySec })
           )
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
+            `sweep: combination ${index + 1}/${total}: the engine is ready${onNode(handle.node)}${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
           )
           return { _tag: "ran" as const, end: yield* runPoints(run, index, handle) }
         })
@@ -398,6 +528,10 @@ const runCombination = (run: Run, index: number) =>
       )
       const ended = yield* nowIso
       switch (outcome._tag) {
+        case "left_alone": {
+          yield* save(run, updateEngine(run.doc, index, { ended_at: ended, outcome: "left_alone" }))
+          continue
+        }
         case "infeasible": {
           yield* save(
             run,
@@ -473,11 +607,55 @@ const runCombination = (run: Run, index: number) =>
 // ---------------------------------------------------------------------------------------------
 // The run
 
+/** A combination ended the whole sweep (an infeasible cluster): the others in flight are stopped. */
+class SweepStopped extends Data.TaggedError("SweepStopped")<{}> {}
+
+/**
+ * The combinations not finished, up to `parallel` at once (SPEC §14), handed out in the sweep's
+ * order: a finished one frees its place (and Ray its node's slot) for the next. Each runs under
+ * its own lease; where it runs is Ray's to decide (the serving slot: one engine per node),
+ * steered only away from the nodes the sweep leaves alone. One that stops the sweep stops the
+ * others (their runs in flight become interrupted, their points run again on a resume); so
+ * does a lease failure, which fails the run.
+ */
+const runCombinations = (run: Run, parallel: number) =>
+  Effect.gen(function* () {
+    const order = run.doc.combinations.filter((c) => !isFinalCombination(c)).map((c) => c.index)
+    let next = 0
+    const worker = Effect.gen(function* () {
+      while (next < order.length) {
+        const index = order[next++]!
+        run.fleet.running.add(index)
+        const end = yield* runCombination(parallel === 1 ? run : ownRun(run, index), index).pipe(
+          Effect.ensuring(Effect.sync(() => run.fleet.running.delete(index)))
+        )
+        if (end === "stop") return yield* new SweepStopped()
+      }
+    })
+    const workers = Math.max(1, Math.min(parallel, order.length))
+    return yield* Effect.all(
+      Array.from({ length: workers }, () => worker),
+      {
+        concurrency: "unbounded",
+        discard: true
+      }
+    ).pipe(
+      Effect.as("finished" as const),
+      Effect.catchTag("SweepStopped", () => Effect.succeed("stopped" as const)),
+      Effect.tapError(() =>
+        workers > 1
+          ? Effect.flatMap(nowIso, (now) => save(run, recoverInterrupted(run.doc, now)))
+          : Effect.void
+      )
+    )
+  })
+
 const combinationsLoop = (run: Run) =>
   Effect.gen(function* () {
-    for (const c of run.doc.combinations) {
-      if (isFinalCombination(combo(run, c.index))) continue
-      if ((yield* runCombination(run, c.index)) === "stop") return
+    const ended = yield* runCombinations(run, run.fleet.parallel)
+    if (ended === "stopped") {
+      if (run.fleet.parallel > 1) yield* save(run, recoverInterrupted(run.doc, yield* nowIso))
+      return
     }
     yield* save(run, setSweepStatus(run.doc, "done", null, null, yield* nowIso))
   })
@@ -499,16 +677,30 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
   yield* locks.lock(dir)
   const store = yield* SweepStore
   const loaded = yield* store.load(dir)
+  const doc0 = Option.getOrElse(loaded, () => initialSweep(options.experiment, iso(0)))
+  const fleet: Fleet = {
+    root: undefined,
+    lock: yield* Effect.makeSemaphore(1),
+    cls: doc0.hardware_class,
+    leftAlone: [...(doc0.left_alone ?? [])],
+    running: new Set(),
+    startSecs: [],
+    runSecs: [],
+    startedAt: yield* Clock.currentTimeMillis,
+    parallel: Math.max(1, Math.floor(options.parallel ?? 1))
+  }
   const run: Run = {
     options,
     dir,
     store,
     files: yield* AttemptFiles,
     engine: yield* SweepEngine,
-    doc: Option.getOrElse(loaded, () => initialSweep(options.experiment, iso(0))),
+    doc: doc0,
     engineStarts: 0,
-    clientRuns: 0
+    clientRuns: 0,
+    fleet
   }
+  fleet.root = run
   const now = yield* nowIso
   if (Option.isNone(loaded)) {
     yield* save(run, { ...initialSweep(options.experiment, now), cwd: options.cwd })
@@ -541,6 +733,16 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     yield* Effect.logInfo(`resuming sweep ${dir}: ${left} combination(s) not finished`)
   }
   const start = yield* Clock.currentTimeMillis
+  // the status line: redrawn (a terminal) at every save and every few seconds, else logged
+  const show = options.redrawStatus
+  yield* Effect.forkScoped(
+    show === undefined
+      ? Effect.flatMap(statusNow(run), (line) => Effect.logInfo(line)).pipe(
+          Effect.delay(STATUS_EVERY),
+          Effect.repeat(Schedule.spaced(STATUS_EVERY))
+        )
+      : Effect.flatMap(statusNow(run), show).pipe(Effect.repeat(Schedule.spaced(Duration.seconds(5))))
+  )
   const bounded =
     options.deadlineSec === undefined
       ? Effect.asSome(combinationsLoop(run))

@@ -8,7 +8,7 @@
  * The sweep program sees only the `SweepEngine` tag: the live one (here) runs the lease through
  * the AttemptRunner (one node, or a group with `--nodes`); tests script one (`layerTest`).
  */
-import { Context, Data, Deferred, Duration, Effect, Exit, Fiber, Layer, type Scope } from "effect"
+import { Context, Data, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, type Scope } from "effect"
 import type { AttemptResult } from "../domain/Failure.js"
 import {
   AttemptOutcome,
@@ -20,8 +20,10 @@ import {
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { LeasedCommand, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
+import { type NodeRecord, rayNodeFacts } from "../domain/Sweep/Nodes.js"
 import type { ClientRequest, EngineStatus, RunDone } from "../domain/Sweep/Runner.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
+import { ClusterInspector } from "../services/ClusterInspector.js"
 import { type LeaseOutput, LeaseTerminal } from "../services/LeaseBridge.js"
 import { SweepControl } from "../services/SweepControl.js"
 import { type AttemptError, AttemptRunner } from "./AttemptRunner.js"
@@ -63,6 +65,8 @@ export interface ClientOutcome {
 
 export interface EngineHandle {
   readonly started: EngineStarted
+  /** The node the engine runs on (rank 0's for a group), as far as it could be told. */
+  readonly node: NodeRecord | undefined
   /** Runs one client invocation against the ready engine. */
   readonly run: (request: ClientRequest) => Effect.Effect<ClientOutcome>
 }
@@ -80,6 +84,28 @@ export class SweepEngine extends Context.Tag("hyperloom/programs/SweepEngine")<
 /** How long the runner may take to stop the engine and exit before the lease is taken down anyway. */
 const STOP_WAIT = Duration.seconds(20)
 
+/**
+ * The node's facts: what the runner wrote in engine.json (host, GPU models, driver, CPU, Ray's
+ * node id) and what Ray tells of that node (its GPU total, its accelerator type).
+ */
+export const nodeRecordOf = (
+  status: EngineStatus | undefined,
+  ray: ReturnType<typeof rayNodeFacts>
+): NodeRecord | undefined => {
+  const n = status?.node
+  if (n === undefined && ray === undefined) return undefined
+  const models = n?.gpus ?? []
+  return {
+    hostname: n?.hostname ?? ray?.hostname ?? null,
+    node_id: n?.ray_node_id ?? null,
+    gpu_count: ray?.gpuCount ?? models.length,
+    gpu_model: models[0] ?? ray?.accelerator ?? null,
+    driver: n?.gpu_driver ?? null,
+    cpu_model: n?.cpu_model ?? null,
+    cpu_count: n?.cpu_count ?? null
+  }
+}
+
 export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl | AttemptFiles> =
   Layer.effect(
     SweepEngine,
@@ -87,6 +113,24 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
       const runner = yield* AttemptRunner
       const control = yield* SweepControl
       const files = yield* AttemptFiles
+      // Ray's view of the node, where the live services have it (they do: Live.ts)
+      const inspector = yield* Effect.serviceOption(ClusterInspector)
+
+      /** The node of the engine: engine.json's facts and Ray's view of that node (bounded, best effort). */
+      const nodeOf = (status: EngineStatus | undefined) =>
+        Effect.gen(function* () {
+          const id = status?.node?.ray_node_id ?? null
+          const ray =
+            id === null || Option.isNone(inspector)
+              ? undefined
+              : yield* inspector.value.resolve.pipe(
+                  Effect.flatMap((r) => inspector.value.snapshot(r.gcsAddress)),
+                  Effect.map((snap) => rayNodeFacts(snap, id)),
+                  Effect.timeout(Duration.seconds(5)),
+                  Effect.orElseSucceed(() => undefined)
+                )
+          return nodeRecordOf(status, ray)
+        })
 
       /** The engine failed before ready: judged on server.log (SPEC §10), its class as §6 says. */
       const notReady = (
@@ -172,12 +216,14 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
           Effect.map(Deferred.await(leaseEnded), (exit) => ({ _tag: "lease" as const, exit }))
         )
         let started: EngineStarted
+        let seen: EngineStatus | undefined = first._tag === "status" ? first.s : undefined
         if (first._tag === "lease") {
           if (Exit.isFailure(first.exit)) {
             // the lease's own failure (infeasible cluster, bridge): the caller's to judge, by tag
             return yield* Effect.failCause(first.exit.cause)
           }
-          started = yield* notReady(spec, yield* channel.engine, first.exit.value)
+          seen = yield* channel.engine
+          started = yield* notReady(spec, seen, first.exit.value)
         } else if (first.s.state === "ready" || (first.s.state !== "failed" && first.s.ready_sec !== null)) {
           started = EngineStarted.Ready({ readySec: first.s.ready_sec, status: first.s })
         } else {
@@ -218,7 +264,8 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
             }
             return outcomeOf(answer.d)
           })
-        return { started, run } satisfies EngineHandle
+        const node = yield* nodeOf(seen?.node !== undefined ? seen : yield* channel.engine)
+        return { started, node, run } satisfies EngineHandle
       })
       return SweepEngine.of({ start })
     })
@@ -251,6 +298,8 @@ export interface FakeRun {
   readonly timedOut?: boolean | undefined
   /** The run never ends (until interrupted). */
   readonly hang?: boolean | undefined
+  /** Seconds the run takes, on the Clock (TestClock works). */
+  readonly runFor?: number | undefined
 }
 
 export interface FakeEngineLog {
@@ -262,6 +311,10 @@ export interface FakeEngineLog {
   readonly live: number
   /** Every start's `--wait` bound, in order. */
   readonly waits: ReadonlyArray<number | undefined>
+  /** The most engines live at once. */
+  readonly maxLive: number
+  /** Every start's nodes to avoid (SPEC §14), in order. */
+  readonly avoids: ReadonlyArray<ReadonlyArray<string>>
 }
 
 export class FakeSweepEngineLog extends Context.Tag("hyperloom/programs/SweepEngine/FakeLog")<
@@ -275,6 +328,10 @@ export class FakeSweepEngineLog extends Context.Tag("hyperloom/programs/SweepEng
  */
 export const layerTest = (script: {
   readonly start?: ((server: string, n: number) => FakeStart) | undefined
+  /** The node the n-th start is granted (default: none told). */
+  readonly node?: ((server: string, n: number) => NodeRecord | undefined) | undefined
+  /** Seconds each start takes before the engine is ready, on the Clock (default 0). */
+  readonly startFor?: number | undefined
   readonly run: (server: string, argv: ReadonlyArray<string>) => FakeRun
 }): Layer.Layer<SweepEngine | FakeSweepEngineLog, never, AttemptFiles> =>
   Layer.effectContext(
@@ -284,18 +341,27 @@ export const layerTest = (script: {
         starts: [] as Array<string>,
         runs: [] as Array<{ server: string; argv: ReadonlyArray<string> }>,
         live: 0,
-        waits: [] as Array<number | undefined>
+        waits: [] as Array<number | undefined>,
+        maxLive: 0,
+        avoids: [] as Array<ReadonlyArray<string>>
       }
       const start = (spec: EngineSpec) =>
         Effect.gen(function* () {
           log.starts.push(spec.server)
           log.waits.push(spec.waitSec)
-          const decided = (script.start ?? (() => ({ ready: true }) as const))(spec.server, log.starts.length)
+          log.avoids.push([...(spec.request.avoidNodes ?? [])])
+          const n = log.starts.length
+          const decided = (script.start ?? (() => ({ ready: true }) as const))(spec.server, n)
           if ("error" in decided) return yield* Effect.fail(decided.error)
+          const node = script.node?.(spec.server, n)
           yield* Effect.acquireRelease(
-            Effect.sync(() => void log.live++),
+            Effect.sync(() => {
+              log.live++
+              log.maxLive = Math.max(log.maxLive, log.live)
+            }),
             () => Effect.sync(() => void log.live--)
           )
+          if (script.startFor !== undefined) yield* Effect.sleep(Duration.seconds(script.startFor))
           if ("notReady" in decided) {
             return {
               started: EngineStarted.NotReady({
@@ -307,6 +373,7 @@ export const layerTest = (script: {
                   })
                 )
               }),
+              node,
               run: () => Effect.die("the engine is not ready")
             } satisfies EngineHandle
           }
@@ -325,6 +392,7 @@ export const layerTest = (script: {
                 }
               const r = script.run(spec.server, request.argv)
               if (r.hang === true) return yield* Effect.never
+              if (r.runFor !== undefined) yield* Effect.sleep(Duration.seconds(r.runFor))
               const resultFile = request.env.HYPERLOOM_RESULT_FILE
               if (r.metrics !== undefined && resultFile !== undefined)
                 yield* Effect.orDie(
@@ -338,14 +406,15 @@ export const layerTest = (script: {
               return {
                 exitCode: r.timedOut === true ? null : (r.exitCode ?? 0),
                 timedOut: r.timedOut === true,
-                runtimeSec: 1,
+                runtimeSec: r.runFor ?? 1,
                 engineDied: r.engineDies === true,
                 engineExitCode: r.engineDies === true ? 1 : null,
                 betweenExitCode: null
               } satisfies ClientOutcome
             })
           return {
-            started: EngineStarted.Ready({ readySec: 1, status: undefined }),
+            started: EngineStarted.Ready({ readySec: script.startFor ?? 1, status: undefined }),
+            node,
             run
           } satisfies EngineHandle
         })
@@ -356,7 +425,9 @@ export const layerTest = (script: {
             starts: [...log.starts],
             runs: [...log.runs],
             live: log.live,
-            waits: [...log.waits]
+            waits: [...log.waits],
+            maxLive: log.maxLive,
+            avoids: [...log.avoids]
           }))
         )
       )

@@ -105,6 +105,8 @@ export interface LeaseSpec {
    * of its GPUs (SPEC §13; default 30 s); then the lease fails with GpuBusy and CMD never runs.
    */
   readonly gpuCleanTimeoutSec?: number | undefined
+  /** Ray node ids the lease must not be placed on (Ray's `ray.io/node-id` label selector). */
+  readonly avoidNodes?: ReadonlyArray<string> | undefined
   /** Time a release may take before the bridge is killed (default stop grace + 10 s). */
   readonly releaseTimeoutSec?: number | undefined
   /** Time allowed from bridge start to actor submission (default 60 s). */
@@ -138,6 +140,12 @@ export interface LeaseSession {
   readonly bridgePid: number
   /** Resolves once the actor runs (after any wait for the slot or GPUs held by another lease). */
   readonly awaitStarted: Effect.Effect<LeaseStarted, LeaseBridgeError>
+  /**
+   * Resolves once Ray has placed the lease's placement group (its slot and GPUs are held on that
+   * node, its Ray id given), before the command starts (the clean-GPU gate may still wait).
+   * Never resolves for a lease that holds no resources.
+   */
+  readonly awaitPlaced?: Effect.Effect<string | null, LeaseBridgeError> | undefined
   /** Resolves when CMD ends. The actor is then killed at once (the slot frees). */
   readonly awaitExit: Effect.Effect<LeaseExit, LeaseBridgeError>
 }
@@ -170,6 +178,7 @@ const RELEASE_MARGIN_SEC = 10
 const BridgeEvent = Schema.Union(
   BridgeProcess.ConnectedEvent,
   Schema.Struct({ event: Schema.Literal("submitted"), actor_id: Schema.String }),
+  Schema.Struct({ event: Schema.Literal("placed"), node_id: Schema.NullOr(Schema.String) }),
   Schema.Struct({
     event: Schema.Literal("started"),
     pid: Schema.NullOr(Schema.Number),
@@ -213,7 +222,8 @@ export const leaseRequest = (spec: LeaseSpec, terminal: LeaseTerminalShape = {})
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
     ...(terminal.stdin !== undefined ? { stdin: true } : {}),
     ...(terminal.write !== undefined ? { raw_output: true } : {}),
-    gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC
+    gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC,
+    ...(spec.avoidNodes !== undefined && spec.avoidNodes.length > 0 ? { avoid_nodes: spec.avoidNodes } : {})
   })
 
 /**
@@ -351,6 +361,7 @@ const make = Effect.gen(function* () {
 
       const submitted = yield* Deferred.make<{ jobId: string; actorId: string }, LeaseBridgeError>()
       const started = yield* Deferred.make<LeaseStarted, LeaseBridgeError>()
+      const placed = yield* Deferred.make<string | null, LeaseBridgeError>()
       const exited = yield* Deferred.make<LeaseExit, LeaseBridgeError>()
       const tails = { stdout: new Tail(TAIL_CHARS), stderr: new Tail(TAIL_CHARS) }
       let actorId: string | undefined
@@ -372,6 +383,8 @@ const make = Effect.gen(function* () {
               return Deferred.succeed(submitted, { jobId: jobId ?? "", actorId: ev.actor_id }).pipe(
                 Effect.asVoid
               )
+            case "placed":
+              return Deferred.succeed(placed, ev.node_id).pipe(Effect.asVoid)
             case "started": {
               const info: LeaseStarted = {
                 pid: ev.pid ?? undefined,
@@ -417,7 +430,12 @@ const make = Effect.gen(function* () {
         actorId: () => actorId,
         failAll: (error) =>
           Effect.all(
-            [Deferred.fail(submitted, error), Deferred.fail(started, error), Deferred.fail(exited, error)],
+            [
+              Deferred.fail(submitted, error),
+              Deferred.fail(placed, error),
+              Deferred.fail(started, error),
+              Deferred.fail(exited, error)
+            ],
             { discard: true }
           ),
         request: leaseRequest(spec, terminal),
@@ -428,18 +446,19 @@ const make = Effect.gen(function* () {
         stdin = forwarding
         yield* Scope.addFinalizer(scope, Effect.sync(forwarding.stop))
       }
-      return { bridge, submitted, started, exited }
+      return { bridge, submitted, placed, started, exited }
     }).pipe(Effect.uninterruptible)
 
   const openIn = (scope: Scope.Scope, spec: LeaseSpec, python: string) =>
     Effect.gen(function* () {
-      const { bridge, submitted, started, exited } = yield* startBridge(scope, spec, python)
+      const { bridge, submitted, placed, started, exited } = yield* startBridge(scope, spec, python)
       const { jobId, actorId } = yield* BridgeProcess.awaitSubmitted(submitted, bridge, spec, "not submitted")
       const session: LeaseSession = {
         jobId,
         actorId,
         bridgePid: bridge.pid,
         awaitStarted: Deferred.await(started),
+        awaitPlaced: Deferred.await(placed),
         awaitExit: Deferred.await(exited)
       }
       return session
@@ -469,6 +488,8 @@ export interface FakeLease {
   readonly actorId?: string | undefined
   /** Time from open to started (a wait for the slot). */
   readonly startAfter?: Duration.DurationInput | undefined
+  /** Time from open to Ray placing the lease (default: when it starts). */
+  readonly placedAfter?: Duration.DurationInput | undefined
   /** The lease fails instead of starting (awaitStarted and awaitExit fail with it). */
   readonly startError?: LeaseBridgeError | undefined
   readonly started?: Partial<LeaseStarted> | undefined
@@ -542,6 +563,10 @@ export const layerTest = (
           actorId: fake.actorId ?? "a".repeat(24) + (n + 1).toString(16).padStart(2, "0").padEnd(8, "0"),
           bridgePid: 2000 + n,
           awaitStarted: Fiber.join(started),
+          awaitPlaced:
+            fake.placedAfter === undefined
+              ? Effect.map(Fiber.join(started), (s) => s.nodeId)
+              : Effect.as(Effect.sleep(fake.placedAfter), info.nodeId),
           awaitExit: Fiber.join(exited)
         }
         return session

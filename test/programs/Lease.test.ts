@@ -477,6 +477,35 @@ describe("runLeased: the host's queue (SPEC §13 fair)", () => {
   })
 
   it.effect(
+    "a lease Ray has placed no longer holds the queue: the next lease of the host (bound for another node) submits while the first's command has not started",
+    () => {
+      // Lease 1 is placed at once (its node's slot held) but its command starts only after 20 s
+      // (a clean-GPU wait, a slow worker); lease 2 would go to another node's free slot.
+      const { layer } = layers((_, n) =>
+        n === 0
+          ? { placedAfter: "0 seconds", startAfter: "20 seconds", runFor: "5 seconds", exitCode: 0 }
+          : { runFor: "1 second", exitCode: 0 }
+      )
+      return Effect.gen(function* () {
+        const first = yield* Effect.fork(runLeased(spec()))
+        yield* opened
+        const second = yield* Effect.fork(runLeased(spec()))
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual(
+          (yield* logOf).opened.length,
+          2,
+          "the second lease waited behind the first's start, though Ray had placed the first"
+        )
+        const r = yield* Fiber.join(second)
+        assert.strictEqual(r.exitCode, 0)
+        assert.isBelow(r.waitedSec, 5)
+        yield* TestClock.adjust("30 seconds")
+        assert.strictEqual((yield* Fiber.join(first)).exitCode, 0)
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.effect(
     "--wait: a lease not granted in time fails naming the holder, and nothing of it was submitted",
     () => {
       const { layer } = layers((_, n) =>

@@ -4,10 +4,12 @@ import { Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
 import {
+  autoParallel,
   checkPlaceholders,
   type Experiment,
   type LoadSpec,
   type Param,
+  parseParallel,
   parseSearch,
   parseSlo,
   parseValues,
@@ -16,6 +18,7 @@ import {
   type SweepDoc
 } from "../../domain/Sweep.js"
 import { runSweep } from "../../programs/Sweep.js"
+import { ClusterInspector } from "../../services/ClusterInspector.js"
 import { Settings } from "../../services/Settings.js"
 import { SweepStore } from "../../services/SweepStore.js"
 import { EXIT, ExitWith, UsageError } from "../Exit.js"
@@ -31,6 +34,7 @@ import {
   positiveSeconds,
   strictCommand
 } from "../Shared.js"
+import { statusRedraw, unpinStatus } from "../StatusLine.js"
 import { waitOption } from "./queue.js"
 import { session } from "./state.js"
 
@@ -107,6 +111,48 @@ const deadline = positiveSeconds(
   "Bound the whole run, in seconds; past it the engine is stopped and the sweep stops (exit 13); the same command resumes it."
 )
 
+const parallel = Options.text("parallel").pipe(
+  Options.withPseudoName("N|auto"),
+  Options.withDescription(
+    "Run up to N combinations at once (default 1), each under its own lease (or group with --nodes) on a node no other running combination holds: Ray's serving_slot decides where, one engine per node. auto: as many as the cluster can hold at once (alive nodes with serving_slot and --gpus GPUs, of the sweep's hardware class once it is known). Combinations are handed out in the sweep's order; the first node granted sets the hardware class (GPU model and count per node; with no GPU, the CPU model): nodes of another class are left alone, and named once."
+  ),
+  Options.optional
+)
+
+/** `--parallel`: the number, or for `auto` what the cluster can hold at once (read from Ray). */
+const parallelOf = (text: Option.Option<string>, session: string, gpus: number, nodeCount: number) =>
+  Effect.gen(function* () {
+    if (Option.isNone(text)) return 1
+    const p = parseParallel(text.value)
+    if (!p.ok) return yield* usage(p.error)
+    if (p.value !== "auto") return p.value
+    const doc = yield* Effect.flatMap(SweepStore, (store) => store.load(session)).pipe(
+      Effect.map(Option.getOrUndefined),
+      Effect.orElseSucceed(() => undefined)
+    )
+    const inspector = yield* ClusterInspector
+    const n = yield* inspector.resolve.pipe(
+      Effect.flatMap((r) => inspector.snapshot(r.gcsAddress)),
+      Effect.map((snap) =>
+        autoParallel(snap, {
+          gpus,
+          nodes: nodeCount,
+          cls: doc?.hardware_class,
+          leftAlone: (doc?.left_alone ?? []).flatMap((x) => (x.node_id === null ? [] : [x.node_id]))
+        })
+      ),
+      Effect.option
+    )
+    if (Option.isNone(n)) {
+      yield* Effect.logWarning(
+        "--parallel auto: the cluster could not be read; running one combination at a time"
+      )
+      return 1
+    }
+    yield* Effect.logInfo(`--parallel auto: the cluster can hold ${n.value} combination(s) at once`)
+    return n.value
+  })
+
 const cmd = commandArgs("The load client and its arguments, after `--` (no shell), with {name} placeholders.")
 
 const OPTIONS = [
@@ -126,6 +172,7 @@ const OPTIONS = [
   "--deadline",
   "--wait",
   "--gpu-clean-timeout",
+  "--parallel",
   "--json"
 ]
 
@@ -196,7 +243,7 @@ export const exitCodeForSweep = (doc: SweepDoc): number => {
   return doc.summary.best === null ? EXIT.sweepNoFeasiblePoint : EXIT.ok
 }
 
-const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
+const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). --parallel N|auto runs up to N combinations at once, each under its own lease on a node no other holds (Ray's serving_slot decides where), on one hardware class (the first node granted); each combination records its node. Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
 
 export const sweepRun = Command.make(
   "run",
@@ -217,6 +264,7 @@ export const sweepRun = Command.make(
     deadline,
     wait: waitOption,
     gpuCleanTimeout,
+    parallel,
     json,
     cmd
   },
@@ -229,6 +277,7 @@ export const sweepRun = Command.make(
         nodes: Option.getOrElse(o.nodes, () => settings.nodes),
         client
       })
+      const atOnce = yield* parallelOf(o.parallel, o.session, o.gpus, experiment.nodes)
       const ready = readiness(Option.getOrUndefined(o.readyPath), Option.getOrUndefined(o.readyTimeout))
       const print = (doc: SweepDoc) =>
         o.json ? Console.log(renderSweep(doc).trimEnd()) : Console.log(renderSweepText(o.session, doc))
@@ -242,6 +291,8 @@ export const sweepRun = Command.make(
         readyTimeoutSec: ready.timeoutSec,
         deadlineSec: Option.getOrUndefined(o.deadline),
         waitSec: Option.getOrUndefined(o.wait),
+        parallel: atOnce,
+        redrawStatus: statusRedraw(),
         env: settings.env,
         cwd: settings.cwd
       }).pipe(
@@ -252,7 +303,7 @@ export const sweepRun = Command.make(
           )
         )
       )
-      const report = yield* program
+      const report = yield* program.pipe(Effect.ensuring(unpinStatus))
       yield* print(report.doc)
       const code = exitCodeForSweep(report.doc)
       if (code !== EXIT.ok) return yield* Effect.fail(new ExitWith({ code }))
