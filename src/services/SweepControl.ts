@@ -48,6 +48,9 @@ export class SweepControl extends Context.Tag("hyperloom/services/SweepControl")
 
 export const POLL_MS = 20
 
+/** Where each answer is kept, under the engine's folder (`<seq>.done.json`). */
+export const ANSWERS_DIR = "control"
+
 /** How a group's rank 0 lines come (services/GroupBridge.ts rankPrefix(0)). */
 const LEADER_PREFIX = rankPrefix(0)
 
@@ -96,10 +99,18 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
               return true
             })
           case "done":
-            return Effect.sync(() => {
-              answers.set(m.done.seq, m.done)
-              return true
-            })
+            // kept beside the engine's files as before (bench/sweep.mjs reads the runs' epochs)
+            return Effect.zipRight(
+              files.write(
+                `${engineDir}/${ANSWERS_DIR}/${m.done.seq}.done.json`,
+                0,
+                Buffer.from(`${JSON.stringify(m.done)}\n`)
+              ),
+              Effect.sync(() => {
+                answers.set(m.done.seq, m.done)
+                return true
+              })
+            )
           case "file":
             if (!roots.some((r) => isUnder(m.file, r))) {
               refused++

@@ -68,6 +68,7 @@ describe("SweepControl's channel", () => {
         }
         assert.isTrue(yield* ch.take(msg({ done: answer })))
         assert.deepStrictEqual(yield* ch.awaitDone(1), answer)
+        assert.deepStrictEqual(JSON.parse(files.get("/s/c1/engine-1/control/1.done.json")!), answer)
         yield* ch.send(2, { stop: true })
         assert.deepStrictEqual(
           sent
