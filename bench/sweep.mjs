@@ -10,6 +10,7 @@
 // (run it on a host of its own: `bash scripts/own-host.sh node bench/sweep.mjs`).
 //
 //   node bench/sweep.mjs
+//   node bench/sweep.mjs --hosts 3     (bench/sweep-hosts.mjs: --parallel 3 against 1 on three hosts)
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -50,6 +51,13 @@ const sweep = (session, args) =>
   )
 
 const ceilLog2 = (x) => (x > 1 ? Math.ceil(Math.log2(x)) : 0)
+
+if (process.argv[2] === "--hosts") {
+  if (process.argv[3] !== "3") throw new Error("bench/sweep.mjs --hosts takes 3")
+  const { benchHosts } = await import("./sweep-hosts.mjs")
+  benchHosts()
+  process.exit(0)
+}
 
 stopRay()
 startHead(PORT, ["--num-cpus=2", '--resources={"serving_slot": 1}'])

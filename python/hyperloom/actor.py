@@ -37,6 +37,20 @@ SUPERVISOR_FILES = (
     "hyperloom/gpus.py",
     "hyperloom/supervisor.py",
 )
+# What `python -I PYDIR serve|sweep` imports, relative to PYDIR: the runners travel with the lease
+# like the supervisor (a node without the package runs them from a copy).
+RUNNER_FILES = (
+    "__main__.py",
+    "hyperloom/__init__.py",
+    "hyperloom/cgroup.py",
+    "hyperloom/procgroup.py",
+    "hyperloom/keeper.py",
+    "hyperloom/tee.py",
+    "hyperloom/jsonfile.py",
+    "hyperloom/listener.py",
+    "hyperloom/serve.py",
+    "hyperloom/sweep.py",
+)
 
 
 def register_by_value(ray):
@@ -52,14 +66,29 @@ def package_dir():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def supervisor_files():
-    """The supervisor's files as this host has them: (PYDIR, {relative path: bytes})."""
+def package_files(names):
+    """Files of this package as this host has them: (PYDIR, {relative path: bytes})."""
     root = package_dir()
     contents = {}
-    for rel in SUPERVISOR_FILES:
+    for rel in names:
         with open(os.path.join(root, rel), "rb") as f:
             contents[rel] = f.read()
     return root, contents
+
+
+def supervisor_files():
+    """The supervisor's files as this host has them: (PYDIR, {relative path: bytes})."""
+    return package_files(SUPERVISOR_FILES)
+
+
+def is_own_entry(argv):
+    """Is argv hyperloom's own Python entry on this host: [PYTHON, PYDIR, COMMAND, ...]?"""
+    if not argv or len(argv) < 3:
+        return False
+    try:
+        return os.path.samefile(argv[1], package_dir())
+    except OSError:
+        return False
 
 
 def _holds(root, contents):
@@ -150,13 +179,15 @@ def leased_gpus(ray, timeout_sec):
     return {"gpus": ids, "timeout_sec": timeout}
 
 
-def make_actor_class(ray):
+def make_actor_class(ray, with_runner=False):
     """The lease actor's class (each group rank's too), for `ray.remote`. Built here, on the
     bridge's host, with the supervisor's files read from this package: they travel with the
-    class (this package is pickled by value), so the actor's node needs only Ray."""
+    class (this package is pickled by value), so the actor's node needs only Ray. `with_runner`:
+    the runners' files too (a lease whose command is hyperloom's own runner: `run`'s own_entry)."""
     import subprocess
 
     files = supervisor_files()
+    runner = package_files(RUNNER_FILES) if with_runner else None
 
     class HyperloomLease:
         def __init__(self):
@@ -168,7 +199,7 @@ def make_actor_class(ray):
 
         @ray.method(num_returns="streaming")
         def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False, gpu_clean_timeout=None,
-                hold=False, token=None):
+                hold=False, token=None, own_entry=False):
             """Streams CMD's events. `stdin`: CMD reads a pipe that `feed` writes (else /dev/null).
             `raw_output`: output events carry byte chunks ({"data": bytes}) exactly as CMD wrote
             them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split).
@@ -176,8 +207,12 @@ def make_actor_class(ray):
             `hold` (a group rank): once the gate has passed, an event {"event": "gpu_clean"}, and
             CMD starts only on `go` (the group bridge says so once every rank is clean).
             `token`: the lease's token (hyperloom.gone), by which its bridge finds what is left of
-            the lease on this node should this worker die."""
+            the lease on this node should this worker die. `own_entry` (a class made
+            with_runner): argv is [PYTHON, PYDIR, COMMAND, ...] of the bridge's host; COMMAND runs
+            with this node's Python and PYDIR (the bridge's own, or a copy of the runners' files)."""
             pydir = runnable_dir(files)
+            if own_entry and runner is not None:
+                argv = [sys.executable, "-I", runnable_dir(runner)] + list(argv[2:])
             gpu_clean = leased_gpus(ray, gpu_clean_timeout)
             merged = dict(env or {})
             # The node's Ray id, for what the command records of its node (a sweep's node facts).

@@ -119,7 +119,8 @@ class Bridge(JsonLinesEndpoint):
             return code
         threading.Thread(target=self.sweep, args=(lambda: not self.started,), daemon=True).start()
         try:
-            cls = ray.remote(actor.make_actor_class(ray))
+            own_entry = actor.is_own_entry(spec["argv"])
+            cls = ray.remote(actor.make_actor_class(ray, with_runner=own_entry))
             options = actor.actor_options(spec)
             # Named for whoever meets it as the holder of a busy slot (see actor.lease_name).
             options["name"] = spec["name"] or actor.lease_name(spec["argv"], spec["gpus"], lease_id=spec["lease_id"])
@@ -155,7 +156,7 @@ class Bridge(JsonLinesEndpoint):
             gen = self.actor.run.remote(
                 spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info(),
                 stdin=spec["stdin"], raw_output=spec["raw_output"], gpu_clean_timeout=spec["gpu_clean_timeout_sec"],
-                token=self.token,
+                token=self.token, own_entry=own_entry,
             )
         except Exception as e:
             self.emit_error("actor_failed", describe(e))

@@ -29,7 +29,12 @@ hyperloom -> bridge (stdin):
         HYPERLOOM_BASE_URL=http://127.0.0.1:PORT, for a server each rank runs), "env_base":
         "node" (`env` is laid over the rank's own node's environment, the Ray worker's, instead of
         being the command's whole environment: hyperloom sends only HYPERLOOM_* and the names the
-        user lists, never the launching host's PATH).
+        user lists, never the launching host's PATH), "stdin": true (rank 0's command reads what
+        `stdin` ops send, as in hyperloom.bridge; e.g. the sweep runner's requests).
+    {"op": "stdin", "data": "<base64>"}  /  {"op": "stdin", "eof": true}
+        With "stdin": bytes for rank 0's command's stdin, in order, then its end; each data op is
+        answered by `stdin_written` (and `stdin_closed` once that stdin is gone), as in
+        hyperloom.bridge.
     {"op": "release"}
         Stop every rank's command, kill the rank actors, remove the placement group, disconnect,
         exit. Also on EOF on stdin, SIGTERM/SIGINT/SIGHUP, and stdout closed.
@@ -90,47 +95,54 @@ the cluster has them (ray start --system-config reaches drivers through the GCS)
 
 import argparse
 import os
+import queue
 import sys
 import threading
 import time
 
 from hyperloom import actor as lease_actor
 from hyperloom import endpoint
-from hyperloom.bridge import parse_lease
+from hyperloom.bridge import Bridge as LeaseBridge, parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
-# What `python -I PYDIR serve` imports, relative to PYDIR: the serving runner travels with the
-# rank class like the supervisor (a rank 0 on a node without the package runs it from a copy).
-RUNNER_FILES = (
-    "__main__.py",
-    "hyperloom/__init__.py",
-    "hyperloom/cgroup.py",
-    "hyperloom/procgroup.py",
-    "hyperloom/keeper.py",
-    "hyperloom/tee.py",
-    "hyperloom/jsonfile.py",
-    "hyperloom/listener.py",
-    "hyperloom/serve.py",
-)
-HEARTBEAT_MAX_SEC = 20.0
-HEARTBEAT_SHARE = 0.4
+# The runners travel with the rank class like the supervisor (a rank 0 on a node without the
+# package runs them from a copy): hyperloom.actor.RUNNER_FILES.
+RUNNER_FILES = lease_actor.RUNNER_FILES
 DEFAULT_NODE_DEATH_SEC = 65.0  # Ray 2.58's defaults: 5 x (10 s + 3 s)
+DEFAULT_HEALTH_PERIOD_SEC = 3.0
+# What a fencing rank needs beyond the stop grace to have its command gone: its watch's poll (at
+# most 1 s) and the KILL and reaping after the grace. Measured on two hosts of their own
+# (docs/multi-node.md): a rank whose heartbeat was 8 s had its command gone 9.8 s after the cut.
+FENCE_SLACK_SEC = 2.0
+# How often the group bridge beats each rank: a rank's silence then starts at most this long
+# before a cut, so a cut shorter than (heartbeat - BEAT_EVERY_SEC) never fences.
+BEAT_EVERY_SEC = 1.0
+
+
+def health_check(ray):
+    """Ray's health checks as this connected driver has them: (failures in a row, period s,
+    timeout s); Ray 2.58's documented defaults for a Ray without these settings."""
+    try:
+        config = ray._raylet.Config
+        return (config.health_check_failure_threshold(), config.health_check_period_ms() / 1000.0,
+                config.health_check_timeout_ms() / 1000.0)
+    except Exception:
+        return 5, DEFAULT_HEALTH_PERIOD_SEC, DEFAULT_NODE_DEATH_SEC / 5 - DEFAULT_HEALTH_PERIOD_SEC
 
 
 def node_death_sec(ray):
     """How long Ray takes to declare an unreachable node dead: its failed health checks in a row,
     each one's timeout plus the period between them, as this connected driver has them."""
-    try:
-        config = ray._raylet.Config
-        per_check_ms = config.health_check_timeout_ms() + config.health_check_period_ms()
-        return config.health_check_failure_threshold() * per_check_ms / 1000.0
-    except Exception:  # a Ray without these settings: its documented defaults
-        return DEFAULT_NODE_DEATH_SEC
+    threshold, period, timeout = health_check(ray)
+    return threshold * (timeout + period)
 
 
-def heartbeat_sec(death_sec):
-    """The heartbeat timeout: well below the node-death time (room for the stop's grace)."""
-    return max(1.0, min(HEARTBEAT_MAX_SEC, HEARTBEAT_SHARE * death_sec))
+def heartbeat_sec(death_sec, period_sec=DEFAULT_HEALTH_PERIOD_SEC, grace_sec=3.0):
+    """The heartbeat timeout: a rank that hears nothing for this long stops its command, which is
+    then gone within the grace and FENCE_SLACK_SEC, before Ray can declare its node dead (at the
+    earliest one health-check period before death_sec: the cut may fall just before a check) and
+    grant its slot again. As late as that allows, so that a cut Ray survives, the run survives."""
+    return max(1.0, death_sec - period_sec - grace_sec - FENCE_SLACK_SEC)
 
 
 class GroupBridge(endpoint.JsonLinesEndpoint):
@@ -149,11 +161,16 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         self.ended = False
         self.spec = None
         self.went = False  # every rank's GPUs were clean and every rank was told to start
+        self.stdin = None  # with "stdin": the queue of rank 0's stdin chunks (None: EOF)
 
     # -- lifecycle
 
     def parse(self, msg):
         return parse_group(msg)
+
+    # `stdin` ops go to rank 0's command, as a single lease's to its command (hyperloom.bridge).
+    feed_stdin = LeaseBridge.feed_stdin
+    on_stdin = LeaseBridge.on_stdin
 
     def start(self, spec):
         """Connects and asks for the placement group. None on success, else the exit status."""
@@ -161,6 +178,9 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
 
         self.spec = spec
         self.grace = spec["stop_grace_sec"]
+        if spec["stdin"]:
+            # Bytes for rank 0's stdin wait here until its actor runs (feed_stdin, start_ranks).
+            self.stdin = queue.SimpleQueue()
         code = self.connect(spec)
         if code is not None:
             return code
@@ -227,7 +247,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             asked = [r["actor"].endpoint.remote() for r in self.ranks]
             own_ports = [p for _, p in ray.get(asked, timeout=RANK_START_TIMEOUT_SEC)]
         death = node_death_sec(ray)
-        beat = heartbeat_sec(death)
+        beat = heartbeat_sec(death, health_check(ray)[1], self.grace)
         self.emit("leader", host=host, port=port, heartbeat_sec=beat, node_death_sec=death)
         world = str(spec["nodes"])
         for rank, r in enumerate(self.ranks):
@@ -248,10 +268,12 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
             gen = r["actor"].run_rank.remote(
                 argv, env, spec["env_base"], spec["cwd"], self.grace, lease_actor.owner_info(), beat, own_entry,
-                spec["gpu_clean_timeout_sec"], r["token"],
+                spec["gpu_clean_timeout_sec"], r["token"], stdin=rank == 0 and spec["stdin"],
             )
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
-        threading.Thread(target=self.beat_ranks, args=(beat / 5.0,), daemon=True).start()
+            if rank == 0 and spec["stdin"]:
+                threading.Thread(target=self.feed_stdin, args=(r["actor"],), daemon=True).start()
+        threading.Thread(target=self.beat_ranks, args=(min(BEAT_EVERY_SEC, beat / 5.0),), daemon=True).start()
 
     def beat_ranks(self, every):
         """The heartbeat: every rank still running hears from this bridge every `every` seconds."""
@@ -278,6 +300,8 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         ray = self.ray
         while True:
             kind, payload = self.inbox.get()
+            if kind == "msg" and payload.get("op") == "stdin" and self.on_stdin(payload):
+                continue
             if kind == "placed":
                 try:
                     self.start_ranks()
@@ -452,7 +476,7 @@ def make_rank_class(ray):
 
         @ray.method(num_returns="streaming")
         def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False, gpu_clean_timeout=None,
-                     token=None):
+                     token=None, stdin=False):
             """The lease actor's `run`, in this node's own environment (env_base "node": the
             Ray worker's, with `env` laid over it), watched by the heartbeat: with no `beat` for
             `heartbeat` seconds the bridge is unreachable, and the command is stopped before Ray
@@ -479,8 +503,8 @@ def make_rank_class(ray):
                 threading.Thread(target=watch, daemon=True).start()
             try:
                 # Held after its gate: the bridge says when every rank's GPUs are clean.
-                yield from base.run(self, argv, merged, cwd, grace, owner, gpu_clean_timeout=gpu_clean_timeout, hold=True,
-                                    token=token)
+                yield from base.run(self, argv, merged, cwd, grace, owner, stdin=stdin, gpu_clean_timeout=gpu_clean_timeout,
+                                    hold=True, token=token)
             finally:
                 done.set()
 
@@ -500,24 +524,8 @@ def make_rank_class(ray):
     return HyperloomGroupRank
 
 
-def package_files(names):
-    """Files of this package as this host has them: (PYDIR, {relative path: bytes})."""
-    root = lease_actor.package_dir()
-    contents = {}
-    for rel in names:
-        with open(os.path.join(root, rel), "rb") as f:
-            contents[rel] = f.read()
-    return root, contents
-
-
-def is_own_entry(argv):
-    """Is argv hyperloom's own Python entry on this host: [PYTHON, PYDIR, COMMAND, ...]?"""
-    if not argv or len(argv) < 3:
-        return False
-    try:
-        return os.path.samefile(argv[1], lease_actor.package_dir())
-    except OSError:
-        return False
+package_files = lease_actor.package_files
+is_own_entry = lease_actor.is_own_entry
 
 
 def parse_group(msg):

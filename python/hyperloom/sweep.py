@@ -1,4 +1,4 @@
-"""The sweep runner: one server combination of a sweep (SPEC section 12), run as the leased command.
+"""The sweep runner: one server combination of a sweep (SPEC sections 12 and 14), run as the leased command.
 
     python PYDIR sweep --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
         --progress-every SEC --dir ENGINE_DIR --cwd DIR
@@ -7,41 +7,62 @@ Every flag is required: their defaults live in one place, hyperloom's (domain/Se
 always passes them all.
 
 It runs on the leased node, inside the lease, holding its GPUs: it starts the engine ONCE and runs
-many client invocations against it, one at a time, as hyperloom asks (domain/Sweep/Runner.ts):
+many client invocations against it, one at a time, as hyperloom asks (domain/Sweep/Runner.ts). The
+node shares nothing with hyperloom's host but Ray (SPEC section 14): requests come as JSON lines on
+this runner's stdin (forwarded by the lease), and everything it tells hyperloom, files included,
+goes out as lines on its stdout that start with PROTO (the lease brings them back). ENGINE_DIR and
+a request's `dir` are hyperloom's folders on ITS host: this runner never touches them, it names
+them in the files it sends; its own files live in a private folder on this node, removed at its end.
 
 1. A free port on 127.0.0.1 (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and every client);
-   the server (`sh -c`) in a process group led by a keeper (hyperloom.keeper), its whole output in
-   ENGINE_DIR/server.log; ENGINE_DIR/engine.json says `starting`.
+   the server (`sh -c`, in DIR when this node has it, else in /) in a process group led by a keeper
+   (hyperloom.keeper), its whole output in server.log; an `engine` message says `starting`.
 2. GET BASE_URL/READY_PATH polled until it answers 200 (a progress line every PROGRESS_EVERY s);
-   engine.json then says `ready`. A server that exits or is not ready in time: `failed` (exit 3).
-3. Requests ENGINE_DIR/control/1.json, 2.json, ... (hyperloom writes each atomically), polled:
-   `{"argv", "dir", "env", "between", "timeout_sec"}` runs `between` (sh -c) and then the client
-   (argv, no shell, $HYPERLOOM_* expanded, in a process group of its own led by a second keeper,
-   timed out after timeout_sec), its output copied live to this runner's stdout/stderr and, whole,
-   to DIR/client.log; the answer goes to control/N.done.json. `{"stop": true}` ends the loop.
+   an `engine` message then says `ready`. A server that exits or is not ready in time: `failed`
+   (exit 3), server.log sent first (hyperloom classifies the failure on it).
+3. Requests, one JSON line each: `{"seq", "argv", "dir", "env", "between", "timeout_sec"}` runs
+   `between` (sh -c) and then the client (argv, no shell, $HYPERLOOM_* expanded, in a process group
+   of its own led by a second keeper, timed out after timeout_sec), its output copied live to this
+   runner's stdout/stderr and, whole, to client.log. `dir` (and any argument or `env` value under
+   it, e.g. HYPERLOOM_RESULT_FILE) stands for a private run folder here; when the client ends,
+   every file of that folder is sent as `dir`'s, then what server.log gained, then the `done`
+   answer. `{"stop": true}`, or the end of stdin, ends the loop.
    An engine that dies while a client runs: the client gets a short grace, the answer says
    `engine_alive: false`, the runner ends (exit 4); one that dies while idle ends it too.
 4. The server's whole group is stopped (TERM, STOP_GRACE, KILL) and confirmed gone before this
-   runner exits, so before the lease is released. SIGTERM/SIGINT/SIGHUP (the lease going, Ctrl-C):
-   the client and the server are stopped the same way, exit 143. SIGKILL of this runner: the
-   keepers kill both groups (their pipes' only writer is gone).
+   runner exits, so before the lease is released; the rest of server.log is sent, then the last
+   `engine` message. SIGTERM/SIGINT/SIGHUP (the lease going, Ctrl-C): the client and the server
+   are stopped the same way, exit 143. SIGKILL of this runner: the keepers kill both groups
+   (their pipes' only writer is gone).
+
+Messages (stdout, one line each, PROTO then JSON): {"engine": STATUS} (domain/Sweep/Runner.ts's
+EngineStatus), {"file": PATH, "at": OFFSET, "data": BASE64} (bytes of hyperloom's file PATH from
+OFFSET; at 0 the file starts anew), {"done": ANSWER}.
 Standard library only; Python >= 3.8; Linux.
 """
 
 import argparse
+import base64
+import json
 import os
+import queue
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
-from hyperloom import jsonfile, keeper, listener, procgroup
+from hyperloom import keeper, listener, procgroup
 from hyperloom.serve import add_runner_flags, expand, free_port, last_line, node_facts, probe
 from hyperloom.tee import Tee
 
-ENGINE_FILE = "engine.json"
-CONTROL_DIR = "control"
+PROTO = "\x1ehyperloom-sweep "
+# A file's bytes per message: its base64 and the rest of the line stay under the lease's
+# 64 KiB line (hyperloom.actor.MAX_LINE_BYTES).
+FILE_CHUNK = 32 * 1024
 SERVER_LOG = "server.log"
 PORT_TAKEN_EXIT = 3  # a client run refused: a process outside the lease listens on the engine's port
 CLIENT_LOG = "client.log"
@@ -56,6 +77,74 @@ AFTER_DEATH_GRACE_SEC = 10.0
 def log(msg):
     sys.stderr.write("hyperloom-sweep: %s\n" % msg)
     sys.stderr.flush()
+
+
+_out_lock = threading.Lock()
+
+
+def emit(message):
+    """One message to hyperloom: a PROTO line on stdout."""
+    line = (PROTO + json.dumps(message, separators=(",", ":")) + "\n").encode()
+    with _out_lock:
+        try:
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+        except (OSError, ValueError):
+            pass  # hyperloom is gone: the lease ends this runner
+
+
+def send_file(local, remote, at=0):
+    """Sends the bytes of `local` from offset `at` as hyperloom's file `remote`; the new offset.
+    A file that is not there sends nothing; an empty one is sent empty (so that it exists)."""
+    try:
+        f = open(local, "rb")
+    except OSError:
+        return at
+    with f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return at  # only a regular file's bytes (never a device's endless ones)
+        end = st.st_size  # what it holds now: a file still growing is sent again later
+        f.seek(at)
+        first = True
+        while True:
+            data = f.read(max(0, min(FILE_CHUNK, end - at)))
+            if not data and not (first and at == 0):
+                return at
+            emit({"file": remote, "at": at, "data": base64.b64encode(data).decode("ascii")})
+            at += len(data)
+            first = False
+            if not data:
+                return at
+
+
+def under(path, root):
+    """`path` with `root` (a folder of hyperloom's host) replaced by None when it is not under it."""
+    root = root.rstrip("/")
+    if path == root:
+        return ""
+    if path.startswith(root + "/"):
+        return path[len(root) + 1:]
+    return None
+
+
+def read_requests(into):
+    """Requests from stdin, one JSON line each, into the queue; None at its end."""
+    try:
+        for raw in sys.stdin.buffer:
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                req = json.loads(raw)
+            except ValueError:
+                log("not a request (ignored): %r" % raw[:200])
+                continue
+            if isinstance(req, dict):
+                into.put(req)
+    except (OSError, ValueError):
+        pass
+    into.put(None)
 
 
 class Runner:
@@ -76,13 +165,23 @@ class Runner:
         self.node = {}
         self.client = None
         self.client_group = None
+        # This node's own folder for the engine's and the runs' files; hyperloom gets their bytes.
+        self.work = tempfile.mkdtemp(prefix="hyperloom-sweep-")
+        self.server_log = os.path.join(self.work, SERVER_LOG)
+        self.server_log_sent = 0
+        self.cwd = a.cwd if os.path.isdir(a.cwd) else "/"
+        self.requests = queue.Queue()
 
     def status(self):
-        jsonfile.write(os.path.join(self.a.dir, ENGINE_FILE), {
+        emit({"engine": {
             "version": 1, "state": self.state, "outcome": self.outcome, "port": self.port,
             "base_url": self.base_url, "ready_sec": self.ready_sec, "exit_code": self.server_exit,
             "runtime_sec": self.server_runtime, "gone": self.gone, "node": self.node,
-        })
+        }})
+
+    def send_server_log(self):
+        """What server.log gained since it was last sent."""
+        self.server_log_sent = send_file(self.server_log, os.path.join(self.a.dir, SERVER_LOG), self.server_log_sent)
 
     # -- the engine
 
@@ -98,11 +197,11 @@ class Runner:
 
     def start_server(self, env):
         self.server_group = keeper.Group()
-        logf = open(os.path.join(self.a.dir, SERVER_LOG), "ab", buffering=0)
+        logf = open(self.server_log, "ab", buffering=0)
         try:
             self.server = subprocess.Popen(
                 ["sh", "-c", self.a.server], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                env=env, cwd=self.a.cwd, close_fds=True, preexec_fn=self.server_group.join(),
+                env=env, cwd=self.cwd, close_fds=True, preexec_fn=self.server_group.join(),
             )
         finally:
             logf.close()
@@ -120,7 +219,7 @@ class Runner:
         log("engine started (pid %d, process group %d, port %d); waiting for %s to answer 200"
             % (self.server.pid, self.server_group.pgid, self.port, url))
         next_progress = time.monotonic() + self.a.progress_every
-        self.port_watch = listener.Watch(self.port, os.path.join(self.a.dir, SERVER_LOG))
+        self.port_watch = listener.Watch(self.port, self.server_log)
         while True:
             if self.stop_requested.is_set():
                 self.outcome = "stopped"
@@ -131,7 +230,7 @@ class Runner:
                 return False
             if not self.server_alive():
                 log("the engine exited with code %d after %.1f s, before it was ready; server.log ends: %s"
-                    % (self.server_exit, self.server_runtime, last_line(os.path.join(self.a.dir, SERVER_LOG))))
+                    % (self.server_exit, self.server_runtime, last_line(self.server_log)))
                 self.outcome = "server_exited"
                 return False
             elapsed = time.monotonic() - self.server_started
@@ -146,7 +245,7 @@ class Runner:
             if time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + self.a.progress_every
                 log("waiting for the engine: %d s; server.log: %s"
-                    % (elapsed, last_line(os.path.join(self.a.dir, SERVER_LOG)) or "(empty)"))
+                    % (elapsed, last_line(self.server_log) or "(empty)"))
             self.stop_requested.wait(0.1)
 
     # -- one client run
@@ -157,7 +256,7 @@ class Runner:
             group = keeper.Group()
             try:
                 p = subprocess.Popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                     env=env, cwd=self.a.cwd, close_fds=True, preexec_fn=group.join())
+                                     env=env, cwd=self.cwd, close_fds=True, preexec_fn=group.join())
                 while p.poll() is None and not self.stop_requested.wait(POLL_SEC):
                     pass
                 code = procgroup.exit_code(p.returncode) if p.returncode is not None else None
@@ -168,9 +267,8 @@ class Runner:
                 group.stop(0.5)
         return code, round(time.monotonic() - started, 3)
 
-    def run_client(self, req, env):
+    def run_client(self, req, env, run_dir):
         """Runs one client; returns (exit_code, timed_out, runtime_sec, t0, t1)."""
-        run_dir = req["dir"]
         argv = [expand(x, env) for x in req["argv"]]
         tee = Tee(os.path.join(run_dir, CLIENT_LOG), log)
         t0 = time.time()
@@ -185,7 +283,7 @@ class Runner:
         try:
             self.client = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=self.a.cwd, close_fds=True, preexec_fn=self.client_group.join(),
+                env=env, cwd=self.cwd, close_fds=True, preexec_fn=self.client_group.join(),
             )
         except OSError as e:
             msg = "hyperloom-sweep: cannot start the client %s: %s\n" % (argv[0] if argv else "?", e.strerror or e)
@@ -223,49 +321,79 @@ class Runner:
         code = None if timed_out else procgroup.exit_code(self.client.returncode)
         return code, timed_out, round(time.monotonic() - started, 3), t0, time.time()
 
-    def serve_requests(self, env):
-        control = os.path.join(self.a.dir, CONTROL_DIR)
-        os.makedirs(control, exist_ok=True)
-        seq = 1
+    def local_run(self, req, seq):
+        """The request with its `dir` (and everything under it) moved to a folder of this node's."""
+        remote = req["dir"]
+        local = os.path.join(self.work, "runs", str(seq))
+
+        def here(value):
+            rel = under(value, remote)
+            if rel is None:
+                return value.replace(remote.rstrip("/") + "/", local + "/")
+            return os.path.join(local, rel) if rel else local
+
+        env = {k: here(str(v)) for k, v in (req.get("env") or {}).items()}
+        argv = [here(str(x)) for x in req.get("argv") or []]
+        return remote, local, dict(req, argv=argv, env=env)
+
+    def send_run(self, local, remote):
+        """Every file of the run's folder, as hyperloom's, under its `dir`."""
+        for top, _, names in os.walk(local):
+            for name in sorted(names):
+                path = os.path.join(top, name)
+                send_file(path, os.path.join(remote, os.path.relpath(path, local)))
+
+    def next_request(self):
+        """The next request; None when stopped (or the engine died: then self.state says so)."""
         while True:
-            path = os.path.join(control, "%d.json" % seq)
-            req = None
-            while req is None:
-                if self.stop_requested.is_set():
-                    return STOPPED_EXIT
-                if not self.server_alive():
-                    log("the engine exited with code %s while idle" % self.server_exit)
-                    self.state = "exited"
-                    return ENGINE_DIED_EXIT
-                if os.path.exists(path):
-                    req = jsonfile.read(path)
-                if req is None:
-                    time.sleep(POLL_SEC)
-            if req.get("stop"):
+            if self.stop_requested.is_set():
+                return None
+            if not self.server_alive():
+                log("the engine exited with code %s while idle" % self.server_exit)
+                self.state = "exited"
+                return None
+            try:
+                return self.requests.get(timeout=POLL_SEC * 10)
+            except queue.Empty:
+                pass
+
+    def serve_requests(self, env):
+        threading.Thread(target=read_requests, args=(self.requests,), daemon=True).start()
+        seq = 0
+        while True:
+            req = self.next_request()
+            if self.stop_requested.is_set():
+                return STOPPED_EXIT
+            if self.state == "exited":
+                return ENGINE_DIED_EXIT
+            if req is None or req.get("stop"):
                 return 0
-            run_dir = req["dir"]
+            seq = req.get("seq", seq + 1)
+            remote, run_dir, req = self.local_run(req, seq)
             os.makedirs(run_dir, exist_ok=True)
             run_env = dict(env)
-            run_env.update({k: str(v) for k, v in (req.get("env") or {}).items()})
+            run_env.update(req["env"])
             between_code, between_sec = None, None
             if req.get("between"):
                 between_code, between_sec = self.run_between(req["between"], run_env, run_dir)
             if between_code not in (None, 0) or self.stop_requested.is_set():
                 code, timed_out, runtime, t0, t1 = None, False, 0.0, None, None
             else:
-                code, timed_out, runtime, t0, t1 = self.run_client(req, run_env)
+                code, timed_out, runtime, t0, t1 = self.run_client(req, run_env, run_dir)
             if self.stop_requested.is_set():
                 return STOPPED_EXIT
             alive = self.server_alive()
-            jsonfile.write(os.path.join(control, "%d.done.json" % seq), {
+            self.send_run(run_dir, remote)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            self.send_server_log()
+            emit({"done": {
                 "seq": seq, "exit_code": code, "timed_out": timed_out, "runtime_sec": runtime,
                 "between_exit_code": between_code, "between_sec": between_sec, "engine_alive": alive,
                 "engine_exit_code": self.server_exit, "client_started": t0, "client_ended": t1,
-            })
+            }})
             if not alive:
                 self.state = "exited"
                 return ENGINE_DIED_EXIT
-            seq += 1
 
     def run(self):
         self.node = node_facts()
@@ -297,7 +425,9 @@ class Runner:
         self.gone = self.stop_server()
         if not self.gone:
             log("could not confirm that the engine's process group is gone")
+        self.send_server_log()
         self.status()
+        shutil.rmtree(self.work, ignore_errors=True)
         return code
 
 
@@ -312,8 +442,9 @@ def parse(argv):
 
 def main(argv):
     a = parse(argv)
-    os.makedirs(a.dir, exist_ok=True)
     runner = Runner(a)
+    if runner.cwd != a.cwd:
+        log("%s is not a folder on this node: the engine and the clients run in /" % a.cwd)
 
     def on_stop(signum, frame):
         runner.stop_requested.set()

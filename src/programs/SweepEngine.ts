@@ -24,7 +24,7 @@ import { type NodeRecord, rayNodeFacts } from "../domain/Sweep/Nodes.js"
 import type { ClientRequest, EngineStatus, RunDone } from "../domain/Sweep/Runner.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
-import type { LeaseOutput } from "../services/LeaseBridge.js"
+import { type LeaseOutput, LeaseTerminal } from "../services/LeaseBridge.js"
 import { SweepControl } from "../services/SweepControl.js"
 import { type AttemptError, AttemptRunner } from "./AttemptRunner.js"
 import type { LeaseRunResult } from "./Lease.js"
@@ -168,20 +168,28 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
         })
 
       const start = Effect.fn("SweepEngine.start")(function* (spec: EngineSpec) {
-        yield* Effect.orDie(control.prepare(spec.dir))
+        // The runner's requests go to its stdin through the lease; its messages (status, answers,
+        // the files it keeps) come back as lines of its output, taken here before anyone sees them.
+        const channel = yield* control.open(spec.dir)
+        const onOutput = (o: LeaseOutput) =>
+          Effect.flatMap(channel.take(o), (taken) =>
+            taken || spec.onOutput === undefined ? Effect.void : spec.onOutput(o)
+          )
         const leaseFiber = yield* Effect.forkScoped(
-          runner.run({
-            request: spec.request,
-            command: LeasedCommand.Engine({
-              server: spec.server,
-              readiness: { path: spec.readyPath, timeoutSec: spec.readyTimeoutSec },
-              dir: spec.dir
-            }),
-            env: spec.env,
-            cwd: spec.cwd,
-            waitSec: spec.waitSec,
-            onOutput: spec.onOutput
-          })
+          runner
+            .run({
+              request: spec.request,
+              command: LeasedCommand.Engine({
+                server: spec.server,
+                readiness: { path: spec.readyPath, timeoutSec: spec.readyTimeoutSec },
+                dir: spec.dir
+              }),
+              env: spec.env,
+              cwd: spec.cwd,
+              waitSec: spec.waitSec,
+              onOutput
+            })
+            .pipe(Effect.provideService(LeaseTerminal, { stdin: channel.stdin }))
         )
         let seq = 0
         // Ask the runner to stop the engine and exit before the lease goes (the forked lease is
@@ -190,7 +198,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
           Effect.gen(function* () {
             if (leaseFiber.unsafePoll() !== null) return
             seq++
-            yield* control.send(spec.dir, seq, { stop: true }).pipe(Effect.ignore)
+            yield* channel.send(seq, { stop: true })
             yield* Fiber.await(leaseFiber).pipe(
               Effect.timeout(STOP_WAIT),
               Effect.ignore,
@@ -204,7 +212,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
         )
 
         const first = yield* Effect.raceFirst(
-          Effect.map(control.awaitEngine(spec.dir), (s) => ({ _tag: "status" as const, s })),
+          Effect.map(channel.awaitEngine, (s) => ({ _tag: "status" as const, s })),
           Effect.map(Deferred.await(leaseEnded), (exit) => ({ _tag: "lease" as const, exit }))
         )
         let started: EngineStarted
@@ -214,7 +222,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
             // the lease's own failure (infeasible cluster, bridge): the caller's to judge, by tag
             return yield* Effect.failCause(first.exit.cause)
           }
-          seen = yield* control.engine(spec.dir)
+          seen = yield* channel.engine
           started = yield* notReady(spec, seen, first.exit.value)
         } else if (first.s.state === "ready" || (first.s.state !== "failed" && first.s.ready_sec !== null)) {
           started = EngineStarted.Ready({ readySec: first.s.ready_sec, status: first.s })
@@ -222,7 +230,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
           // wait for the runner to end, so the lease's tails are there too
           const exit = yield* Deferred.await(leaseEnded).pipe(Effect.timeout(STOP_WAIT), Effect.option)
           const lease = exit._tag === "Some" && Exit.isSuccess(exit.value) ? exit.value.value : undefined
-          started = yield* notReady(spec, first.s, lease)
+          started = yield* notReady(spec, yield* channel.engine, lease)
         }
 
         const run = (request: ClientRequest) =>
@@ -239,25 +247,24 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
               betweenExitCode: null
             })
             if (leaseFiber.unsafePoll() !== null) return gone()
-            yield* Effect.orDie(control.send(spec.dir, mine, request))
+            yield* channel.send(mine, request)
             const answer = yield* Effect.raceFirst(
-              Effect.map(control.awaitDone(spec.dir, mine), (d) => ({ _tag: "done" as const, d })),
+              Effect.map(channel.awaitDone(mine), (d) => ({ _tag: "done" as const, d })),
               Effect.as(Deferred.await(leaseEnded), { _tag: "gone" as const })
             )
             if (answer._tag === "gone") {
-              // the runner ended while the client ran (the engine died and took it down, or the lease went)
-              const d = yield* control
-                .awaitDone(spec.dir, mine)
-                .pipe(Effect.timeout(Duration.seconds(1)), Effect.option)
-              if (d._tag === "None") {
-                const s = yield* control.engine(spec.dir)
+              // the runner ended while the client ran (the engine died and took it down, or the
+              // lease went); every line it sent came before the lease's end
+              const d = yield* channel.done(mine)
+              if (d === undefined) {
+                const s = yield* channel.engine
                 return { ...gone(), engineExitCode: s?.exit_code ?? null }
               }
-              return outcomeOf(d.value)
+              return outcomeOf(d)
             }
             return outcomeOf(answer.d)
           })
-        const node = yield* nodeOf(seen?.node !== undefined ? seen : yield* control.engine(spec.dir))
+        const node = yield* nodeOf(seen?.node !== undefined ? seen : yield* channel.engine)
         return { started, node, run } satisfies EngineHandle
       })
       return SweepEngine.of({ start })

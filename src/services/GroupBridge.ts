@@ -10,7 +10,7 @@
  * Ray removes its job's placement group and actors.
  */
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
-import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schema, type Scope } from "effect"
+import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schema, Scope } from "effect"
 import { definedEntries } from "../domain/Env.js"
 import type { RayNotFound } from "../domain/Errors.js"
 import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
@@ -19,6 +19,7 @@ import { Tail } from "../domain/Text.js"
 import * as BridgeProcess from "./BridgeProcess.js"
 import { DEFAULT_STOP_GRACE_SEC, type LeaseBridgeError, TAIL_CHARS } from "./BridgeProcess.js"
 import type { LeaseOutput } from "./LeaseBridge.js"
+import { forwardStdin, LeaseTerminal } from "./LeaseBridge.js"
 import { rayPython } from "./RayInstall.js"
 import { Settings } from "./Settings.js"
 
@@ -158,6 +159,8 @@ const GroupEvent = Schema.Union(
     line: Schema.String
   }),
   Schema.Struct({ event: Schema.Literal("exit"), rank: Schema.Number, code: Schema.Number }),
+  Schema.Struct({ event: Schema.Literal("stdin_written"), bytes: Schema.Number }),
+  Schema.Struct({ event: Schema.Literal("stdin_closed") }),
   Schema.extend(BridgeProcess.GpuBusyEvent, Schema.Struct({ rank: Schema.Number })),
   Schema.Struct({
     event: Schema.Literal("ended"),
@@ -170,8 +173,8 @@ const GroupEvent = Schema.Union(
 
 const decodeEvent = Schema.decodeUnknownEither(Schema.parseJson(GroupEvent))
 
-/** The `group` request line. */
-export const groupRequest = (spec: GroupSpec): string =>
+/** The `group` request line (`stdin`: rank 0's command reads what `stdin` ops send). */
+export const groupRequest = (spec: GroupSpec, stdin = false): string =>
   JSON.stringify({
     op: "group",
     address: spec.gcsAddress,
@@ -186,6 +189,7 @@ export const groupRequest = (spec: GroupSpec): string =>
     ...(spec.leaderArgv !== undefined ? { leader_argv: spec.leaderArgv } : {}),
     ...(spec.endWithLeader === true ? { end_with_leader: true } : {}),
     ...(spec.rankPorts === true ? { rank_ports: true } : {}),
+    ...(stdin ? { stdin: true } : {}),
     stop_grace_sec: spec.stopGraceSec ?? DEFAULT_STOP_GRACE_SEC,
     gpu_clean_timeout_sec: spec.gpuCleanTimeoutSec ?? DEFAULT_GPU_CLEAN_TIMEOUT_SEC
   })
@@ -213,6 +217,8 @@ const make = Effect.gen(function* () {
         command: "group",
         env: settings.env
       })
+      const { stdin: input } = yield* LeaseTerminal
+      let stdin: ReturnType<typeof forwardStdin> | undefined
       const submitted = yield* Deferred.make<{ jobId: string; pgId: string }, LeaseBridgeError>()
       const placed = yield* Deferred.make<GroupPlaced, LeaseBridgeError>()
       const started = yield* Deferred.make<GroupStarted, LeaseBridgeError>()
@@ -286,6 +292,10 @@ const make = Effect.gen(function* () {
               return Effect.sync(() => {
                 exits.push({ rank: ev.rank, code: ev.code })
               })
+            case "stdin_written":
+              return Effect.sync(() => stdin?.acked(ev.bytes))
+            case "stdin_closed":
+              return Effect.sync(() => stdin?.stop())
             case "ended":
               // The bridge decides: exits caused by the group's own stop are not failures.
               return Deferred.succeed(exited, {
@@ -308,9 +318,14 @@ const make = Effect.gen(function* () {
             ],
             { discard: true }
           ),
-        request: groupRequest(spec),
+        request: groupRequest(spec, input !== undefined),
         tidy: { executor, env: settings.env }
       })
+      if (input !== undefined) {
+        const forwarding = forwardStdin(input, bridge.send)
+        stdin = forwarding
+        yield* Scope.addFinalizer(scope, Effect.sync(forwarding.stop))
+      }
       return { bridge, submitted, placed, started, exited }
     }).pipe(Effect.uninterruptible)
 

@@ -53,7 +53,8 @@ export interface LeaseOutput {
 /**
  * The terminal a lease's command runs at (`lease run`'s): what it reads and where its bytes go.
  * Read by `open` from the context (default: neither), so that only the CLI command that owns a
- * terminal sets it, whatever program runs the lease in between. A group's bridge ignores it.
+ * terminal sets it, whatever program runs the lease in between. A group's bridge forwards `stdin`
+ * to rank 0's command (a sweep runner's requests) and ignores the rest.
  */
 export interface LeaseTerminalShape {
   /** CMD's stdin, forwarded in order and then closed, as `srun` does; unset: CMD reads /dev/null. */
@@ -252,7 +253,7 @@ const lineSplitter = () => {
  * (reading pauses beyond: a command that does not read its stdin never fills memory), then EOF.
  * `acked` answers `stdin_written`, `stop` detaches (CMD's stdin is gone, or the lease ended).
  */
-const forwardStdin = (input: NodeJS.ReadableStream, send: (line: string) => boolean) => {
+export const forwardStdin = (input: NodeJS.ReadableStream, send: (line: string) => boolean) => {
   let inFlight = 0
   let stopped = false
   const onData = (chunk: Buffer | string) => {

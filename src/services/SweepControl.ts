@@ -1,37 +1,44 @@
+import { PassThrough } from "node:stream"
 import { FileSystem } from "@effect/platform"
-import { Context, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Context, Duration, Effect, Layer, Schedule, type Scope } from "effect"
 import {
-  CONTROL_DIR,
   type ControlRequest,
-  ENGINE_STATUS_FILE,
   type EngineStatus,
-  parseEngineStatus,
-  parseRunDone,
+  parseRunnerMessage,
+  RUNNER_MESSAGE_PREFIX,
   type RunDone
 } from "../domain/Sweep/Runner.js"
-import { readRegularFile } from "./BoundedRead.js"
-import { StateIoFailed } from "./StateStore.js"
+import { rankPrefix } from "./GroupBridge.js"
+import type { LeaseOutput } from "./LeaseBridge.js"
 
 /**
- * The sweep runner's control channel (domain/Sweep/Runner.ts): requests written into the engine
- * directory, the runner's answers read back from it. Polled, every POLL_MS: the gap it adds
- * between two client runs is a few tens of milliseconds (bench/sweep.mjs measures it).
+ * The sweep runner's control channel (domain/Sweep/Runner.ts), through the lease and nothing else
+ * (SPEC §14: the leased node shares nothing with this host but Ray): requests go to the runner's
+ * stdin, which the lease forwards; the runner's answers, its engine's status and the bytes of
+ * every file it keeps come back as lines of its stdout that start with RUNNER_MESSAGE_PREFIX. Those
+ * files are written here, under the engine's folder or a run's folder (the only places the
+ * runner may name), as they come: a node that dies loses at most the run in flight.
  */
-export interface SweepControlShape {
-  /** Creates the engine directory and its control directory (fresh). */
-  readonly prepare: (engineDir: string) => Effect.Effect<void, StateIoFailed>
-  /** Writes request `seq` atomically. */
-  readonly send: (
-    engineDir: string,
-    seq: number,
-    request: ControlRequest
-  ) => Effect.Effect<void, StateIoFailed>
-  /** The runner's engine.json; undefined while it has written none. */
-  readonly engine: (engineDir: string) => Effect.Effect<EngineStatus | undefined>
+export interface EngineChannel {
+  /** The runner's stdin (give it to the lease: LeaseTerminal.stdin). */
+  readonly stdin: NodeJS.ReadableStream
+  /** One line of the runner's output: true when it was a message of this channel (taken). */
+  readonly take: (output: LeaseOutput) => Effect.Effect<boolean>
+  /** Sends a request (its `dir` is where the run's files come back to). */
+  readonly send: (seq: number, request: ControlRequest) => Effect.Effect<void>
+  /** The engine's last status; undefined while the runner has said none. */
+  readonly engine: Effect.Effect<EngineStatus | undefined>
   /** Waits until the runner answered request `seq`. */
-  readonly awaitDone: (engineDir: string, seq: number) => Effect.Effect<RunDone>
-  /** Waits until engine.json says something other than `starting`. */
-  readonly awaitEngine: (engineDir: string) => Effect.Effect<EngineStatus>
+  readonly awaitDone: (seq: number) => Effect.Effect<RunDone>
+  /** Waits until the engine's status says something other than `starting`. */
+  readonly awaitEngine: Effect.Effect<EngineStatus>
+  /** The answer to request `seq`, if it came. */
+  readonly done: (seq: number) => Effect.Effect<RunDone | undefined>
+}
+
+export interface SweepControlShape {
+  /** A channel for the engine whose folder (here) is `engineDir`; stdin ends with the scope. */
+  readonly open: (engineDir: string) => Effect.Effect<EngineChannel, never, Scope.Scope>
 }
 
 export class SweepControl extends Context.Tag("hyperloom/services/SweepControl")<
@@ -41,6 +48,12 @@ export class SweepControl extends Context.Tag("hyperloom/services/SweepControl")
 
 export const POLL_MS = 20
 
+/** Where each answer is kept, under the engine's folder (`<seq>.done.json`). */
+export const ANSWERS_DIR = "control"
+
+/** How a group's rank 0 lines come (services/GroupBridge.ts rankPrefix(0)). */
+const LEADER_PREFIX = rankPrefix(0)
+
 const poll = <A>(read: Effect.Effect<A | undefined>): Effect.Effect<A> =>
   read.pipe(
     Effect.flatMap((a) => (a === undefined ? Effect.fail("not yet" as const) : Effect.succeed(a))),
@@ -48,68 +61,129 @@ const poll = <A>(read: Effect.Effect<A | undefined>): Effect.Effect<A> =>
     Effect.orDie
   )
 
-const requestFile = (dir: string, seq: number) => `${dir}/${CONTROL_DIR}/${seq}.json`
-const doneFile = (dir: string, seq: number) => `${dir}/${CONTROL_DIR}/${seq}.done.json`
+const parentOf = (file: string) => file.slice(0, Math.max(1, file.lastIndexOf("/")))
 
-/** The live channel on a platform FileSystem. */
+/** Is `file` inside folder `root` (no `..` to climb out)? */
+export const isUnder = (file: string, root: string) => {
+  const r = root.replace(/\/+$/, "")
+  return file.startsWith(`${r}/`) && !file.split("/").includes("..")
+}
+
+/** Where the channel's files go: a platform FileSystem (live) or a map (tests). */
+export interface ChannelFiles {
+  /** Writes `bytes` at offset `at` of `file` (0: the file starts anew, its folder made). */
+  readonly write: (file: string, at: number, bytes: Uint8Array) => Effect.Effect<void>
+}
+
+/** A channel over `files`. */
+export const makeChannel = (engineDir: string, files: ChannelFiles) =>
+  Effect.gen(function* () {
+    const input = new PassThrough()
+    yield* Effect.addFinalizer(() => Effect.sync(() => input.end()))
+    let status: EngineStatus | undefined
+    const answers = new Map<number, RunDone>()
+    const roots = [engineDir]
+    let refused = 0
+    const take = (o: LeaseOutput): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        // in a group the runner is rank 0, whose lines come prefixed
+        const line = o.line.startsWith(LEADER_PREFIX) ? o.line.slice(LEADER_PREFIX.length) : o.line
+        if (o.stream !== "stdout" || !line.startsWith(RUNNER_MESSAGE_PREFIX)) return Effect.succeed(false)
+        const m = parseRunnerMessage(line)
+        if (m === undefined)
+          return Effect.as(Effect.logWarning(`sweep runner: a message not understood`), true)
+        switch (m._tag) {
+          case "engine":
+            return Effect.sync(() => {
+              status = m.status
+              return true
+            })
+          case "done":
+            // kept beside the engine's files as before (bench/sweep.mjs reads the runs' epochs)
+            return Effect.zipRight(
+              files.write(
+                `${engineDir}/${ANSWERS_DIR}/${m.done.seq}.done.json`,
+                0,
+                Buffer.from(`${JSON.stringify(m.done)}\n`)
+              ),
+              Effect.sync(() => {
+                answers.set(m.done.seq, m.done)
+                return true
+              })
+            )
+          case "file":
+            if (!roots.some((r) => isUnder(m.file, r))) {
+              refused++
+              return Effect.as(
+                refused === 1
+                  ? Effect.logWarning(`sweep runner: a file outside the sweep's folders refused: ${m.file}`)
+                  : Effect.void,
+                true
+              )
+            }
+            return Effect.as(files.write(m.file, m.at, Buffer.from(m.data, "base64")), true)
+        }
+      })
+    const channel: EngineChannel = {
+      stdin: input,
+      take,
+      send: (seq, request) =>
+        Effect.sync(() => {
+          if ("dir" in request) roots.push(request.dir)
+          input.write(`${JSON.stringify({ seq, ...request })}\n`)
+        }),
+      engine: Effect.sync(() => status),
+      awaitDone: (seq) => poll(Effect.sync(() => answers.get(seq))),
+      awaitEngine: poll(
+        Effect.sync(() => (status === undefined || status.state === "starting" ? undefined : status))
+      ),
+      done: (seq) => Effect.sync(() => answers.get(seq))
+    }
+    return channel
+  })
+
+/** The live channel: files written on this host's disk (a write that fails is said, once per file). */
 export const layer: Layer.Layer<SweepControl, never, FileSystem.FileSystem> = Layer.effect(
   SweepControl,
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
-    const io = (operation: string, path: string) => (e: { readonly message: string }) =>
-      new StateIoFailed({ path, operation, detail: e.message })
-    // Bounded, regular files only (BoundedRead.ts): a FIFO in the engine directory hung the poll.
-    const readText = (file: string) =>
-      readRegularFile(file, 1024 * 1024).pipe(
-        Effect.map(Option.getOrUndefined),
-        Effect.orElseSucceed(() => undefined)
-      )
-    const engine = (dir: string) =>
-      Effect.map(readText(`${dir}/${ENGINE_STATUS_FILE}`), (t) =>
-        t === undefined ? undefined : parseEngineStatus(t)
+    const failed = new Set<string>()
+    const write: ChannelFiles["write"] = (file, at, bytes) =>
+      (at === 0
+        ? Effect.zipRight(
+            fs.makeDirectory(parentOf(file), { recursive: true }),
+            fs.writeFile(file, bytes, { flag: "w" })
+          )
+        : fs.writeFile(file, bytes, { flag: "a" })
+      ).pipe(
+        Effect.catchAll((e) =>
+          failed.has(file)
+            ? Effect.void
+            : Effect.zipRight(
+                Effect.sync(() => failed.add(file)),
+                Effect.logWarning(`sweep: cannot write ${file}: ${e.message}`)
+              )
+        )
       )
     return SweepControl.of({
-      prepare: (dir) =>
-        fs
-          .makeDirectory(`${dir}/${CONTROL_DIR}`, { recursive: true })
-          .pipe(Effect.mapError(io("create", dir))),
-      send: (dir, seq, request) => {
-        const file = requestFile(dir, seq)
-        const tmp = `${file}.tmp`
-        return fs
-          .writeFileString(tmp, `${JSON.stringify(request)}\n`)
-          .pipe(Effect.zipRight(fs.rename(tmp, file)), Effect.mapError(io("write", file)))
-      },
-      engine,
-      awaitDone: (dir, seq) =>
-        poll(
-          Effect.map(readText(doneFile(dir, seq)), (t) => (t === undefined ? undefined : parseRunDone(t)))
-        ),
-      awaitEngine: (dir) =>
-        poll(Effect.map(engine(dir), (s) => (s === undefined || s.state === "starting" ? undefined : s)))
+      open: (engineDir) =>
+        Effect.zipRight(
+          // the engine's folder is there even when the runner sends nothing (a lease that fails)
+          fs.makeDirectory(engineDir, { recursive: true }).pipe(Effect.ignore),
+          makeChannel(engineDir, { write })
+        )
     })
   })
 )
 
-/** In-memory channel for tests: `files` maps paths to texts; a fake runner reads requests and writes answers there. */
-export const makeMemorySweepControl = (files: Map<string, string> = new Map()) => {
-  const readText = (file: string) => Effect.sync(() => files.get(file))
-  const engine = (dir: string) =>
-    Effect.map(readText(`${dir}/${ENGINE_STATUS_FILE}`), (t) =>
-      t === undefined ? undefined : parseEngineStatus(t)
-    )
-  const service: SweepControlShape = {
-    prepare: () => Effect.void,
-    send: (dir, seq, request) =>
-      Effect.sync(() => void files.set(requestFile(dir, seq), JSON.stringify(request))),
-    engine,
-    awaitDone: (dir, seq) =>
-      poll(Effect.map(readText(doneFile(dir, seq)), (t) => (t === undefined ? undefined : parseRunDone(t)))),
-    awaitEngine: (dir) =>
-      poll(Effect.map(engine(dir), (s) => (s === undefined || s.state === "starting" ? undefined : s)))
-  }
-  return { service, files, requestFile, doneFile }
-}
+/** A channel whose files go to `files` (path → text), for tests. */
+export const memoryFiles = (files: Map<string, string> = new Map()): ChannelFiles => ({
+  write: (file, at, bytes) =>
+    Effect.sync(() => {
+      const text = Buffer.from(bytes).toString("utf8")
+      files.set(file, at === 0 ? text : `${files.get(file) ?? ""}${text}`)
+    })
+})
 
 export const layerTest = (files: Map<string, string> = new Map()): Layer.Layer<SweepControl> =>
-  Layer.succeed(SweepControl, makeMemorySweepControl(files).service)
+  Layer.succeed(SweepControl, { open: (engineDir) => makeChannel(engineDir, memoryFiles(files)) })

@@ -15,7 +15,8 @@ import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import { LeasedCommand, readiness, runnerArgs } from "../../src/domain/Serving.js"
 import { anyPython, pythonDir } from "../support/lease.js"
-import { projectRoot, sleep } from "../support/ray.js"
+import { projectRoot } from "../support/ray.js"
+import { runSweepRunner } from "../support/sweepRunner.js"
 
 const engine = `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0`
 /** ~4 MB on stdout and some on stderr: far more than a pipe holds. */
@@ -80,32 +81,29 @@ describe("a client whose log disk is full is still drained (ENOSPC)", () => {
     assert.match(r.stderr, /done/)
   })
 
-  it("the sweep runner: the client runs to its end and the answer is written", {
+  it("the sweep runner: the client runs to its end and the answer is sent", {
     timeout: 70_000
   }, async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-enospc-sweep-"))
-    dirs.push(dir)
-    const runDir = path.join(dir, "run1")
-    fullLog(runDir)
-    const control = path.join(dir, "control")
-    const put = (name: string, doc: unknown) => {
-      fs.mkdirSync(control, { recursive: true })
-      fs.writeFileSync(path.join(control, `${name}.tmp`), JSON.stringify(doc))
-      fs.renameSync(path.join(control, `${name}.tmp`), path.join(control, name))
-    }
-    const ask = async () => {
-      put("1.json", { argv: chatty, dir: runDir, env: {}, between: null, timeout_sec: null })
-      const answer = path.join(control, "1.done.json")
-      const deadline = Date.now() + 50_000
-      while (!fs.existsSync(answer) && Date.now() < deadline) await sleep(100)
-      put("2.json", { stop: true })
-    }
-    const engineCommand = LeasedCommand.Engine({ server: engine, readiness: readiness(), dir })
-    const r = await run(["sweep", ...runnerArgs(engineCommand, dir)], 60_000, ask)
+    // The runner keeps a run's files in a folder of its own (under TMPDIR) and sends their bytes:
+    // its client.log is made /dev/full once that folder is there, before the request.
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-enospc-sweep-"))
+    dirs.push(tmp)
+    const r = await runSweepRunner({
+      server: engine,
+      dir: "/elsewhere/engine",
+      env: { TMPDIR: tmp },
+      requests: [{ seq: 1, argv: chatty, dir: "/elsewhere/run1", env: {}, between: null, timeout_sec: null }],
+      beforeFirst: () => {
+        const [work] = fs.readdirSync(tmp).filter((f) => f.startsWith("hyperloom-sweep-"))
+        fullLog(path.join(tmp, work!, "runs", "1"))
+      }
+    })
     assert.strictEqual(r.code, 0, r.stderr.slice(-2000))
-    const done = JSON.parse(fs.readFileSync(path.join(control, "1.done.json"), "utf8"))
-    assert.strictEqual(done.exit_code, 0)
-    assert.strictEqual(r.stdoutLines, 40000)
+    assert.strictEqual(r.done.get(1)?.exit_code, 0)
+    assert.strictEqual(r.outputLines, 40000)
     assert.match(r.stderr, /client\.log: .*(No space left|ENOSPC)/)
+    // a device is no file to send: client.log is not sent at all, the rest is
+    assert.notProperty(r.files, "/elsewhere/run1/client.log")
+    assert.deepStrictEqual(fs.readdirSync(tmp), [], "the runner's own folder is removed at its end")
   })
 })

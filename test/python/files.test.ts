@@ -1,6 +1,6 @@
 /**
  * The files that travel with the actor classes (python/hyperloom/actor.py SUPERVISOR_FILES,
- * group.py RUNNER_FILES) are all that `python -I PYDIR supervise` and `python -I PYDIR serve`
+ * RUNNER_FILES) are all that `python -I PYDIR supervise` and `python -I PYDIR serve|sweep`
  * import: a node that has only Ray runs them from a copy of exactly these files. A module that
  * starts importing another (the keeper importing cgroup, the runners the shared copy loop) must
  * join the list, or such a node fails with ModuleNotFoundError.
@@ -36,7 +36,9 @@ const copyOf = (files: ReadonlyArray<string>) => {
 describe("the Python files that travel with the actor classes", () => {
   for (const [name, files, command] of [
     ["SUPERVISOR_FILES", lists[0], "supervise"],
-    ["RUNNER_FILES", lists[1], "serve"]
+    ["RUNNER_FILES", lists[1], "serve"],
+    // a sweep's engine on a node without the package runs the sweep runner from the same copy
+    ["RUNNER_FILES", lists[1], "sweep"]
   ] as const) {
     it(`${name} alone run \`python -I PYDIR ${command}\` (a usage error, no missing module)`, () => {
       const dir = copyOf(files)

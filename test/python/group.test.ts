@@ -18,7 +18,7 @@ const py = (code: string) => {
 }
 
 describe("the group bridge's heartbeat", () => {
-  it("Ray's node-death time from its health-check settings; the heartbeat 40 % of it, at most 20 s", () => {
+  it("Ray's node-death time from its health-check settings; the heartbeat as late as fencing allows: death − period − grace − 2 s", () => {
     const r = py(`
 import json, types
 from hyperloom import group
@@ -28,12 +28,17 @@ def fake(threshold, period, timeout):
         health_check_period_ms=lambda: period,
         health_check_timeout_ms=lambda: timeout)
     return types.SimpleNamespace(_raylet=types.SimpleNamespace(Config=config))
-deaths = [group.node_death_sec(fake(5, 3000, 10000)), group.node_death_sec(fake(5, 2000, 2000)), group.node_death_sec(object())]
-print(json.dumps({"deaths": deaths, "beats": [group.heartbeat_sec(d) for d in deaths + [1.0]]}))
+rays = [fake(5, 3000, 10000), fake(5, 2000, 2000), object()]
+deaths = [group.node_death_sec(r) for r in rays]
+beats = [group.heartbeat_sec(d, group.health_check(r)[1], 3.0) for d, r in zip(deaths, rays)]
+print(json.dumps({"deaths": deaths, "beats": beats + [group.heartbeat_sec(1.0, 3.0, 3.0)]}))
 `)
     // Ray 2.58's defaults (5 × (3 s + 10 s)), the two-host tests' shortened checks, no settings at all.
     assert.deepStrictEqual(r.deaths, [65, 20, 65])
-    assert.deepStrictEqual(r.beats, [20, 8, 20, 1])
+    // A rank fences after that much silence and has its command gone within the grace (3 s) and
+    // 2 s more, before Ray's earliest node death (one period before it): a 30 s cut under the
+    // defaults no longer ends a group (it did at 20 s).
+    assert.deepStrictEqual(r.beats, [57, 13, 57, 1])
   })
 
   it("env_base is node or absent", () => {

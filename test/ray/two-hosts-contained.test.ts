@@ -12,9 +12,9 @@ import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vi
 import { fakeNvidiaScript } from "../support/fakeGpuDev.js"
 import { groupLease, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
+  type HostName as AnyHost,
   argvOf,
   GCS,
-  type HostName,
   type Hosts,
   leaseProcsOn,
   makeHosts,
@@ -30,6 +30,8 @@ import { rayPython, sleep, waitFor } from "../support/ray.js"
 const why = whyNoHosts()
 if (why !== undefined) process.stderr.write(`two-hosts tests skipped: cannot make namespaces here (${why})\n`)
 
+/** The two hosts this file makes. */
+type HostName = Extract<AnyHost, "head" | "worker">
 const HOSTS: ReadonlyArray<HostName> = ["head", "worker"]
 
 /** A process's pid in its own (innermost) PID namespace: what its host's /proc, and so the gate, calls it. */

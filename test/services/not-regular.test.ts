@@ -18,12 +18,10 @@ import { initialState } from "../../src/domain/State.js"
 import * as AttemptFilesLive from "../../src/services/AttemptFiles.js"
 import { AttemptFiles } from "../../src/services/AttemptFiles.js"
 import { layer, STATE_FILE, StateStore } from "../../src/services/StateStore.js"
-import * as SweepControlLive from "../../src/services/SweepControl.js"
-import { SweepControl } from "../../src/services/SweepControl.js"
 import * as SweepStoreLive from "../../src/services/SweepStore.js"
 import { SweepStore } from "../../src/services/SweepStore.js"
 
-const live = Layer.mergeAll(layer, AttemptFilesLive.layer, SweepStoreLive.layer, SweepControlLive.layer).pipe(
+const live = Layer.mergeAll(layer, AttemptFilesLive.layer, SweepStoreLive.layer).pipe(
   Layer.provideMerge(NodeContext.layer)
 )
 
@@ -53,7 +51,7 @@ const mkfifo = (file: string) => {
 }
 
 /** The effect's exit within 5 s (a hang is a failure, not a stuck test). */
-const bounded = <A, E>(effect: Effect.Effect<A, E, StateStore | AttemptFiles | SweepStore | SweepControl>) =>
+const bounded = <A, E>(effect: Effect.Effect<A, E, StateStore | AttemptFiles | SweepStore>) =>
   effect.pipe(
     Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => "hung" as const }),
     Effect.exit,
@@ -154,15 +152,6 @@ describe("sweep.json that is not a regular file (issue 27 item 3)", () => {
       const message = failureMessage(yield* bounded(Effect.flatMap(SweepStore, (s) => s.load(dir))))
       assert.include(message, "not a regular file")
       assert.isBelow(process.memoryUsage().rss - before, 64 * 1024 * 1024)
-    })
-  )
-
-  it.live("the runner's engine.json as a FIFO reads as not written yet, at once", () =>
-    Effect.gen(function* () {
-      const dir = session()
-      mkfifo(path.join(dir, "engine.json"))
-      const exit = yield* bounded(Effect.flatMap(SweepControl, (c) => c.engine(dir)))
-      assert.deepStrictEqual(exit, Exit.succeed(undefined))
     })
   )
 })

@@ -1,9 +1,11 @@
 /**
- * Two hosts of their own (scripts/two-hosts.sh): a head host running hyperloom from the checkout
- * and a worker host that has the Ray installation and none of the checkout, joined by a veth
- * pair whose addresses exist only inside the two hosts' network namespaces. The test process stays
- * outside both and sees every process of both in its /proc (their PID namespaces are children of
- * its own), which is how tests check that nothing is left.
+ * Hosts of their own (scripts/hosts.sh): a head host running hyperloom from the checkout and one or
+ * more hosts (worker, worker2) that have the Ray installation and none of the checkout, joined by
+ * a switch whose addresses exist only inside the hosts' network namespaces. Every host has the
+ * stand-in engine and client installed outside any checkout (STAND_INS). `shared: false` gives
+ * hosts that share nothing but the network (no /tmp/shared). The test process stays outside them
+ * all and sees every process of each in its /proc (their PID namespaces are children of its own),
+ * which is how tests check that nothing is left. Start them once per test file.
  */
 import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -13,17 +15,32 @@ import { promisify } from "node:util"
 import { projectRoot, rayBin, sleep, waitFor } from "./ray.js"
 
 const execFileP = promisify(execFile)
-const script = path.join(projectRoot, "scripts", "two-hosts.sh")
+const script = path.join(projectRoot, "scripts", "hosts.sh")
 
 export const HEAD_IP = "198.18.0.1"
 export const WORKER_IP = "198.18.0.2"
+export const WORKER2_IP = "198.18.0.3"
 export const GCS_PORT = 6379
 export const GCS = `${HEAD_IP}:${GCS_PORT}`
 
 /** The `ray` executable by its real path: the worker host does not see the checkout's `.venv` link. */
 export const realRay = fs.realpathSync(rayBin)
 
-export type HostName = "head" | "worker"
+export type HostName = "head" | "worker" | "worker2"
+
+/** Each host's address (on the switch). */
+export const IP: Readonly<Record<HostName, string>> = {
+  head: HEAD_IP,
+  worker: WORKER_IP,
+  worker2: WORKER2_IP
+}
+
+/** Where every host has the stand-ins installed (the same path on each, outside any checkout). */
+export const STAND_INS = "/srv/hyperloom-stand-ins"
+export const STAND_IN_ENGINE = `${STAND_INS}/fake-engine.mjs`
+export const STAND_IN_CLIENT = `${STAND_INS}/fake-bench-client.mjs`
+/** A folder for PATH holding the commands `fake-engine` and `fake-bench-client` (`exec node …mjs`). */
+export const STAND_IN_BIN = `${STAND_INS}/bin`
 
 /** Why two hosts cannot be made here, or undefined when they can. */
 export const whyNoHosts = (): string | undefined => {
@@ -72,9 +89,11 @@ const isNsenter = (pid: number): boolean => {
 
 export interface Hosts {
   readonly dir: string
+  /** The hosts made, head first. */
+  readonly names: ReadonlyArray<HostName>
   /** The pid (as seen here) of each host's init: the processes of a host are its descendants. */
   readonly initPid: (host: HostName) => number
-  /** Starts CMD on a host (the head runs it in the checkout, the worker in /). */
+  /** Starts CMD on a host (the head runs it in the checkout, the others in /). */
   readonly start: (host: HostName, argv: ReadonlyArray<string>, env?: Record<string, string>) => Started
   /** Runs CMD on a host to its end. */
   readonly run: (
@@ -88,12 +107,14 @@ export interface Hosts {
     opts?: { env?: Record<string, string>; timeoutMs?: number }
   ) => Promise<Run>
   readonly startCli: (args: ReadonlyArray<string>, env?: Record<string, string>) => Started
+  /** Where this process sees a host's file (through its init's root: a host's /tmp is its own). */
+  readonly pathOn: (host: HostName, file: string) => string
   /** Writes a file on a host (its own /tmp is its own). */
   readonly writeFile: (host: HostName, file: string, text: string, mode?: string) => Promise<void>
-  /** Takes the cable down (a network partition) or up again. */
-  readonly cut: () => Promise<void>
-  readonly heal: () => Promise<void>
-  /** Ends both hosts: every process in them is killed. */
+  /** Takes a host's cable (default: the worker's) down (a network partition) or up again. */
+  readonly cut: (host?: Exclude<HostName, "head">) => Promise<void>
+  readonly heal: (host?: Exclude<HostName, "head">) => Promise<void>
+  /** Ends every host: every process in them is killed. */
   readonly down: () => Promise<void>
 }
 
@@ -105,10 +126,19 @@ const hostEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
   return { ...env, RAY_USAGE_STATS_ENABLED: "0", HYPERLOOM_RAY: realRay, ...extra }
 }
 
-/** Makes both hosts (fails with the script's one line when it cannot). */
-export const makeHosts = async (): Promise<Hosts> => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-two-hosts-"))
-  await execFileP("bash", [script, "up", dir], { timeout: 60_000 })
+/**
+ * Makes the hosts (fails with the script's one line when it cannot): by default two (head, worker)
+ * with a shared /tmp/shared; `{ count: 3, shared: false }` for three sharing nothing but the network.
+ */
+export const makeHosts = async (opts: { count?: 2 | 3; shared?: boolean } = {}): Promise<Hosts> => {
+  const count = opts.count ?? 2
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-hosts-"))
+  await execFileP(
+    "bash",
+    [script, "up", dir, "--hosts", String(count), ...(opts.shared === false ? ["--no-shared"] : [])],
+    { timeout: 60_000 }
+  )
+  const names = (["head", "worker", "worker2"] as const).slice(0, count)
   const initPid = (host: HostName) => Number(fs.readFileSync(path.join(dir, `${host}.pid`), "utf8").trim())
 
   const start = (host: HostName, argv: ReadonlyArray<string>, env: Record<string, string> = {}): Started => {
@@ -166,11 +196,13 @@ export const makeHosts = async (): Promise<Hosts> => {
 
   return {
     dir,
+    names,
     initPid,
     start,
     run,
     cli: (args, opts) => run("head", cliArgv(args), opts),
     startCli: (args, env) => start("head", cliArgv(args), env),
+    pathOn: (host, file) => `/proc/${initPid(host)}/root${file}`,
     writeFile: async (host, file, text, mode = "644") => {
       const b64 = Buffer.from(text).toString("base64")
       const r = await run(host, [
@@ -184,11 +216,11 @@ export const makeHosts = async (): Promise<Hosts> => {
       ])
       if (r.code !== 0) throw new Error(`writing ${file} on the ${host} host failed: ${r.stderr}`)
     },
-    cut: async () => {
-      await execFileP("bash", [script, "cut", dir])
+    cut: async (host = "worker") => {
+      await execFileP("bash", [script, "cut", dir, host])
     },
-    heal: async () => {
-      await execFileP("bash", [script, "heal", dir])
+    heal: async (host = "worker") => {
+      await execFileP("bash", [script, "heal", dir, host])
     },
     down: async () => {
       await execFileP("bash", [script, "down", dir]).catch(() => undefined)
@@ -198,24 +230,56 @@ export const makeHosts = async (): Promise<Hosts> => {
   }
 }
 
+/** What a host's Ray node declares: GPUs (default 1), one CPU, the slot. */
+const nodeArgs = (gpus: number) => [
+  "--disable-usage-stats",
+  `--num-gpus=${gpus}`,
+  "--num-cpus=1",
+  '--resources={"serving_slot": 1}'
+]
+
 /**
- * Starts Ray on both hosts: a head and a worker node, each declaring the slot and `gpus` GPUs.
- * `systemConfig` goes to the head (`ray start --system-config`), which hands it to every node and
- * driver: e.g. shorter health checks, so that a partition test need not wait Ray's default ~65 s.
+ * `ray start`'s environment: on a loaded machine (two cores, several test files at once) a raylet
+ * was seen to miss Ray's default wait for its registration ("The node registration may not be
+ * complete yet before the timeout"); give it a minute.
+ */
+const startEnv = { RAY_raylet_start_wait_time_s: "60" }
+
+const gpusOf = (gpus: number | Partial<Record<HostName, number>> | undefined, host: HostName) =>
+  typeof gpus === "number" ? gpus : (gpus?.[host] ?? 1)
+
+/** Starts (or starts again, after its raylet was killed) a non-head host's Ray node, joined to the head. */
+export const startNode = async (
+  hosts: Hosts,
+  host: Exclude<HostName, "head">,
+  opts: { gpus?: number | Partial<Record<HostName, number>> } = {}
+) => {
+  const r = await hosts.run(
+    host,
+    [
+      realRay,
+      "start",
+      `--address=${GCS}`,
+      `--node-ip-address=${IP[host]}`,
+      ...nodeArgs(gpusOf(opts.gpus, host))
+    ],
+    { timeoutMs: 120_000, env: startEnv }
+  )
+  if (r.code !== 0) throw new Error(`ray start on the ${host} host failed: ${r.stderr.slice(-2000)}`)
+}
+
+/**
+ * Starts Ray on every host: the head and one node per other host, each declaring the slot and
+ * `gpus` GPUs (a number for all, or per host). `systemConfig` goes to the head (`ray start
+ * --system-config`), which hands it to every node and driver: e.g. shorter health checks, so that
+ * a partition test need not wait Ray's default ~65 s. The other hosts join one at a time.
  */
 export const startCluster = async (
   hosts: Hosts,
-  opts: { gpus?: number; systemConfig?: Record<string, number> } = {}
+  opts: { gpus?: number | Partial<Record<HostName, number>>; systemConfig?: Record<string, number> } = {}
 ) => {
-  const gpus = opts.gpus ?? 1
   const config =
     opts.systemConfig !== undefined ? [`--system-config=${JSON.stringify(opts.systemConfig)}`] : []
-  const common = [
-    "--disable-usage-stats",
-    `--num-gpus=${gpus}`,
-    "--num-cpus=1",
-    '--resources={"serving_slot": 1}'
-  ]
   const head = await hosts.run(
     "head",
     [
@@ -226,18 +290,31 @@ export const startCluster = async (
       `--node-ip-address=${HEAD_IP}`,
       "--include-dashboard=false",
       ...config,
-      ...common
+      ...nodeArgs(gpusOf(opts.gpus, "head"))
     ],
-    { timeoutMs: 120_000 }
+    { timeoutMs: 120_000, env: startEnv }
   )
   if (head.code !== 0)
     throw new Error(`ray start --head failed on the head host: ${head.stderr.slice(-2000)}`)
-  const worker = await hosts.run(
-    "worker",
-    [realRay, "start", `--address=${GCS}`, `--node-ip-address=${WORKER_IP}`, ...common],
-    { timeoutMs: 120_000 }
-  )
-  if (worker.code !== 0) throw new Error(`ray start on the worker host failed: ${worker.stderr.slice(-2000)}`)
+  // One after the other: two raylets registering at once on a loaded machine were seen to time
+  // out ("GCS cannot find the node … registration may not be complete").
+  for (const h of hosts.names) if (h !== "head") await startNode(hosts, h, opts)
+}
+
+/** The pid of a host's raylet (as seen here), or undefined when it runs none. */
+export const rayletOn = (hosts: Hosts, host: HostName): number | undefined =>
+  fs
+    .readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e))
+    .map(Number)
+    .find((pid) => onHost(hosts, host, pid) && path.basename(argvOf(pid)?.[0] ?? "") === "raylet")
+
+/** SIGKILLs a host's raylet (Ray then declares its node dead; its workers die with it). */
+export const killRaylet = (hosts: Hosts, host: HostName): number => {
+  const pid = rayletOn(hosts, host)
+  if (pid === undefined) throw new Error(`no raylet runs on the ${host} host`)
+  process.kill(pid, "SIGKILL")
+  return pid
 }
 
 /** Is `pid` a process of that host (in its PID namespace)? */

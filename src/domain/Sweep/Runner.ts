@@ -1,25 +1,29 @@
 /**
  * The protocol between the sweep program and the sweep runner (the leased command of one server
- * combination, `python -m hyperloom.sweep_runner`, on the leased node). The runner starts the
- * engine once, waits until it is ready, then runs client invocations one at a time on request,
- * until asked to stop. Everything goes through the engine directory (`<session>/combinations/<i>/
- * engine-<n>/`), which the node and hyperloom share (as the serving runner's attempt directory):
+ * combination, `python PYDIR sweep`, on the leased node). The runner starts the engine once, waits
+ * until it is ready, then runs client invocations one at a time on request, until asked to stop.
+ * The node shares nothing with hyperloom's host but Ray (SPEC §14), so everything goes through the
+ * lease (services/SweepControl.ts):
  *
- * - `engine.json` (the runner writes it atomically): `state` `starting` → `ready` | `failed`, then
- *   `stopped` | `exited` (the engine died with no request pending); the port, the readiness time,
- *   the engine's exit code and runtime, and the node's facts.
- * - `control/<seq>.json` (hyperloom writes it atomically, seq 1, 2, …): a client run
- *   `{"argv", "dir", "env", "between", "timeout_sec"}` or `{"stop": true}`.
- * - `control/<seq>.done.json` (the runner): how it went (exit code, timed out, runtimes, whether the
- *   engine was still alive after it, epoch times of the client's start and end).
+ * - requests, one JSON line each on the runner's stdin: a client run `{"seq", "argv", "dir",
+ *   "env", "between", "timeout_sec"}` (`dir` is the run's folder on hyperloom's host) or
+ *   `{"stop": true}`;
+ * - messages, lines of the runner's stdout that start with RUNNER_MESSAGE_PREFIX, then JSON:
+ *   `{"engine": EngineStatus}` (`state` `starting` → `ready` | `failed`, then `stopped` |
+ *   `exited`: the engine died with no request pending; the port, the readiness time, the engine's
+ *   exit code and runtime, the node's facts), `{"file": PATH, "at": OFFSET, "data": BASE64}` (bytes
+ *   of a file kept under the engine's or a run's folder: server.log, client.log, the result file,
+ *   between.log; at 0 the file starts anew) and `{"done": RunDone}` (how a run went: exit code,
+ *   timed out, runtimes, whether the engine was still alive after it, epoch times of the client's
+ *   start and end), sent after the run's files.
  *
  * Pure: schemas and names only.
  */
 import { Either, Schema } from "effect"
 import { NodeFacts } from "../Serving.js"
 
-export const ENGINE_STATUS_FILE = "engine.json"
-export const CONTROL_DIR = "control"
+/** What starts a runner's message line (an ASCII record separator, then a name no output has). */
+export const RUNNER_MESSAGE_PREFIX = "\u001ehyperloom-sweep "
 
 const N = Schema.NullOr(Schema.Number)
 
@@ -74,3 +78,25 @@ export const parseEngineStatus = (text: string): EngineStatus | undefined =>
   Either.getOrUndefined(decodeEngine(text))
 
 export const parseRunDone = (text: string): RunDone | undefined => Either.getOrUndefined(decodeDone(text))
+
+const RunnerMessage = Schema.Union(
+  Schema.Struct({ engine: EngineStatus }),
+  Schema.Struct({ done: RunDone }),
+  Schema.Struct({ file: Schema.String, at: Schema.Number, data: Schema.String })
+)
+const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(RunnerMessage))
+
+export type RunnerMessage =
+  | { readonly _tag: "engine"; readonly status: EngineStatus }
+  | { readonly _tag: "done"; readonly done: RunDone }
+  | { readonly _tag: "file"; readonly file: string; readonly at: number; readonly data: string }
+
+/** A runner's message line (RUNNER_MESSAGE_PREFIX, JSON); undefined when it is not one. */
+export const parseRunnerMessage = (line: string): RunnerMessage | undefined => {
+  if (!line.startsWith(RUNNER_MESSAGE_PREFIX)) return undefined
+  const m = Either.getOrUndefined(decodeMessage(line.slice(RUNNER_MESSAGE_PREFIX.length)))
+  if (m === undefined) return undefined
+  if ("engine" in m) return { _tag: "engine", status: m.engine }
+  if ("done" in m) return { _tag: "done", done: m.done }
+  return { _tag: "file", file: m.file, at: m.at, data: m.data }
+}

@@ -1,0 +1,121 @@
+// `node bench/sweep.mjs --hosts 3`: a sweep on three hosts of their own that share nothing but Ray
+// (scripts/hosts.sh), --parallel 3 against --parallel 1, side by side in one run: the same 6
+// combinations x 3 loads of the stand-in model (examples/engine-model.mjs, installed on every
+// host outside the checkout), the same client. Prints the wall-time ratio (goal <= 0.40x; the
+// ideal 0.33x), the engine starts of each (goal: = combinations) and whether both find the same
+// best. Needs root (namespaces) and `npm run build`; makes its own hosts and ends them.
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { cli, ray, root, time } from "./lib.mjs"
+
+const script = path.join(root, "scripts/hosts.sh")
+const realRay = fs.realpathSync(ray)
+const BIN = "/srv/hyperloom-stand-ins/bin"
+const IPS = { head: "198.18.0.1", worker: "198.18.0.2", worker2: "198.18.0.3" }
+const env = { HYPERLOOM_RAY: realRay, RAY_raylet_start_wait_time_s: "60", PATH: `${BIN}:${process.env.PATH}` }
+
+const on = (dir, host, argv) => time(["bash", script, "run", dir, host, ...argv], env)
+const must = (what, r) => {
+  if (r.code !== 0) throw new Error(`${what} exited ${r.code}: ${r.stderr.slice(-2000)}`)
+  return r
+}
+const node = (gpus) => [
+  "--disable-usage-stats",
+  `--num-gpus=${gpus}`,
+  "--num-cpus=1",
+  '--resources={"serving_slot": 1}'
+]
+
+export const benchHosts = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-hosts-"))
+  must("hosts up", time(["bash", script, "up", dir, "--hosts", "3", "--no-shared"]))
+  const headPid = fs.readFileSync(path.join(dir, "head.pid"), "utf8").trim()
+  try {
+    must(
+      "ray start --head",
+      on(dir, "head", [
+        realRay,
+        "start",
+        "--head",
+        "--port=6379",
+        `--node-ip-address=${IPS.head}`,
+        "--include-dashboard=false",
+        ...node(1)
+      ])
+    )
+    for (const h of ["worker", "worker2"])
+      must(
+        `ray start on ${h}`,
+        on(dir, h, [
+          realRay,
+          "start",
+          `--address=${IPS.head}:6379`,
+          `--node-ip-address=${IPS[h]}`,
+          ...node(1)
+        ])
+      )
+    const sweep = (session, parallel) =>
+      on(dir, "head", [
+        process.execPath,
+        cli,
+        "sweep",
+        "run",
+        "--session",
+        session,
+        "--gpus",
+        "1",
+        "--parallel",
+        String(parallel),
+        "--server",
+        "fake-engine --load-sec 0.2 --max-num-seqs {seqs}",
+        "--param",
+        "seqs=1,2,3,4,5,6",
+        "--load",
+        "c=1,2,4",
+        "--slo",
+        "p99_ttft_ms<=1000",
+        "--",
+        "fake-bench-client",
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "{c}",
+        "--output-len",
+        "16"
+      ])
+    const results = {}
+    for (const [name, parallel] of [
+      ["parallel 1", 1],
+      ["parallel 3", 3]
+    ]) {
+      const session = `/tmp/hl-bench-sweep-${parallel}`
+      const r = must(`sweep --parallel ${parallel}`, sweep(session, parallel))
+      const doc = JSON.parse(fs.readFileSync(`/proc/${headPid}/root${session}/sweep.json`, "utf8"))
+      results[name] = {
+        sec: r.ms / 1000,
+        starts: doc.combinations.reduce((n, c) => n + c.engine_starts.length, 0),
+        combinations: doc.combinations.length,
+        best: doc.summary.best
+          ? `${doc.summary.best.label} at c=${doc.summary.best.load}`
+          : doc.summary.verdict
+      }
+    }
+    const one = results["parallel 1"]
+    const three = results["parallel 3"]
+    console.log("sweep on three hosts (6 combinations x 3 loads of the stand-in model):")
+    for (const [name, x] of Object.entries(results))
+      console.log(
+        `  --${name.replace(" ", " ")}: ${x.sec.toFixed(1)} s, ${x.starts} engine starts for ${x.combinations} combinations, best ${x.best}`
+      )
+    const ratio = three.sec / one.sec
+    console.log(
+      `  wall-time ratio --parallel 3 / --parallel 1: ${ratio.toFixed(2)}x; goal <= 0.40x: ${ratio <= 0.4 ? "met" : "MISSED"}`
+    )
+    console.log(`  same best: ${one.best === three.best ? "yes" : "NO"}`)
+  } finally {
+    spawnSync("bash", [script, "down", dir])
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
