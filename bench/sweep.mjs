@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { cli, median, must, root, startHead, stopRay, time } from "./lib.mjs"
 
 const PORT = 6393
-const engine = `${process.execPath} ${path.join(root, "examples/fake-engine.mjs")} --load-sec 0.2 --max-num-seqs {seqs}`
+const engine = `${process.execPath} ${path.join(root, "examples/fake-engine.mjs")} --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}`
 const client = [
   process.execPath,
   "examples/fake-bench-client.mjs",

@@ -31,7 +31,7 @@ import {
 const PORT = 6399
 const SLO = "p99_ttft_ms<=1000"
 const engine = (tag: string, extra = "") =>
-  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --tag=${tag} ${extra}`.trim()
+  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --queue-ms 1500 --tag=${tag} ${extra}`.trim()
 const client = (prompts: number) => [
   process.execPath,
   "examples/fake-bench-client.mjs",
