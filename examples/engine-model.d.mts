@@ -43,3 +43,8 @@ export declare const waves: (
   readonly requests: ReadonlyArray<{ readonly ttftMs: number; readonly tpotMs: number; readonly e2elMs: number }>
 }
 export declare const predict: (settings: ModelSettings, load: Load) => Prediction
+export declare const THREE_AXES: {
+  readonly engineArgs: ReadonlyArray<string>
+  readonly params: ReadonlyArray<{ readonly name: string; readonly values: ReadonlyArray<string> }>
+  readonly load: Load & { readonly inputLen: number }
+}

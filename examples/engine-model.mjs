@@ -281,3 +281,24 @@ export const predict = (settings, { concurrency, numPrompts, inputLen = 0, outpu
     batch: Math.min(settings.maxNumSeqs, Math.max(1, Math.floor(concurrency)), Math.max(1, N))
   }
 }
+
+/**
+ * The adaptive strategy's proving ground (bench/sweep.mjs --adaptive, test/domain/Adaptive.test.ts,
+ * the program's and the real-Ray tests): three numeric params of four values each, unimodal along
+ * each (throughput rises with the batch limit; the batched-token budget's prompt chunks cost
+ * steps, and a budget over 2048 costs KV cache; memory only moves the KV limit), and a
+ * KV-infeasible corner (a batch limit of 32 × 16384 tokens with U ≤ 0.6, or with M = 4096 and
+ * U = 0.8). Its closed-form best (`predict` over the grid, at concurrency 32 with 64 prompts of
+ * 2048 input and 16 output tokens): max-num-seqs 32, max-num-batched-tokens 2048,
+ * gpu-memory-utilization 0.8 or 0.9 (tied: memory beyond the need buys no speed), 32 × 16 ×
+ * 1000 / (16 × t(32)) = 444.4 tok/s with t(32) = 8 + 2 × 32 = 72 ms.
+ */
+export const THREE_AXES = Object.freeze({
+  engineArgs: ["--decode-ms", "8", "--decode-ms-per-seq", "2", "--max-model-len", "16384"],
+  params: [
+    { name: "max-num-seqs", values: ["4", "8", "16", "32"] },
+    { name: "max-num-batched-tokens", values: ["512", "1024", "2048", "4096"] },
+    { name: "gpu-memory-utilization", values: ["0.5", "0.6", "0.8", "0.9"] }
+  ],
+  load: { concurrency: 32, numPrompts: 64, inputLen: 2048, outputLen: 16 }
+})
