@@ -4,7 +4,7 @@
  * command lines, ready to paste. Pure.
  */
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
-import { comboLabel, shellQuote } from "../domain/Sweep.js"
+import { ADAPTIVE_ASSUMPTION, comboLabel, renderTimeParts, shellQuote } from "../domain/Sweep.js"
 import { ellipsize } from "../domain/Text.js"
 
 /** A value the user wrote (a combination's params, a load), cut in a text table; --json has it whole. */
@@ -47,6 +47,20 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     ["#", "combination", e.load.name, "status", "output tok/s", "p99 TTFT ms", "p99 TPOT ms", "runs", "note"]
   ]
   for (const c of doc.combinations) {
+    if (c.status === "skipped") {
+      rows.push([
+        String(c.index),
+        comboLabel(c.params),
+        "–",
+        "skipped",
+        "–",
+        "–",
+        "–",
+        "0",
+        (c.reason ?? "").slice(0, 110)
+      ])
+      continue
+    }
     if (c.points.length === 0 || c.status === "infeasible" || c.status === "failed") {
       rows.push([
         String(c.index),
@@ -98,6 +112,31 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     ])
   )
   out.push("")
+  if (doc.strategy === "adaptive" || doc.combinations.some((c) => c.status === "skipped"))
+    out.push(`${ADAPTIVE_ASSUMPTION}.`, "")
+  const t = doc.summary.time
+  if (t !== undefined) {
+    out.push(
+      `time: ${renderTimeParts(t.total)}; ${t.engine_starts} engine start(s), ${t.client_runs} client run(s); the best first measured ${t.time_to_best_sec === null ? "–" : `${num(t.time_to_best_sec)} s`} after the sweep's start`
+    )
+    const started = t.combinations.filter((c) => doc.combinations[c.index]!.engine_starts.length > 0)
+    if (started.length > 0)
+      out.push(
+        table([
+          ["#", "wall s", "lease wait s", "engine starts s", "client runs s", "--between s", "hyperloom s"],
+          ...started.map((c) => [
+            String(c.index),
+            num(c.wall_sec),
+            num(c.lease_wait_sec),
+            num(c.engine_start_sec),
+            num(c.client_sec),
+            num(c.between_sec),
+            num(c.own_sec)
+          ])
+        ])
+      )
+    out.push("")
+  }
   const s = doc.summary
   if (s.best === null) {
     out.push("best: none — no point met every SLO (sweep_no_feasible_point)")

@@ -23,6 +23,7 @@ import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, type FailureClass } from "./Failure.js"
 import { METRIC_KEYS, type MetricKey, type Metrics } from "./Results.js"
 import { AttemptMetrics, IsoTimestamp } from "./State.js"
+import { type AdaptiveCombination, STRATEGIES } from "./Sweep/Adaptive.js"
 import { type Candidate, chooseBest, type MetricStats, mediansOf, statsOf } from "./Sweep/Best.js"
 import {
   ascendingLoads,
@@ -35,13 +36,16 @@ import {
 } from "./Sweep/Grid.js"
 import type { Experiment } from "./Sweep/Identity.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
+import { sweepTime } from "./Sweep/Time.js"
 import { oneLine } from "./Text.js"
 
+export * from "./Sweep/Adaptive.js"
 export * from "./Sweep/Best.js"
 export * from "./Sweep/Grid.js"
 export * from "./Sweep/Identity.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
+export * from "./Sweep/Time.js"
 
 export const SWEEP_FILE = "sweep.json"
 export const SUMMARY_CSV = "summary.csv"
@@ -67,7 +71,16 @@ export const SweepStopReason = lit(
   "lease_failed"
 )
 export type SweepStopReason = typeof SweepStopReason.Type
-export const CombinationStatus = lit("pending", "running", "done", "infeasible", "failed", "engine_died")
+/** `skipped`: never started by `--strategy adaptive` (SPEC §15), its `reason` says why. */
+export const CombinationStatus = lit(
+  "pending",
+  "running",
+  "done",
+  "infeasible",
+  "failed",
+  "engine_died",
+  "skipped"
+)
 export type CombinationStatus = typeof CombinationStatus.Type
 export const PointStatus = lit("pending", "running", "ok", "slo_failed", "failed", "not_run")
 export type PointStatus = typeof PointStatus.Type
@@ -98,7 +111,9 @@ export const RunRecord = Schema.Struct({
   throughput: Schema.NullOr(Schema.Finite),
   metrics: Schema.NullOr(AttemptMetrics),
   /** The engine died while this run's client ran. */
-  engine_died: Schema.Boolean
+  engine_died: Schema.Boolean,
+  /** The `--between` command's own time before this run (SPEC §15); absent before it was kept. */
+  between_sec: Schema.optional(Schema.NullOr(Schema.Finite))
 })
 export type RunRecord = typeof RunRecord.Type
 
@@ -129,6 +144,8 @@ export const EngineStart = Schema.Struct({
   started_at: IsoTimestamp,
   ended_at: Schema.NullOr(IsoTimestamp),
   ready_sec: Schema.NullOr(Schema.Finite),
+  /** When hyperloom saw it ready (SPEC §15: the lease's wait is the span to it less ready_sec). */
+  ready_at: Schema.optional(IsoTimestamp),
   /** `ready` once it served; `failed` before ready; `interrupted` when a dead process left it open. */
   outcome: Schema.NullOr(lit("ready", "failed", "interrupted")),
   class: Schema.NullOr(FailureClassSchema),
@@ -145,7 +162,9 @@ export const CombinationRecord = Schema.Struct({
   class: Schema.NullOr(FailureClassSchema),
   error: Schema.NullOr(Schema.String),
   engine_starts: Schema.Array(EngineStart),
-  points: Schema.Array(PointRecord)
+  points: Schema.Array(PointRecord),
+  /** Why it was `skipped` (SPEC §15): the combination it follows from, or where the search settled. */
+  reason: Schema.optional(Schema.String)
 })
 export type CombinationRecord = typeof CombinationRecord.Type
 
@@ -180,6 +199,22 @@ const CombinationSummary = Schema.Struct({
   points: Schema.NonNegativeInt
 })
 
+const Parts = {
+  wall_sec: Schema.Finite,
+  lease_wait_sec: Schema.Finite,
+  engine_start_sec: Schema.Finite,
+  client_sec: Schema.Finite,
+  between_sec: Schema.Finite,
+  own_sec: Schema.Finite
+}
+const TimeSchema = Schema.Struct({
+  total: Schema.Struct(Parts),
+  combinations: Schema.Array(Schema.Struct({ index: Schema.NonNegativeInt, ...Parts })),
+  time_to_best_sec: Schema.NullOr(Schema.Finite),
+  engine_starts: Schema.NonNegativeInt,
+  client_runs: Schema.NonNegativeInt
+})
+
 const BestRecord = Schema.Struct({
   combination: Schema.NonNegativeInt,
   label: Schema.String,
@@ -196,7 +231,9 @@ export const SweepSummary = Schema.Struct({
   /** `best` with a winner; `tie` when noise cannot tell (R ≥ 2); `none` when no point met every SLO. */
   verdict: lit("best", "tie", "none"),
   best: Schema.NullOr(BestRecord),
-  tied_with: Schema.Array(BestRecord)
+  tied_with: Schema.Array(BestRecord),
+  /** Where the time went (SPEC §15, Sweep/Time.ts); absent in documents written before. */
+  time: Schema.optional(TimeSchema)
 })
 export type SweepSummary = typeof SweepSummary.Type
 
@@ -214,6 +251,10 @@ export const SweepDoc = Schema.Struct({
    * relative paths in their command lines are relative to it. Absent in documents written before.
    */
   cwd: Schema.optional(Schema.String),
+  /** Seconds the `sweep run` invocations of this session took, summed (SPEC §15); absent before. */
+  wall_sec: Schema.optional(Schema.Finite),
+  /** `--strategy` (SPEC §15); absent in documents written before it: `grid`. */
+  strategy: Schema.optional(lit(...STRATEGIES)),
   combinations: Schema.Array(CombinationRecord),
   summary: SweepSummary
 })
@@ -366,7 +407,8 @@ const FINAL_COMBINATION: ReadonlySet<CombinationStatus> = new Set([
   "done",
   "infeasible",
   "failed",
-  "engine_died"
+  "engine_died",
+  "skipped"
 ])
 
 export const isFinalPoint = (p: PointRecord) => FINAL_POINT.has(p.status)
@@ -497,7 +539,8 @@ export const beginRun = (
         runtime_sec: null,
         throughput: null,
         metrics: null,
-        engine_died: false
+        engine_died: false,
+        between_sec: null
       }
     ]
   }))
@@ -506,7 +549,8 @@ export const finishRun = (
   doc: SweepDoc,
   index: number,
   load: string,
-  patch: Omit<RunRecord, "repeat" | "try" | "dir" | "client_argv" | "started_at">
+  patch: Omit<RunRecord, "repeat" | "try" | "dir" | "client_argv" | "started_at" | "between_sec"> &
+    Partial<Pick<RunRecord, "between_sec">>
 ): SweepDoc =>
   mapPoint(doc, index, load, (p) => ({
     ...p,
@@ -600,14 +644,63 @@ export const candidatesOf = (doc: SweepDoc): ReadonlyArray<Candidate> =>
 /** The document with its summary recomputed (every save goes through this). */
 export const withSummary = (doc: SweepDoc): SweepDoc => {
   const verdict = chooseBest(candidatesOf(doc), doc.experiment.repeats)
+  const summary = {
+    combinations: doc.combinations.map(combinationSummary),
+    verdict: verdict._tag,
+    best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
+    tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
+  }
+  return { ...doc, summary: { ...summary, time: sweepTime({ ...doc, summary }) } }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adaptive strategy (SPEC §15)
+
+/** What the adaptive search sees of each combination (Sweep/Adaptive.ts). */
+export const adaptiveView = (doc: SweepDoc): ReadonlyArray<AdaptiveCombination> => {
+  const cands = candidatesOf(doc)
+  return doc.combinations.map((c) => {
+    const mine = cands.filter((x) => x.combination === c.index)
+    const top = mine.reduce<Candidate | undefined>(
+      (a, b) => (a === undefined || b.throughput > a.throughput ? b : a),
+      undefined
+    )
+    return {
+      index: c.index,
+      params: c.params,
+      state: c.status === "skipped" ? "skipped" : isFinalCombination(c) ? "measured" : "pending",
+      kvInfeasible: c.status === "infeasible" && c.class === "kv_cache_oom",
+      objective: top === undefined ? undefined : { throughput: top.throughput, spread: top.spread }
+    }
+  })
+}
+
+/** A combination the adaptive search will not start: `skipped`, its points `not_run`, the reason kept. */
+export const skipCombination = (doc: SweepDoc, index: number, reason: string): SweepDoc =>
+  skipRemaining(
+    mapCombination(doc, index, (c) => ({ ...c, status: "skipped" as const, reason })),
+    index
+  )
+
+/**
+ * `--strategy grid` on an adaptive session (the one change of experiment allowed: it completes the
+ * grid): every skipped combination pending again, its points pending; the sweep reopened.
+ */
+export const completeGrid = (doc: SweepDoc): SweepDoc => {
+  const skipped = doc.combinations.filter((c) => c.status === "skipped")
   return {
     ...doc,
-    summary: {
-      combinations: doc.combinations.map(combinationSummary),
-      verdict: verdict._tag,
-      best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
-      tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
-    }
+    strategy: "grid",
+    status: skipped.length > 0 ? "running" : doc.status,
+    combinations: doc.combinations.map((c) => {
+      if (c.status !== "skipped") return c
+      const { reason: _reason, ...rest } = c
+      return {
+        ...rest,
+        status: "pending" as const,
+        points: c.points.map((p) => (p.status === "not_run" ? { ...p, status: "pending" as const } : p))
+      }
+    })
   }
 }
 

@@ -33,12 +33,14 @@ import { redactArgv, redactExperiment } from "../domain/Redact.js"
 import { CLIENT_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import {
+  adaptiveView,
   addPoint,
   beginEngine,
   beginRun,
   type CombinationRecord,
   clientArgvOf,
   comboLabel,
+  completeGrid,
   type Difference,
   type Experiment,
   experimentDiff,
@@ -51,14 +53,19 @@ import {
   isFinalCombination,
   isFinalPoint,
   loadNumber,
+  monotoneSkips,
+  nextAdaptive,
   nextSearchStep,
+  notRunReason,
   type PointRecord,
   recoverInterrupted,
   renderDifferences,
   reopen,
+  type Strategy,
   type SweepDoc,
   setCombination,
   setSweepStatus,
+  skipCombination,
   skipRemaining,
   substitute,
   updateEngine,
@@ -87,6 +94,8 @@ export interface SweepOptions {
   readonly deadlineSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
+  /** `--strategy` (SPEC §15): `grid` (default) runs every combination; `adaptive` searches. */
+  readonly strategy?: Strategy | undefined
 }
 
 /** The same session was given a different experiment (exit 2). */
@@ -131,6 +140,9 @@ interface Run {
   clientRuns: number
   /** sweep.json was written (or found): from then on it must still be there at every save. */
   saved: boolean
+  /** The session's wall seconds before this invocation, and when this one began (SPEC §15). */
+  wallBefore: number
+  startedMs: number
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -141,7 +153,12 @@ const save = (run: Run, next: SweepDoc) =>
     Effect.gen(function* () {
       if (run.saved && !(yield* run.store.stillThere(run.dir)))
         return yield* new SessionVanished({ sessionDir: run.dir })
-      const doc = withSummary({ ...next, updated_at: yield* nowIso })
+      const nowMs = yield* Clock.currentTimeMillis
+      const doc = withSummary({
+        ...next,
+        updated_at: iso(nowMs),
+        wall_sec: Math.round((run.wallBefore + (nowMs - run.startedMs) / 1000) * 1000) / 1000
+      })
       run.doc = doc
       yield* run.store.save(run.dir, doc)
       run.saved = true
@@ -277,7 +294,8 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
             runtime_sec: r.runtimeSec,
             throughput: r.throughput,
             metrics: r.metrics ?? null,
-            engine_died: outcome.engineDied
+            engine_died: outcome.engineDied,
+            between_sec: outcome.betweenSec ?? null
           })
         )
         const m = r.metrics
@@ -387,7 +405,11 @@ const runCombination = (run: Run, index: number) =>
             return { _tag: "not_ready" as const, result: handle.started.result }
           yield* save(
             run,
-            updateEngine(run.doc, index, { outcome: "ready", ready_sec: handle.started.readySec })
+            updateEngine(run.doc, index, {
+              outcome: "ready",
+              ready_sec: handle.started.readySec,
+              ready_at: yield* nowIso
+            })
           )
           yield* Effect.logInfo(
             `sweep: combination ${index + 1}/${total}: the engine is ready${handle.started.readySec !== null ? ` after ${handle.started.readySec} s` : ""}`
@@ -496,8 +518,50 @@ const runCombination = (run: Run, index: number) =>
 // ---------------------------------------------------------------------------------------------
 // The run
 
+/**
+ * `--strategy adaptive` (SPEC §15): the search (domain/Sweep/Adaptive.ts) names the next
+ * combination after each one ends; what it rules out is `skipped` with the reason as soon as it
+ * is known (monotone infeasibility), and what it never reached when it settles.
+ */
+const adaptiveLoop = (run: Run) =>
+  Effect.gen(function* () {
+    const params = run.doc.experiment.params
+    const total = run.doc.combinations.length
+    for (;;) {
+      const skips = monotoneSkips(params, adaptiveView(run.doc))
+      if (skips.length > 0) {
+        yield* save(
+          run,
+          skips.reduce((d, k) => skipCombination(d, k.index, k.reason), run.doc)
+        )
+        for (const k of skips)
+          yield* Effect.logInfo(`sweep: combination ${k.index + 1}/${total} skipped: ${k.reason}`)
+      }
+      const step = nextAdaptive(params, adaptiveView(run.doc))
+      if (step._tag === "done") {
+        const reason = notRunReason(step.settledAt.map((i) => combo(run, i).params))
+        const left = run.doc.combinations.filter((c) => !isFinalCombination(c))
+        yield* save(
+          run,
+          left.reduce((d, c) => skipCombination(d, c.index, reason), run.doc)
+        )
+        const started = run.doc.combinations.filter((c) => c.engine_starts.length > 0).length
+        yield* Effect.logInfo(
+          `sweep: the adaptive search settled after ${started} of ${total} combination(s); ${left.length} not run (skipped): ${reason}`
+        )
+        break
+      }
+      yield* Effect.logInfo(
+        `sweep: adaptive: combination ${step.index + 1}/${total} (${comboLabel(combo(run, step.index).params)}): ${step.why}`
+      )
+      if ((yield* runCombination(run, step.index)) === "stop") return
+    }
+    yield* save(run, setSweepStatus(run.doc, "done", null, null, yield* nowIso))
+  })
+
 const combinationsLoop = (run: Run) =>
   Effect.gen(function* () {
+    if (run.doc.strategy === "adaptive") return yield* adaptiveLoop(run)
     for (const c of run.doc.combinations) {
       if (isFinalCombination(combo(run, c.index))) continue
       if ((yield* runCombination(run, c.index)) === "stop") return
@@ -532,17 +596,38 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     doc: Option.getOrElse(loaded, () => initialSweep(redactExperiment(options.experiment), iso(0))),
     engineStarts: 0,
     clientRuns: 0,
-    saved: Option.isSome(loaded)
+    saved: Option.isSome(loaded),
+    wallBefore: Option.match(loaded, { onNone: () => 0, onSome: (d) => d.wall_sec ?? 0 }),
+    startedMs: yield* Clock.currentTimeMillis
   }
   const now = yield* nowIso
+  const strategy = options.strategy ?? "grid"
   if (Option.isNone(loaded)) {
-    yield* save(run, { ...initialSweep(redactExperiment(options.experiment), now), cwd: options.cwd })
+    yield* save(run, {
+      ...initialSweep(redactExperiment(options.experiment), now),
+      cwd: options.cwd,
+      strategy
+    })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`
     )
   } else {
-    const diffs = experimentDiff(experimentOf(run.doc.experiment), redactExperiment(options.experiment))
+    const was = run.doc.strategy ?? "grid"
+    const diffs = [
+      ...experimentDiff(experimentOf(run.doc.experiment), redactExperiment(options.experiment)),
+      // adaptive → grid completes the grid (the one change allowed); grid → adaptive is another experiment
+      ...(was === "grid" && strategy === "adaptive"
+        ? [{ field: "--strategy", was: "grid (every combination)", now: "adaptive" }]
+        : [])
+    ]
     if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
+    if (was === "adaptive" && strategy === "grid") {
+      const skipped = run.doc.combinations.filter((c) => c.status === "skipped").length
+      run.doc = completeGrid(run.doc)
+      yield* Effect.logInfo(
+        `sweep: --strategy grid on an adaptive session: ${skipped} skipped combination(s) run now, and the best is judged again`
+      )
+    }
     const open = inFlight(run.doc)
     if (open > 0)
       yield* Effect.logInfo(
