@@ -30,8 +30,9 @@ import {
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { redactArgv, redactExperiment } from "../domain/Redact.js"
-import { CLIENT_LOG } from "../domain/Serving.js"
+import { CLIENT_LOG, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
+import { engineNote } from "../domain/Sweep/EngineNote.js"
 import {
   adaptiveView,
   addPoint,
@@ -458,21 +459,23 @@ const runCombination = (run: Run, index: number) =>
         }
         case "not_ready": {
           const r = outcome.result
+          // the engine's own telling line and its server.log, first (SPEC §15)
+          const note = engineNote(r, `${dir}/${SERVER_LOG}`)
           yield* save(
             run,
             updateEngine(run.doc, index, {
               ended_at: ended,
               outcome: "failed",
               class: r.errorClass,
-              error: r.error
+              error: note
             })
           )
-          const head = (r.error ?? "").split("\n").find((l) => l.trim() !== "") ?? ""
+          const head = note.split("\n")[0] ?? ""
           if (r.errorClass !== null && DETERMINISTIC.has(r.errorClass)) {
             yield* save(
               run,
               skipRemaining(
-                setCombination(run.doc, index, { status: "infeasible", class: r.errorClass, error: r.error }),
+                setCombination(run.doc, index, { status: "infeasible", class: r.errorClass, error: note }),
                 index
               )
             )
@@ -481,7 +484,8 @@ const runCombination = (run: Run, index: number) =>
             )
             return "next" as const
           }
-          if (failedStarts === 0) {
+          // a readiness timeout is not retried: the engine would most likely hang as long again
+          if (failedStarts === 0 && r.errorClass !== "timeout") {
             yield* Effect.logInfo(
               `sweep: combination ${index + 1}/${total}: the engine failed before ready (${r.errorClass}); retrying once: ${head}`
             )
@@ -490,12 +494,12 @@ const runCombination = (run: Run, index: number) =>
           yield* save(
             run,
             skipRemaining(
-              setCombination(run.doc, index, { status: "failed", class: r.errorClass, error: r.error }),
+              setCombination(run.doc, index, { status: "failed", class: r.errorClass, error: note }),
               index
             )
           )
           yield* Effect.logInfo(
-            `sweep: combination ${index + 1}/${total}: the engine failed before ready again (${r.errorClass}); going on`
+            `sweep: combination ${index + 1}/${total}: the engine failed before ready${failedStarts === 0 ? " (a readiness timeout: not retried)" : " again"}: ${head}; going on`
           )
           return "next" as const
         }

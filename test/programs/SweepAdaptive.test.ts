@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { kvFailure, modelFlags, predict, THREE_AXES } from "../../examples/engine-model.mjs"
+import { exitCodeForSweep } from "../../src/cli/commands/sweep.js"
 import { combinations, type Experiment } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import type * as SweepEngine from "../../src/programs/SweepEngine.js"
@@ -130,5 +131,57 @@ describe("sweep program: --strategy adaptive", () => {
         assert.include(e.message, "--strategy")
       })
     }
+  )
+})
+
+describe("sweep program: say which failure it was", () => {
+  it.effect(
+    "no engine ever ready: exit 17 (not 14), each combination's note quotes the engine's own line and its server.log",
+    () =>
+      Effect.gen(function* () {
+        const e = experiment({
+          server: "engine --max-num-seqs {max-num-seqs}",
+          params: [{ name: "max-num-seqs", values: ["0", "-1"] }]
+        })
+        const doc = (yield* runSweep(options("grid", e))).doc
+        assert.strictEqual(exitCodeForSweep(doc), 17)
+        for (const c of doc.combinations) {
+          const note = (c.error ?? "").split("\n")[0]!
+          assert.include(
+            note,
+            'the engine said: "vllm serve: error: argument --max-num-seqs: must be at least 1"'
+          )
+          assert.include(note, `${c.engine_starts.at(-1)!.dir}/server.log`)
+          assert.match(note, /^subprocess_nonzero: the server exited with code 2/)
+        }
+        // the same sweep with one engine that served: 14, the SLO's verdict
+        const slo = yield* runSweep({
+          ...options(
+            "grid",
+            experiment({
+              server: "engine --max-num-seqs {max-num-seqs}",
+              params: [{ name: "max-num-seqs", values: ["4", "8"] }],
+              slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 1 }]
+            })
+          ),
+          sessionDir: "/s/slo"
+        })
+        assert.strictEqual(exitCodeForSweep(slo.doc), 14)
+      }).pipe(
+        Effect.provide(
+          setup({
+            start: (cmd) =>
+              cmd.includes("--max-num-seqs 0") || cmd.includes("--max-num-seqs -1")
+                ? {
+                    notReady: {
+                      exitCode: 2,
+                      log: "INFO 12-03 19:00:00 [api_server.py] starting\nusage: vllm serve [model_tag] [options]\nvllm serve: error: argument --max-num-seqs: must be at least 1"
+                    }
+                  }
+                : script.start(cmd),
+            run: script.run
+          })
+        )
+      )
   )
 })
