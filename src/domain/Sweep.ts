@@ -34,6 +34,7 @@ import {
   shellLine,
   substitute
 } from "./Sweep/Grid.js"
+import { edgeFlag } from "./Sweep/Grow.js"
 import type { Experiment } from "./Sweep/Identity.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
 import { sweepTime } from "./Sweep/Time.js"
@@ -42,6 +43,7 @@ import { oneLine } from "./Text.js"
 export * from "./Sweep/Adaptive.js"
 export * from "./Sweep/Best.js"
 export * from "./Sweep/Grid.js"
+export * from "./Sweep/Grow.js"
 export * from "./Sweep/Identity.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
@@ -232,6 +234,8 @@ export const SweepSummary = Schema.Struct({
   verdict: lit("best", "tie", "none"),
   best: Schema.NullOr(BestRecord),
   tied_with: Schema.Array(BestRecord),
+  /** A best at the largest --load tried or at --search's MAX (SPEC §15): the capacity may be higher. */
+  edge: Schema.optional(Schema.String),
   /** Where the time went (SPEC §15, Sweep/Time.ts); absent in documents written before. */
   time: Schema.optional(TimeSchema)
 })
@@ -650,7 +654,44 @@ export const withSummary = (doc: SweepDoc): SweepDoc => {
     best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
     tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
   }
-  return { ...doc, summary: { ...summary, time: sweepTime({ ...doc, summary }) } }
+  const edge = edgeFlag(doc.experiment.load, summary.best?.load)
+  return {
+    ...doc,
+    summary: { ...summary, ...(edge === undefined ? {} : { edge }), time: sweepTime({ ...doc, summary }) }
+  }
+}
+
+/**
+ * More `--load` values on a session (SPEC §15): the experiment takes them, every combination that
+ * finished (`done`) gets the new points pending (in ascending order with the old ones) and runs
+ * again for them alone; one that ended otherwise gets them `not_run`; nothing measured changes.
+ */
+export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDoc => {
+  if (doc.experiment.load.kind !== "points") return doc
+  const experiment: ExperimentRecord = {
+    ...doc.experiment,
+    load: { ...doc.experiment.load, values: [...values] }
+  }
+  const order = ascendingLoads(values)
+  return {
+    ...doc,
+    status: "running",
+    stop_reason: null,
+    stop_error: null,
+    experiment,
+    combinations: doc.combinations.map((c) => {
+      const have = new Set(c.points.map((p) => p.load))
+      const fresh = order.filter((l) => !have.has(l))
+      if (fresh.length === 0) return c
+      const open = c.status === "done" || c.status === "pending" || c.status === "running"
+      const added = fresh.map((l) => {
+        const p = newPoint(experiment, c.params, l)
+        return open ? p : { ...p, status: "not_run" as const }
+      })
+      const points = [...c.points, ...added].sort((a, b) => order.indexOf(a.load) - order.indexOf(b.load))
+      return { ...c, status: c.status === "done" ? ("pending" as const) : c.status, points }
+    })
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

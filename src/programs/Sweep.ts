@@ -35,6 +35,7 @@ import { OutputDigest } from "../domain/Signature.js"
 import { engineNote } from "../domain/Sweep/EngineNote.js"
 import {
   adaptiveView,
+  addedLoads,
   addPoint,
   beginEngine,
   beginRun,
@@ -49,6 +50,7 @@ import {
   experimentRecord,
   finishPoint,
   finishRun,
+  growLoads,
   inFlight,
   initialSweep,
   isFinalCombination,
@@ -624,7 +626,17 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
         ? [{ field: "--strategy", was: "grid (every combination)", now: "adaptive" }]
         : [])
     ]
-    if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
+    const added = addedLoads(experimentOf(run.doc.experiment), options.experiment, diffs)
+    if (added !== undefined) {
+      // more --load values, nothing else changed: the new points only (SPEC §15)
+      run.doc = growLoads(
+        run.doc,
+        options.experiment.load.kind === "points" ? options.experiment.load.values : []
+      )
+      yield* Effect.logInfo(
+        `sweep: growing the sweep by ${added.length} load point(s) (${added.join(", ")}); everything measured is kept`
+      )
+    } else if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
     if (was === "adaptive" && strategy === "grid") {
       const skipped = run.doc.combinations.filter((c) => c.status === "skipped").length
       run.doc = completeGrid(run.doc)

@@ -185,3 +185,56 @@ describe("sweep program: say which failure it was", () => {
       )
   )
 })
+
+describe("sweep program: grow a finished sweep", () => {
+  it.effect(
+    "more --load values add only the new points, everything measured kept; a best at the largest load is flagged; anything else is refused",
+    () => {
+      const files = new Map<string, string>()
+      const e = (values: ReadonlyArray<string>, over: Partial<Experiment> = {}) =>
+        experiment({
+          server: "engine --max-num-seqs {max-num-seqs}",
+          params: [{ name: "max-num-seqs", values: ["4", "8"] }],
+          load: { kind: "points", name: "c", values },
+          ...over
+        })
+      const go = (x: Experiment) => runSweep(options("grid", x)).pipe(Effect.provide(setup(script, files)))
+      return Effect.gen(function* () {
+        const first = yield* go(e(["1", "2"]))
+        assert.strictEqual(first.clientRuns, 4)
+        assert.strictEqual(first.doc.summary.best?.load, "2")
+        assert.include(first.doc.summary.edge, "the largest --load c tried (2)")
+        const measured = first.doc.combinations.map((c) => c.points.map((p) => p.runs))
+        const grown = yield* go(e(["1", "2", "16", "4"]))
+        // two new points per combination, one engine start each, nothing measured again
+        assert.strictEqual(grown.engineStarts, 2)
+        assert.strictEqual(grown.clientRuns, 4)
+        assert.deepStrictEqual(
+          grown.doc.combinations.map((c) => c.points.map((p) => `${p.load}:${p.status}`)),
+          [
+            ["1:ok", "2:ok", "4:ok", "16:ok"],
+            ["1:ok", "2:ok", "4:ok", "16:ok"]
+          ]
+        )
+        assert.deepStrictEqual(
+          grown.doc.combinations.map((c) => c.points.slice(0, 2).map((p) => p.runs)),
+          measured
+        )
+        assert.deepStrictEqual(grown.doc.experiment.load, {
+          kind: "points",
+          name: "c",
+          values: ["1", "2", "16", "4"]
+        })
+        assert.strictEqual(grown.doc.status, "done")
+        // the best is now at c = 16 (the plateau of B = 8 is reached at 8): still the edge
+        assert.strictEqual(grown.doc.summary.best?.load, "16")
+        assert.isDefined(grown.doc.summary.edge)
+        // a load value dropped, or anything else changed: refused, naming it
+        const dropped = yield* Effect.flip(go(e(["1", "16"])))
+        assert.include(dropped.message, "--load/--search")
+        const other = yield* Effect.flip(go(e(["1", "2", "16", "4", "32"], { repeats: 3 })))
+        assert.include(other.message, "--repeats")
+      })
+    }
+  )
+})
