@@ -156,7 +156,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
             .join("; ")}`
         : `best: #${s.best.combination} (${cut(s.best.label)}) at ${e.load.name}=${cut(s.best.load)}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}`
     )
-    if (s.edge !== undefined) out.push(`  note: ${s.edge}`)
+    if (s.edge !== undefined) out.push(`  # note: ${s.edge}`)
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")
     if (doc.cwd !== undefined) out.push(`  cd ${shellQuote(doc.cwd)}`)
