@@ -6,7 +6,14 @@
  * front marked and the best highlighted. The points table. Pure: the documents in, the page out.
  */
 import type { MetricKey } from "../domain/Results.js"
-import { comboLabel, loadNumber, type PointRecord, type SweepDoc } from "../domain/Sweep.js"
+import {
+  ADAPTIVE_ASSUMPTION,
+  comboLabel,
+  loadNumber,
+  type PointRecord,
+  renderTimeParts,
+  type SweepDoc
+} from "../domain/Sweep.js"
 import { escapeHtml } from "./RenderReport.js"
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
@@ -216,6 +223,14 @@ const measuredOrNull = (p: PointRecord, k: MetricKey) =>
 const visible = (p: PointRecord) => p.status !== "not_run" && p.status !== "pending"
 
 /** One sweep's section: charts per combination, the Pareto chart, the points table. */
+/** Where the time went (SPEC §15), one line; nothing for a document written before it was kept. */
+const timeLine = (doc: SweepDoc): string => {
+  const t = doc.summary.time
+  if (t === undefined) return ""
+  const adaptive = doc.strategy === "adaptive" ? ` · ${escapeHtml(ADAPTIVE_ASSUMPTION)}` : ""
+  return `\n<div class="meta">time: ${escapeHtml(renderTimeParts(t.total))} · ${t.engine_starts} engine start(s), ${t.client_runs} client run(s) · the best first measured ${t.time_to_best_sec === null ? "–" : `${fmt(t.time_to_best_sec)} s`} in${adaptive}</div>`
+}
+
 export const renderSweepSection = (name: string, doc: SweepDoc): string => {
   const e = doc.experiment
   const loadName = e.load.name
@@ -303,7 +318,7 @@ client: ${escapeHtml(best.client_cmd)}</pre>`
   return `<section>
 <h2>${escapeHtml(name)}</h2>
 <div class="meta">${doc.combinations.length} combination(s) · ${e.load.kind === "points" ? `${escapeHtml(loadName)} = ${escapeHtml(e.load.values.join(", "))}` : `search ${escapeHtml(loadName)} up to ${e.load.max}`} · ${e.repeats} repeat(s) · SLO ${escapeHtml(e.slos.join(" and ") || "none")} · status ${escapeHtml(doc.status)} · failed points are marked ×</div>
-${verdict}
+${verdict}${timeLine(doc)}
 <div class="legend">${combos.map(({ color, label }) => `<span><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</span>`).join(" ")}</div>
 <div class="legend">● measured (median over the repeats) · <span class="bad">×</span> failed: no measurement, drawn on the x-axis · <span class="bad">- - -</span> SLO</div>
 <div class="charts">
