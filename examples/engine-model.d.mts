@@ -7,6 +7,7 @@ export interface ModelSettings {
   readonly decodeMsPerSeq: number
   readonly kvTokens: number
   readonly queueMs: number
+  readonly maxNumBatchedTokens: number
 }
 export interface Load {
   readonly concurrency: number
@@ -26,6 +27,8 @@ export interface Prediction {
 }
 export declare const DEFAULTS: ModelSettings
 export declare const KV_BYTES_PER_TOKEN: number
+export declare const ACTIVATION_TOKENS_PER_BATCHED_TOKEN: number
+export declare const prefillSteps: (settings: ModelSettings, promptTokens: number) => number
 export declare const modelFlags: (argv: ReadonlyArray<string>) => ModelSettings
 export declare const stepMs: (settings: ModelSettings, b: number) => number
 export declare const kvTokensAvailable: (settings: ModelSettings) => number
@@ -40,3 +43,8 @@ export declare const waves: (
   readonly requests: ReadonlyArray<{ readonly ttftMs: number; readonly tpotMs: number; readonly e2elMs: number }>
 }
 export declare const predict: (settings: ModelSettings, load: Load) => Prediction
+export declare const THREE_AXES: {
+  readonly engineArgs: ReadonlyArray<string>
+  readonly params: ReadonlyArray<{ readonly name: string; readonly values: ReadonlyArray<string> }>
+  readonly load: Load & { readonly inputLen: number }
+}

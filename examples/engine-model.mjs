@@ -8,72 +8,80 @@
  *   --max-num-seqs N            (SGLang: --max-running-requests)   batch limit B, default 256
  *   --max-model-len N           (SGLang: --context-length)         L, default 2048
  *   --gpu-memory-utilization F  (SGLang: --mem-fraction-static)    U, default 0.9
+ *   --max-num-batched-tokens M  (SGLang: --chunked-prefill-size)   the tokens one step may hold,
+ *                               default 8192: a prompt of P tokens prefills in k = ceil(P / M)
+ *                               steps; M above (below) 8192 takes from (gives to) the KV cache
+ *                               8 tokens per token of budget (vLLM sizes activations with M)
  *   --decode-ms MS              the model's own: per-token step time at an empty batch, default 20
  *   --decode-ms-per-seq MS      the model's own: what each running request adds, default 5
  *   --kv-tokens N               the model's own: KV-cache tokens at U = 1, default 600000
- *   --queue-ms MS               the model's own: what a request that had to wait pays before its
- *                               first token once admitted, default 1500
+ *   --queue-ms MS               the model's own: a SATURATED engine (default 0: none): a request
+ *                               that had to wait pays MS once admitted, holding its slot, before
+ *                               its first token (the older stand-in's behaviour: past B the
+ *                               throughput falls, which no real engine's does; kept for tests
+ *                               that want a TTFT jump of seconds on short runs)
  *   --token-rate R              older stand-in flag: a fixed step of 1000/R ms (per-seq cost 0)
  *
  * ## The engine (what fake-engine.mjs does)
  *
- * - At start, the KV-cache budget: it needs B × L tokens and has floor(U × KV_TOKENS) tokens. When
- *   it does not fit, the engine prints `kvFailure(settings)` (vLLM's own ValueError from
- *   vllm/v1/core/kv_cache_utils.py `_check_enough_kv_cache_memory`, then the API server's
- *   "Engine core initialization failed" line) on stderr and exits 1; hyperloom classifies it
- *   `kv_cache_oom`. With the defaults 256 × 2048 = 524288 ≤ 540000 fits; B = 512, or B = 256 with
- *   L = 4096, or U = 0.5 does not. With L = 32768: B ≤ 16 fits, B = 32 fails.
+ * - At start, the KV-cache budget: it needs B × L tokens and has
+ *   floor(U × KV_TOKENS − 8 × (M − 8192)) tokens. When it does not fit, the engine prints
+ *   `kvFailure(settings)` (vLLM's own ValueError from vllm/v1/core/kv_cache_utils.py
+ *   `_check_enough_kv_cache_memory`, then the API server's "Engine core initialization failed"
+ *   line) on stderr and exits 1; hyperloom classifies it `kv_cache_oom`. With the defaults
+ *   256 × 2048 = 524288 ≤ 540000 fits; B = 512, or B = 256 with L = 4096, or U = 0.5 does not.
+ *   With L = 32768: B ≤ 16 fits, B = 32 fails.
  * - Up to B requests run at once; more wait in one FIFO queue (admitted as running ones end).
- * - A request that had to wait pays QUEUE_MS once admitted, holding its slot, before its first
- *   token (a saturated engine re-forming its batch: the admitted prompts' prefill, a preempted
- *   request's recompute); so does one that arrives, a slot free, while an admitted request is still
- *   paying it (it joins that batch). No request waits while c ≤ B, so then nothing is paid; the
- *   cost makes the queue's TTFT jump seconds, far above a loaded machine's jitter (hundreds of ms).
+ *   Past B the engine stays full: its throughput PLATEAUS at B's, and the queueing shows in TTFT
+ *   (a queued request waits for a running one to end), as a real engine's does.
  * - With b requests running, every running request gets one token per step of
  *   t(b) = DECODE_MS + DECODE_MS_PER_SEQ × b milliseconds (so per-request speed 1000 / t(b) tok/s
  *   falls as the batch grows, and the engine's output rate b × 1000 / t(b) rises towards
- *   1000 / DECODE_MS_PER_SEQ). A request's first token comes one step after it is admitted.
+ *   1000 / DECODE_MS_PER_SEQ). A request's first token comes k = ceil(P / M) steps after it is
+ *   admitted (its prompt's chunks; one step for P ≤ M), holding its slot.
+ * - With --queue-ms Q > 0 only: a request that had to wait pays Q once admitted, holding its slot,
+ *   before its first token; so does one that arrives, a slot free, while an admitted request is
+ *   still paying it.
  *
  * ## Closed form (`predict`): a closed-loop client (`--max-concurrency c`, `--request-rate inf`,
- * N prompts of n output tokens) against that engine runs in lockstep waves. Each wave admits
- * min(B, queued) requests together; a wave of b takes n × t(b), plus Q = QUEUE_MS when one of its
- * requests had waited; when it ends, its clients send their next requests. With b = min(c, B) and
- * N a multiple of b:
+ * N prompts of P input and n output tokens) against that engine runs in lockstep waves. Each wave
+ * admits min(B, queued) requests together; a wave of b takes (k − 1 + n) × t(b) (plus Q when one
+ * of its requests had waited); when it ends, its clients send their next requests. With
+ * b = min(c, B), k = ceil(P / M) and N a multiple of b:
  *
- *   c ≤ B: output throughput  = b × 1000 / t(b) tok/s   request throughput = that / n
- *          TPOT = TTFT        = t(b) ms (no queue)      duration = (N / b) × n × t(b) ms
- *   c > B: the first wave as above; every later wave pays Q and holds c − B requests that waited
- *          a whole wave before it: in the second wave their TTFT is Q + n × t(B) + t(B), in later
- *          ones 2Q + n × t(B) + t(B) (the wave they waited for paid Q too): the p99 jumps by
- *          seconds (Q = 1500 ms plus hundreds of ms); TPOT stays t(B); a later wave takes
- *          Q + n × t(B), so throughput falls below B × 1000 / t(B). At c = 2B every request after
- *          the first wave waits one wave.
+ *   c ≤ B: output throughput  = b × n × 1000 / ((k − 1 + n) × t(b)) tok/s (k = 1: b × 1000 / t(b))
+ *          TTFT = k × t(b), TPOT = t(b) (no queue)   duration = (N / b) × (k − 1 + n) × t(b) ms
+ *   c > B: the same throughput as c = B (the plateau; the last, smaller wave aside), TPOT t(B);
+ *          the c − B requests that wait per wave have TTFT = a whole wave + k × t(B): at c = 2B
+ *          every request after the first wave waits one wave.
+ *   With Q > 0 a later wave takes Q + (k − 1 + n) × t(B) and its queued requests' TTFT is Q more
+ *   (2Q from the third wave on): throughput falls below the plateau.
  *
  * `predict` computes those waves exactly (also for N not a multiple of b: the last, smaller wave
  * is faster) and takes percentiles as numpy's `percentile` does (linear), as vLLM's client does.
  *
- * ## Known answers for a sweep (the defaults: t(b) = 20 + 5 × b ms)
+ * ## Known answers for a sweep (the defaults: t(b) = 20 + 5 × b ms, P ≤ M)
  *
  *   t(1) = 25 ms, t(2) = 30, t(4) = 40, t(8) = 60, t(16) = 100 ms
  *   output throughput at batch b = 200 × b / (4 + b): b = 1: 40, 2: 66.7, 4: 100, 8: 133.3,
  *   16: 160 tok/s (neighbours of a doubling grid up to 16 differ by ≥ 20 %)
  *   one wave n × t(B), n = 32: B = 2: 960 ms, B = 4: 1280 ms, B = 8: 1920 ms (n = 16: half)
- *   a queued request's TTFT in the second wave, n = 16: B = 1: 1925 ms, B = 2: 2010 ms, B = 4:
- *   2180 ms (in later waves Q more)
  *
- * - Largest load under `p99_ttft_ms<=X`: for concurrency c ≤ B the p99 TTFT is t(c) (plus the
+ * - Largest load under `p99_ttft_ms<=X`: for concurrency c ≤ B the p99 TTFT is k × t(c) (plus the
  *   machine's round trip: tens of ms; up to ~250 ms measured on a 2-core machine at load average
- *   17, more at 20); for c > B at least one request per later wave waits a whole wave and pays Q,
- *   and with N ≤ 100 prompts the p99 (linear, rank 0.99 × (N − 1)) is then
- *   ≥ (1 − 0.01 × (N − 1)) × (Q + n × t(B)). With n = 16…32 and N = 2 × c (or any N ≥ c + 1, so
- *   the queue is used), X = 1000 ms makes the largest passing concurrency exactly B for every
- *   B ≥ 1, in grid and in search mode, with ~900 ms to spare on either side (the smallest jump:
- *   B = 1, c = 2, N = 4, n = 16: p99 ≥ 0.97 × (1500 + 16 × 25) = 1843 ms). `predict` gives the
- *   exact p99 for a chosen N.
- * - Best combination of a grid: the feasible (kvFailure undefined) combination with the largest B,
- *   at concurrency B: throughput 200 × B / (4 + B). Combinations over the KV budget are infeasible.
- * - A load point takes (N / min(c, B)) waves; keep N ≈ 2 × c and n = 16…32 for 1-3 s points (a
- *   point over the batch limit: Q more per later wave).
+ *   17, more at 20); for c > B at least one request per later wave waits a whole wave, and with
+ *   N ≤ 100 prompts the p99 (linear, rank 0.99 × (N − 1)) is then ≥ (1 − 0.01 × (N − 1)) × a wave.
+ *   With --queue-ms 1500 (a saturated engine), n = 16…32 and N = 2 × c (or any N ≥ c + 1), X =
+ *   1000 ms makes the largest passing concurrency exactly B for every B ≥ 1, with ~900 ms to spare
+ *   on either side (the smallest jump: B = 1, c = 2, N = 4, n = 16: p99 ≥ 0.97 × (1500 + 16 × 25)
+ *   = 1843 ms). Without it the jump is a wave: n × t(B) (B = 1, n = 16: 400 ms), so choose
+ *   n × t(1) well above X + the round trip. `predict` gives the exact p99 for a chosen N.
+ * - Best combination of a grid of B: the feasible (kvFailure undefined) combination with the
+ *   largest B, at concurrency ≥ B: throughput 200 × B / (4 + B). Combinations over the KV budget
+ *   are infeasible. With M and U on axes too, the best is the feasible combination with the
+ *   largest B × n / ((k − 1 + n) × t(B)): `predict` over the grid (the bench's three-axis model,
+ *   bench/sweep.mjs --adaptive, and test/examples/engine-model.test.ts compute it that way).
+ * - A load point takes (N / min(c, B)) waves; keep N ≈ 2 × c and n = 16…32 for 1-3 s points.
  */
 
 export const DEFAULTS = Object.freeze({
@@ -83,8 +91,16 @@ export const DEFAULTS = Object.freeze({
   decodeMs: 20,
   decodeMsPerSeq: 5,
   kvTokens: 600_000,
-  queueMs: 1500
+  queueMs: 0,
+  maxNumBatchedTokens: 8192
 })
+
+/**
+ * KV-cache tokens a batched-token budget above (below) the default's takes from (gives to) the
+ * cache, per token of budget: vLLM sizes its activation memory with a profile run of
+ * max_num_batched_tokens tokens, and the KV cache gets what is left.
+ */
+export const ACTIVATION_TOKENS_PER_BATCHED_TOKEN = 8
 
 /** Bytes of KV cache per token (a Llama-3-8B shape: 32 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes). */
 export const KV_BYTES_PER_TOKEN = 131_072
@@ -99,7 +115,9 @@ const FLAGS = {
   "decode-ms": "decodeMs",
   "decode-ms-per-seq": "decodeMsPerSeq",
   "kv-tokens": "kvTokens",
-  "queue-ms": "queueMs"
+  "queue-ms": "queueMs",
+  "max-num-batched-tokens": "maxNumBatchedTokens",
+  "chunked-prefill-size": "maxNumBatchedTokens"
 }
 
 const positive = (name, text) => {
@@ -109,6 +127,8 @@ const positive = (name, text) => {
   }
   return v
 }
+
+const INTEGER = new Set(["maxNumSeqs", "maxModelLen", "kvTokens", "maxNumBatchedTokens"])
 
 /**
  * The model's settings from an engine argv (vLLM's names, SGLang's aliases, the model's own
@@ -130,18 +150,30 @@ export const modelFlags = (argv) => {
       s.decodeMs = 1000 / v
       s.decodeMsPerSeq = 0
     } else {
-      s[key] = key === "maxNumSeqs" || key === "maxModelLen" || key === "kvTokens" ? Math.floor(v) : v
+      s[key] = INTEGER.has(key) ? Math.floor(v) : v
     }
   }
   if (s.maxNumSeqs < 1) throw new Error("argument --max-num-seqs: must be at least 1")
+  if (s.maxNumBatchedTokens < 1) throw new Error("argument --max-num-batched-tokens: must be at least 1")
   return s
 }
 
 /** Milliseconds per step (one token for every running request) with `b` requests running. */
 export const stepMs = (settings, b) => settings.decodeMs + settings.decodeMsPerSeq * b
 
-/** The KV-cache tokens the engine has: floor(gpu_memory_utilization × KV tokens at full). */
-export const kvTokensAvailable = (settings) => Math.floor(settings.gpuMemoryUtilization * settings.kvTokens)
+/**
+ * The KV-cache tokens the engine has: floor(gpu_memory_utilization × KV tokens at full − what a
+ * batched-token budget other than the default's takes: 8 × (M − 8192)).
+ */
+export const kvTokensAvailable = (settings) =>
+  Math.floor(
+    settings.gpuMemoryUtilization * settings.kvTokens -
+      ACTIVATION_TOKENS_PER_BATCHED_TOKEN * (settings.maxNumBatchedTokens - DEFAULTS.maxNumBatchedTokens)
+  )
+
+/** The steps a prompt of `promptTokens` takes to prefill: its chunks of at most M tokens (at least 1). */
+export const prefillSteps = (settings, promptTokens) =>
+  Math.max(1, Math.ceil(Math.max(0, promptTokens) / settings.maxNumBatchedTokens))
 
 /** The KV-cache tokens the engine needs: max_num_seqs × max_model_len. */
 export const kvTokensNeeded = (settings) => settings.maxNumSeqs * settings.maxModelLen
@@ -195,8 +227,9 @@ export const percentile = (xs, p) => {
  * The per-request figures of a closed-loop run (request rate inf): the waves, exactly.
  * Returns { durationMs, requests: [{ ttftMs, tpotMs, e2elMs }] }.
  */
-export const waves = (settings, { concurrency, numPrompts, outputLen }) => {
+export const waves = (settings, { concurrency, numPrompts, inputLen = 0, outputLen }) => {
   const B = settings.maxNumSeqs
+  const k = prefillSteps(settings, inputLen)
   const n = Math.max(1, outputLen)
   const N = Math.max(0, Math.floor(numPrompts))
   const queue = []
@@ -211,12 +244,12 @@ export const waves = (settings, { concurrency, numPrompts, outputLen }) => {
     const paid = wave.some((arrived) => arrived < t) ? settings.queueMs : 0
     for (const arrived of wave) {
       requests.push({
-        ttftMs: t - arrived + paid + step,
+        ttftMs: t - arrived + paid + k * step,
         tpotMs: step,
-        e2elMs: t - arrived + paid + n * step
+        e2elMs: t - arrived + paid + (k - 1 + n) * step
       })
     }
-    t += paid + n * step
+    t += paid + (k - 1 + n) * step
     const next = Math.min(wave.length, N - sent)
     for (let i = 0; i < next; i++) queue.push(t)
     sent += next
@@ -231,8 +264,7 @@ export const waves = (settings, { concurrency, numPrompts, outputLen }) => {
  * p99TpotMs, durationMs, batch } (throughputs per second, as vLLM's result file).
  */
 export const predict = (settings, { concurrency, numPrompts, inputLen = 0, outputLen }) => {
-  void inputLen
-  const run = waves(settings, { concurrency, numPrompts, outputLen })
+  const run = waves(settings, { concurrency, numPrompts, inputLen, outputLen })
   const sec = run.durationMs / 1000
   const N = run.requests.length
   const n = Math.max(1, outputLen)
@@ -249,3 +281,24 @@ export const predict = (settings, { concurrency, numPrompts, inputLen = 0, outpu
     batch: Math.min(settings.maxNumSeqs, Math.max(1, Math.floor(concurrency)), Math.max(1, N))
   }
 }
+
+/**
+ * The adaptive strategy's proving ground (bench/sweep.mjs --adaptive, test/domain/Adaptive.test.ts,
+ * the program's and the real-Ray tests): three numeric params of four values each, unimodal along
+ * each (throughput rises with the batch limit; the batched-token budget's prompt chunks cost
+ * steps, and a budget over 2048 costs KV cache; memory only moves the KV limit), and a
+ * KV-infeasible corner (a batch limit of 32 × 16384 tokens with U ≤ 0.6, or with M = 4096 and
+ * U = 0.8). Its closed-form best (`predict` over the grid, at concurrency 32 with 64 prompts of
+ * 2048 input and 16 output tokens): max-num-seqs 32, max-num-batched-tokens 2048,
+ * gpu-memory-utilization 0.8 or 0.9 (tied: memory beyond the need buys no speed), 32 × 16 ×
+ * 1000 / (16 × t(32)) = 444.4 tok/s with t(32) = 8 + 2 × 32 = 72 ms.
+ */
+export const THREE_AXES = Object.freeze({
+  engineArgs: ["--decode-ms", "8", "--decode-ms-per-seq", "2", "--max-model-len", "16384"],
+  params: [
+    { name: "max-num-seqs", values: ["4", "8", "16", "32"] },
+    { name: "max-num-batched-tokens", values: ["512", "1024", "2048", "4096"] },
+    { name: "gpu-memory-utilization", values: ["0.5", "0.6", "0.8", "0.9"] }
+  ],
+  load: { concurrency: 32, numPrompts: 64, inputLen: 2048, outputLen: 16 }
+})

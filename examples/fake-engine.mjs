@@ -30,16 +30,19 @@
  *
  *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
  *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
- *        [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N] [--queue-ms MS] [--token-rate R]
+ *        [--max-num-batched-tokens M] [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N]
+ *        [--queue-ms MS] [--token-rate R]
  *        [--fail=kv-oom-vllm|kv-oom-sglang|arg-error|crash-after-ready] [--never-ready]
  *
  * Its speed is the performance model of examples/engine-model.mjs (read its header): at most
  * --max-num-seqs requests run at once (SGLang's --max-running-requests works too), the rest wait
- * in a FIFO queue; each running request gets one token per step of
- * decode-ms + decode-ms-per-seq × (requests running) ms; a request that had to wait (or that joins
- * a batch still paying it) waits --queue-ms more, holding its slot, before its first token; a
- * batch limit × --max-model-len over the
- * KV-cache budget (--gpu-memory-utilization × --kv-tokens) fails at start with vLLM's own
+ * in a FIFO queue (past the limit the throughput plateaus and the wait shows in TTFT); each running
+ * request gets one token per step of decode-ms + decode-ms-per-seq × (requests running) ms, its
+ * first after ceil(prompt tokens / --max-num-batched-tokens) steps (its prompt's chunks); with
+ * --queue-ms (default 0) a request that had to wait (or that joins a batch still paying it) waits
+ * that much more, holding its slot, before its first token; a batch limit × --max-model-len over
+ * the KV-cache budget (--gpu-memory-utilization × --kv-tokens, less 8 tokens per batched token
+ * above 8192) fails at start with vLLM's own
  * "KV cache is needed, which is larger than the available KV cache memory" ValueError on stderr,
  * exit 1. `--token-rate R` (older flag) is a fixed step of 1000 / R ms.
  *
@@ -61,7 +64,7 @@
 import { readFileSync } from "node:fs"
 import * as http from "node:http"
 import { fileURLToPath } from "node:url"
-import { kvFailure, modelFlags, stepMs } from "./engine-model.mjs"
+import { kvFailure, modelFlags, prefillSteps, stepMs } from "./engine-model.mjs"
 
 const args = process.argv.slice(2)
 if (args.includes("--help") || args.includes("-h")) {
@@ -202,7 +205,7 @@ if (kvLines !== undefined) {
   const start = (job) => {
     running++
     let due = performance.now()
-    if (job.waited || due < payingUntil) {
+    if (settings.queueMs > 0 && (job.waited || due < payingUntil)) {
       due += settings.queueMs
       payingUntil = Math.max(payingUntil, due)
     }
@@ -225,7 +228,8 @@ if (kvLines !== undefined) {
       due += stepMs(settings, running)
       job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
     }
-    due += stepMs(settings, running)
+    // the prompt's chunks: its first token comes after the last one's step
+    for (let chunk = prefillSteps(settings, job.p); chunk > 0; chunk--) due += stepMs(settings, running)
     job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
   }
   const enqueue = (job) => {
@@ -329,7 +333,7 @@ if (kvLines !== undefined) {
         const id = native ? `${served.toString(16).padStart(32, "0")}` : `cmpl-${served}`
         const created = Math.floor(Date.now() / 1000)
         const usage = { prompt_tokens: p, total_tokens: p + n, completion_tokens: n, prompt_tokens_details: null }
-        const job = { n, closed: false, done: false, timer: undefined, release: undefined, token: () => {} }
+        const job = { n, p, closed: false, done: false, timer: undefined, release: undefined, token: () => {} }
         res.on("close", () => {
           job.closed = true
           clearTimeout(job.timer)

@@ -75,7 +75,7 @@ sweep_session="$session-sweep"
 say "running a small sweep (2 combinations x 3 loads) in $sweep_session"
 set +e
 hyperloom sweep run --session "$sweep_session" --gpus 0 \
-  --server "node $root/examples/fake-engine.mjs --load-sec 0.2 --max-num-seqs {seqs}" --param seqs=2,4 \
+  --server "node $root/examples/fake-engine.mjs --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}" --param seqs=2,4 \
   --load c=1,2,4 --slo 'p99_ttft_ms<=1000' --ready-timeout 120 \
   -- node examples/fake-bench-client.mjs --num-prompts 4 --max-concurrency '{c}' --output-len 16
 sweep_code=$?

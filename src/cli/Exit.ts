@@ -63,6 +63,11 @@ const TABLE = [
     16,
     "gpu_busy: processes outside the lease held its GPUs for --gpu-clean-timeout S (each is named, none is killed; nothing ran)"
   ],
+  [
+    "sweepNoEngineReady",
+    17,
+    "sweep run: sweep_no_engine_ready (no combination's engine ever became ready: each one's note quotes the engine's own line and its server.log)"
+  ],
   ["stdoutFailed", 74, "stdout could not be written (--json > /dev/full); one line on stderr"],
   ["leaseTimeout", 124, "lease run: the command exceeded --timeout"],
   [

@@ -6,7 +6,15 @@
 
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
-import { comboLabel, comboRef, nodeName, renderClass, shellQuote } from "../domain/Sweep.js"
+import {
+  ADAPTIVE_ASSUMPTION,
+  comboLabel,
+  comboRef,
+  nodeName,
+  renderClass,
+  renderTimeParts,
+  shellQuote
+} from "../domain/Sweep.js"
 import { ellipsize } from "../domain/Text.js"
 import { bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
 
@@ -65,6 +73,20 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     ["#", "combination", e.load.name, "status", "output tok/s", "p99 TTFT ms", "p99 TPOT ms", "runs", "note"]
   ]
   for (const c of doc.combinations) {
+    if (c.status === "skipped") {
+      rows.push([
+        String(c.index),
+        comboLabel(c.params),
+        "–",
+        "skipped",
+        "–",
+        "–",
+        "–",
+        "0",
+        (c.reason ?? "").slice(0, 110)
+      ])
+      continue
+    }
     if (c.points.length === 0 || c.status === "infeasible" || c.status === "failed") {
       rows.push([
         String(c.index),
@@ -75,7 +97,12 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
         "–",
         "–",
         String(c.engine_starts.length),
-        c.class !== null ? `${c.class}: ${(c.error ?? "").split("\n")[0]!.slice(0, 70)}` : ""
+        // the note quotes the engine's own line and its server.log (SPEC §15): keep it whole
+        c.class !== null
+          ? (c.error ?? "").startsWith(`${c.class}: `)
+            ? (c.error ?? "").split("\n")[0]!.slice(0, 400)
+            : `${c.class}: ${(c.error ?? "").split("\n")[0]!.slice(0, 70)}`
+          : ""
       ])
       if (c.points.every((p) => p.status === "not_run")) continue
     }
@@ -126,6 +153,31 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     ])
   )
   out.push("")
+  if (doc.strategy === "adaptive" || doc.combinations.some((c) => c.status === "skipped"))
+    out.push(`${ADAPTIVE_ASSUMPTION}.`, "")
+  const t = doc.summary.time
+  if (t !== undefined) {
+    out.push(
+      `time: ${renderTimeParts(t.total)}; ${t.engine_starts} engine start(s), ${t.client_runs} client run(s); the best first measured ${t.time_to_best_sec === null ? "–" : `${num(t.time_to_best_sec)} s`} after the sweep's start`
+    )
+    const started = t.combinations.filter((c) => doc.combinations[c.index]!.engine_starts.length > 0)
+    if (started.length > 0)
+      out.push(
+        table([
+          ["#", "wall s", "lease wait s", "engine starts s", "client runs s", "--between s", "hyperloom s"],
+          ...started.map((c) => [
+            String(c.index),
+            num(c.wall_sec),
+            num(c.lease_wait_sec),
+            num(c.engine_start_sec),
+            num(c.client_sec),
+            num(c.between_sec),
+            num(c.own_sec)
+          ])
+        ])
+      )
+    out.push("")
+  }
   const s = doc.summary
   const ref = (b: { readonly combination: number }) =>
     cut(comboRef(b.combination, doc.combinations.find((c) => c.index === b.combination)?.params ?? {}))
@@ -144,6 +196,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
             .join("; ")}`
         : `${title}: ${ref(s.best)} at ${e.load.name}=${cut(s.best.load)}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}${bestLatencies(doc)}`
     )
+    if (s.edge !== undefined) out.push(`  # note: ${s.edge}`)
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")
     if (doc.cwd !== undefined) out.push(`  cd ${shellQuote(doc.cwd)}`)

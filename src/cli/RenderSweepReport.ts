@@ -9,10 +9,12 @@ import type { MetricKey } from "../domain/Results.js"
 import type { EnvironmentRecord } from "../domain/Serving.js"
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
 import {
+  ADAPTIVE_ASSUMPTION,
   ascendingLoads,
   comboRef,
   loadNumber,
   type PointRecord,
+  renderTimeParts,
   type SweepDoc,
   shellLine,
   sweepDuration
@@ -333,6 +335,14 @@ const environmentTable = (doc: SweepDoc, env: EnvironmentRecord | undefined): st
 <table class="env">${rows.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join("")}</table>${env === undefined ? `<p class="meta">No environment record (environment.json) in this session.</p>` : ""}`
 }
 
+/** Where the time went (SPEC §15), one line; nothing for a document written before it was kept. */
+const timeLine = (doc: SweepDoc): string => {
+  const t = doc.summary.time
+  if (t === undefined) return ""
+  const adaptive = doc.strategy === "adaptive" ? ` · ${escapeHtml(ADAPTIVE_ASSUMPTION)}` : ""
+  return `\n<div class="meta">time: ${escapeHtml(renderTimeParts(t.total))} · ${t.engine_starts} engine start(s), ${t.client_runs} client run(s) · the best first measured ${t.time_to_best_sec === null ? "–" : `${fmt(t.time_to_best_sec)} s`} in${adaptive}</div>`
+}
+
 export const renderSweepSection = (name: string, doc: SweepDoc, environment?: EnvironmentRecord): string => {
   const e = doc.experiment
   const loadName = e.load.name
@@ -438,7 +448,7 @@ client: ${escapeHtml(best.client_cmd)}</pre>`
   return `<section>
 <h2>${escapeHtml(name)}</h2>
 <div class="meta">${doc.combinations.length} combination(s) · ${e.load.kind === "points" ? `${escapeHtml(loadName)} = ${escapeHtml(e.load.values.join(", "))}` : `search ${escapeHtml(loadName)} up to ${e.load.max}`} · ${e.repeats} repeat(s) · SLO ${escapeHtml(e.slos.join(" and ") || "none")} · status ${escapeHtml(doc.status)} · failed points are marked ×</div>
-${verdict}
+${verdict}${timeLine(doc)}
 <div class="legend">${combos.map(({ color, label }) => `<span><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</span>`).join(" ")}</div>
 <div class="key">● measured, met every SLO (median over the repeats; a bar: min–max over them) · ○ measured, an SLO failed · <span class="bad">×</span> failed: no measurement, drawn on the x-axis (at its left end: a combination that never served) · <span class="bad">- - -</span> SLO</div>
 <div class="charts">

@@ -23,6 +23,7 @@ import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, type FailureClass } from "./Failure.js"
 import { METRIC_KEYS, type MetricKey, type Metrics } from "./Results.js"
 import { AttemptMetrics, IsoTimestamp } from "./State.js"
+import { type AdaptiveCombination, STRATEGIES } from "./Sweep/Adaptive.js"
 import { type Candidate, chooseBest, type MetricStats, mediansOf, statsOf } from "./Sweep/Best.js"
 import {
   ascendingLoads,
@@ -34,19 +35,24 @@ import {
   substitute
 } from "./Sweep/Grid.js"
 import { linkedLoads } from "./Sweep/GridForms.js"
+import { edgeFlag } from "./Sweep/Grow.js"
 import type { Experiment } from "./Sweep/Identity.js"
 import { HardwareClass, NodeRecord } from "./Sweep/Nodes.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
+import { sweepTime } from "./Sweep/Time.js"
 import { oneLine } from "./Text.js"
 
+export * from "./Sweep/Adaptive.js"
 export * from "./Sweep/Best.js"
 export * from "./Sweep/Environment.js"
 export * from "./Sweep/Grid.js"
 export * from "./Sweep/GridForms.js"
+export * from "./Sweep/Grow.js"
 export * from "./Sweep/Identity.js"
 export * from "./Sweep/Nodes.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
+export * from "./Sweep/Time.js"
 
 export const SWEEP_FILE = "sweep.json"
 export const SUMMARY_CSV = "summary.csv"
@@ -72,7 +78,16 @@ export const SweepStopReason = lit(
   "lease_failed"
 )
 export type SweepStopReason = typeof SweepStopReason.Type
-export const CombinationStatus = lit("pending", "running", "done", "infeasible", "failed", "engine_died")
+/** `skipped`: never started by `--strategy adaptive` (SPEC §15), its `reason` says why. */
+export const CombinationStatus = lit(
+  "pending",
+  "running",
+  "done",
+  "infeasible",
+  "failed",
+  "engine_died",
+  "skipped"
+)
 export type CombinationStatus = typeof CombinationStatus.Type
 export const PointStatus = lit("pending", "running", "ok", "slo_failed", "failed", "not_run")
 export type PointStatus = typeof PointStatus.Type
@@ -103,7 +118,9 @@ export const RunRecord = Schema.Struct({
   throughput: Schema.NullOr(Schema.Finite),
   metrics: Schema.NullOr(AttemptMetrics),
   /** The engine died while this run's client ran. */
-  engine_died: Schema.Boolean
+  engine_died: Schema.Boolean,
+  /** The `--between` command's own time before this run (SPEC §15); absent before it was kept. */
+  between_sec: Schema.optional(Schema.NullOr(Schema.Finite))
 })
 export type RunRecord = typeof RunRecord.Type
 
@@ -134,6 +151,8 @@ export const EngineStart = Schema.Struct({
   started_at: IsoTimestamp,
   ended_at: Schema.NullOr(IsoTimestamp),
   ready_sec: Schema.NullOr(Schema.Finite),
+  /** When hyperloom saw it ready (SPEC §15: the lease's wait is the span to it less ready_sec). */
+  ready_at: Schema.optional(IsoTimestamp),
   /**
    * `ready` once it served; `failed` before ready; `interrupted` when a dead process left it open;
    * `left_alone` when it was granted a node of another hardware class (stopped at once, not charged).
@@ -155,7 +174,9 @@ export const CombinationRecord = Schema.Struct({
   class: Schema.NullOr(FailureClassSchema),
   error: Schema.NullOr(Schema.String),
   engine_starts: Schema.Array(EngineStart),
-  points: Schema.Array(PointRecord)
+  points: Schema.Array(PointRecord),
+  /** Why it was `skipped` (SPEC §15): the combination it follows from, or where the search settled. */
+  reason: Schema.optional(Schema.String)
 })
 export type CombinationRecord = typeof CombinationRecord.Type
 
@@ -194,6 +215,22 @@ const CombinationSummary = Schema.Struct({
   points: Schema.NonNegativeInt
 })
 
+const Parts = {
+  wall_sec: Schema.Finite,
+  lease_wait_sec: Schema.Finite,
+  engine_start_sec: Schema.Finite,
+  client_sec: Schema.Finite,
+  between_sec: Schema.Finite,
+  own_sec: Schema.Finite
+}
+const TimeSchema = Schema.Struct({
+  total: Schema.Struct(Parts),
+  combinations: Schema.Array(Schema.Struct({ index: Schema.NonNegativeInt, ...Parts })),
+  time_to_best_sec: Schema.NullOr(Schema.Finite),
+  engine_starts: Schema.NonNegativeInt,
+  client_runs: Schema.NonNegativeInt
+})
+
 const BestRecord = Schema.Struct({
   combination: Schema.NonNegativeInt,
   label: Schema.String,
@@ -210,7 +247,11 @@ export const SweepSummary = Schema.Struct({
   /** `best` with a winner; `tie` when noise cannot tell (R ≥ 2); `none` when no point met every SLO. */
   verdict: lit("best", "tie", "none"),
   best: Schema.NullOr(BestRecord),
-  tied_with: Schema.Array(BestRecord)
+  tied_with: Schema.Array(BestRecord),
+  /** A best at the largest --load tried or at --search's MAX (SPEC §15): the capacity may be higher. */
+  edge: Schema.optional(Schema.String),
+  /** Where the time went (SPEC §15, Sweep/Time.ts); absent in documents written before. */
+  time: Schema.optional(TimeSchema)
 })
 export type SweepSummary = typeof SweepSummary.Type
 
@@ -232,6 +273,10 @@ export const SweepDoc = Schema.Struct({
   hardware_class: Schema.optional(HardwareClass),
   /** Nodes of another class, left alone (Ray node ids, each with its facts). */
   left_alone: Schema.optional(Schema.Array(NodeRecord)),
+  /** Seconds the `sweep run` invocations of this session took, summed (SPEC §15); absent before. */
+  wall_sec: Schema.optional(Schema.Finite),
+  /** `--strategy` (SPEC §15); absent in documents written before it: `grid`. */
+  strategy: Schema.optional(lit(...STRATEGIES)),
   combinations: Schema.Array(CombinationRecord),
   summary: SweepSummary
 })
@@ -386,7 +431,8 @@ const FINAL_COMBINATION: ReadonlySet<CombinationStatus> = new Set([
   "done",
   "infeasible",
   "failed",
-  "engine_died"
+  "engine_died",
+  "skipped"
 ])
 
 export const isFinalPoint = (p: PointRecord) => FINAL_POINT.has(p.status)
@@ -517,7 +563,8 @@ export const beginRun = (
         runtime_sec: null,
         throughput: null,
         metrics: null,
-        engine_died: false
+        engine_died: false,
+        between_sec: null
       }
     ]
   }))
@@ -526,7 +573,8 @@ export const finishRun = (
   doc: SweepDoc,
   index: number,
   load: string,
-  patch: Omit<RunRecord, "repeat" | "try" | "dir" | "client_argv" | "started_at">
+  patch: Omit<RunRecord, "repeat" | "try" | "dir" | "client_argv" | "started_at" | "between_sec"> &
+    Partial<Pick<RunRecord, "between_sec">>
 ): SweepDoc =>
   mapPoint(doc, index, load, (p) => ({
     ...p,
@@ -620,14 +668,100 @@ export const candidatesOf = (doc: SweepDoc): ReadonlyArray<Candidate> =>
 /** The document with its summary recomputed (every save goes through this). */
 export const withSummary = (doc: SweepDoc): SweepDoc => {
   const verdict = chooseBest(candidatesOf(doc), doc.experiment.repeats)
+  const summary = {
+    combinations: doc.combinations.map(combinationSummary),
+    verdict: verdict._tag,
+    best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
+    tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
+  }
+  const edge = edgeFlag(doc.experiment.load, summary.best?.load)
   return {
     ...doc,
-    summary: {
-      combinations: doc.combinations.map(combinationSummary),
-      verdict: verdict._tag,
-      best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
-      tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
+    summary: { ...summary, ...(edge === undefined ? {} : { edge }), time: sweepTime({ ...doc, summary }) }
+  }
+}
+
+/**
+ * More `--load` values on a session (SPEC §15): the experiment takes them, every combination that
+ * finished (`done`) gets the new points pending (in ascending order with the old ones) and runs
+ * again for them alone; one that ended otherwise gets them `not_run`; nothing measured changes.
+ */
+export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDoc => {
+  if (doc.experiment.load.kind !== "points") return doc
+  const experiment: ExperimentRecord = {
+    ...doc.experiment,
+    load: { ...doc.experiment.load, values: [...values] }
+  }
+  const order = ascendingLoads(values)
+  return {
+    ...doc,
+    status: "running",
+    stop_reason: null,
+    stop_error: null,
+    experiment,
+    combinations: doc.combinations.map((c) => {
+      const have = new Set(c.points.map((p) => p.load))
+      const fresh = order.filter((l) => !have.has(l))
+      if (fresh.length === 0) return c
+      const open = c.status === "done" || c.status === "pending" || c.status === "running"
+      const added = fresh.map((l) => {
+        const p = newPoint(experiment, c.params, l)
+        return open ? p : { ...p, status: "not_run" as const }
+      })
+      const points = [...c.points, ...added].sort((a, b) => order.indexOf(a.load) - order.indexOf(b.load))
+      return { ...c, status: c.status === "done" ? ("pending" as const) : c.status, points }
+    })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adaptive strategy (SPEC §15)
+
+/** What the adaptive search sees of each combination (Sweep/Adaptive.ts). */
+export const adaptiveView = (doc: SweepDoc): ReadonlyArray<AdaptiveCombination> => {
+  const cands = candidatesOf(doc)
+  return doc.combinations.map((c) => {
+    const mine = cands.filter((x) => x.combination === c.index)
+    const top = mine.reduce<Candidate | undefined>(
+      (a, b) => (a === undefined || b.throughput > a.throughput ? b : a),
+      undefined
+    )
+    return {
+      index: c.index,
+      params: c.params,
+      state: c.status === "skipped" ? "skipped" : isFinalCombination(c) ? "measured" : "pending",
+      kvInfeasible: c.status === "infeasible" && c.class === "kv_cache_oom",
+      objective: top === undefined ? undefined : { throughput: top.throughput, spread: top.spread }
     }
+  })
+}
+
+/** A combination the adaptive search will not start: `skipped`, its points `not_run`, the reason kept. */
+export const skipCombination = (doc: SweepDoc, index: number, reason: string): SweepDoc =>
+  skipRemaining(
+    mapCombination(doc, index, (c) => ({ ...c, status: "skipped" as const, reason })),
+    index
+  )
+
+/**
+ * `--strategy grid` on an adaptive session (the one change of experiment allowed: it completes the
+ * grid): every skipped combination pending again, its points pending; the sweep reopened.
+ */
+export const completeGrid = (doc: SweepDoc): SweepDoc => {
+  const skipped = doc.combinations.filter((c) => c.status === "skipped")
+  return {
+    ...doc,
+    strategy: "grid",
+    status: skipped.length > 0 ? "running" : doc.status,
+    combinations: doc.combinations.map((c) => {
+      if (c.status !== "skipped") return c
+      const { reason: _reason, ...rest } = c
+      return {
+        ...rest,
+        status: "pending" as const,
+        points: c.points.map((p) => (p.status === "not_run" ? { ...p, status: "pending" as const } : p))
+      }
+    })
   }
 }
 

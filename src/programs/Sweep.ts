@@ -30,8 +30,9 @@ import {
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { redactArgv, redactExperiment } from "../domain/Redact.js"
-import { CLIENT_LOG, ENVIRONMENT_FILE, type NodeFacts } from "../domain/Serving.js"
+import { CLIENT_LOG, ENVIRONMENT_FILE, type NodeFacts, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
+import { engineNote } from "../domain/Sweep/EngineNote.js"
 import {
   classOf,
   type HardwareClass,
@@ -44,12 +45,15 @@ import {
 } from "../domain/Sweep/Nodes.js"
 import { mergeOwn, runCounts } from "../domain/Sweep/Parallel.js"
 import {
+  adaptiveView,
+  addedLoads,
   addPoint,
   beginEngine,
   beginRun,
   type CombinationRecord,
   clientArgvOf,
   comboRef,
+  completeGrid,
   type Difference,
   type Experiment,
   experimentDiff,
@@ -57,19 +61,25 @@ import {
   experimentRecord,
   finishPoint,
   finishRun,
+  growLoads,
   inFlight,
   initialSweep,
   isFinalCombination,
   isFinalPoint,
   loadNumber,
+  monotoneSkips,
+  nextAdaptive,
   nextSearchStep,
+  notRunReason,
   type PointRecord,
   recoverInterrupted,
   renderDifferences,
   reopen,
+  type Strategy,
   type SweepDoc,
   setCombination,
   setSweepStatus,
+  skipCombination,
   skipRemaining,
   substitute,
   sweepEnvironmentRecord,
@@ -108,6 +118,8 @@ export interface SweepOptions {
    * it in place); without it, the line is logged every `STATUS_EVERY`.
    */
   readonly redrawStatus?: ((line: string) => Effect.Effect<void>) | undefined
+  /** `--strategy` (SPEC §15): `grid` (default) runs every combination; `adaptive` searches. */
+  readonly strategy?: Strategy | undefined
 }
 
 /** How often the status line is logged when it is not redrawn on a terminal. */
@@ -159,6 +171,9 @@ interface Run {
   readonly fleet: Fleet
   /** Set on a combination's own view (`ownRun`): the only combination it writes. */
   readonly only?: number | undefined
+  /** The session's wall seconds before this invocation, and when this one began (SPEC §15). */
+  wallBefore: number
+  startedMs: number
 }
 
 /** The state combinations in flight share; changed only between two yields (atomic). */
@@ -204,9 +219,13 @@ const save = (run: Run, next: SweepDoc) =>
         const root = run.fleet.root ?? run
         if (root.saved && !(yield* run.store.stillThere(run.dir)))
           return yield* new SessionVanished({ sessionDir: run.dir })
-        const now = yield* nowIso
+        const nowMs = yield* Clock.currentTimeMillis
         const merged = run.only === undefined ? next : mergeOwn(root.doc, run.doc, next, run.only)
-        const doc = withSummary({ ...merged, updated_at: now })
+        const doc = withSummary({
+          ...merged,
+          updated_at: iso(nowMs),
+          wall_sec: Math.round((root.wallBefore + (nowMs - root.startedMs) / 1000) * 1000) / 1000
+        })
         run.doc = doc
         root.doc = doc
         yield* run.store.save(run.dir, doc)
@@ -374,7 +393,8 @@ const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, w
             runtime_sec: r.runtimeSec,
             throughput: r.throughput,
             metrics: r.metrics ?? null,
-            engine_died: outcome.engineDied
+            engine_died: outcome.engineDied,
+            between_sec: outcome.betweenSec ?? null
           })
         )
         const m = r.metrics
@@ -535,7 +555,11 @@ const runCombination = (run: Run, index: number) =>
           if (handle.started.readySec !== null) run.fleet.startSecs.push(handle.started.readySec)
           yield* save(
             run,
-            updateEngine(run.doc, index, { outcome: "ready", ready_sec: handle.started.readySec })
+            updateEngine(run.doc, index, {
+              outcome: "ready",
+              ready_sec: handle.started.readySec,
+              ready_at: yield* nowIso
+            })
           )
           yield* recordSweepEnvironment(run, index, handle.started.status?.node)
           yield* Effect.logInfo(
@@ -589,21 +613,23 @@ const runCombination = (run: Run, index: number) =>
         }
         case "not_ready": {
           const r = outcome.result
+          // the engine's own telling line and its server.log, first (SPEC §15)
+          const note = engineNote(r, `${dir}/${SERVER_LOG}`)
           yield* save(
             run,
             updateEngine(run.doc, index, {
               ended_at: ended,
               outcome: "failed",
               class: r.errorClass,
-              error: r.error
+              error: note
             })
           )
-          const head = (r.error ?? "").split("\n").find((l) => l.trim() !== "") ?? ""
+          const head = note.split("\n")[0] ?? ""
           if (r.errorClass !== null && DETERMINISTIC.has(r.errorClass)) {
             yield* save(
               run,
               skipRemaining(
-                setCombination(run.doc, index, { status: "infeasible", class: r.errorClass, error: r.error }),
+                setCombination(run.doc, index, { status: "infeasible", class: r.errorClass, error: note }),
                 index
               )
             )
@@ -612,7 +638,8 @@ const runCombination = (run: Run, index: number) =>
             )
             return "next" as const
           }
-          if (failedStarts === 0) {
+          // a readiness timeout is not retried: the engine would most likely hang as long again
+          if (failedStarts === 0 && r.errorClass !== "timeout") {
             yield* Effect.logInfo(
               `sweep: combination #${index}: the engine failed before ready (${r.errorClass}); retrying once: ${head}`
             )
@@ -621,12 +648,12 @@ const runCombination = (run: Run, index: number) =>
           yield* save(
             run,
             skipRemaining(
-              setCombination(run.doc, index, { status: "failed", class: r.errorClass, error: r.error }),
+              setCombination(run.doc, index, { status: "failed", class: r.errorClass, error: note }),
               index
             )
           )
           yield* Effect.logInfo(
-            `sweep: combination #${index}: the engine failed before ready again (${r.errorClass}); going on`
+            `sweep: combination #${index}: the engine failed before ready${failedStarts === 0 ? " (a readiness timeout: not retried)" : " again"}: ${head}; going on`
           )
           return "next" as const
         }
@@ -692,8 +719,49 @@ const runCombinations = (run: Run, parallel: number) =>
     )
   })
 
+/**
+ * `--strategy adaptive` (SPEC §15): the search (domain/Sweep/Adaptive.ts) names the next
+ * combination after each one ends; what it rules out is `skipped` with the reason as soon as it
+ * is known (monotone infeasibility), and what it never reached when it settles.
+ */
+const adaptiveLoop = (run: Run) =>
+  Effect.gen(function* () {
+    const params = run.doc.experiment.params
+    const total = run.doc.combinations.length
+    for (;;) {
+      const skips = monotoneSkips(params, adaptiveView(run.doc))
+      if (skips.length > 0) {
+        yield* save(
+          run,
+          skips.reduce((d, k) => skipCombination(d, k.index, k.reason), run.doc)
+        )
+        for (const k of skips) yield* Effect.logInfo(`sweep: combination #${k.index} skipped: ${k.reason}`)
+      }
+      const step = nextAdaptive(params, adaptiveView(run.doc))
+      if (step._tag === "done") {
+        const reason = notRunReason(step.settledAt.map((i) => combo(run, i).params))
+        const left = run.doc.combinations.filter((c) => !isFinalCombination(c))
+        yield* save(
+          run,
+          left.reduce((d, c) => skipCombination(d, c.index, reason), run.doc)
+        )
+        const started = run.doc.combinations.filter((c) => c.engine_starts.length > 0).length
+        yield* Effect.logInfo(
+          `sweep: the adaptive search settled after ${started} of ${total} combination(s); ${left.length} not run (skipped): ${reason}`
+        )
+        break
+      }
+      yield* Effect.logInfo(
+        `sweep: adaptive: combination ${comboRef(step.index, combo(run, step.index).params)}: ${step.why}`
+      )
+      if ((yield* runCombination(run, step.index)) === "stop") return
+    }
+    yield* save(run, setSweepStatus(run.doc, "done", null, null, yield* nowIso))
+  })
+
 const combinationsLoop = (run: Run) =>
   Effect.gen(function* () {
+    if (run.doc.strategy === "adaptive") return yield* adaptiveLoop(run)
     const ended = yield* runCombinations(run, run.fleet.parallel)
     if (ended === "stopped") {
       if (run.fleet.parallel > 1) yield* save(run, recoverInterrupted(run.doc, yield* nowIso))
@@ -742,18 +810,49 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     engineStarts: 0,
     clientRuns: 0,
     saved: Option.isSome(loaded),
-    fleet
+    fleet,
+    wallBefore: Option.match(loaded, { onNone: () => 0, onSome: (d) => d.wall_sec ?? 0 }),
+    startedMs: yield* Clock.currentTimeMillis
   }
   fleet.root = run
   const now = yield* nowIso
+  const strategy = options.strategy ?? "grid"
   if (Option.isNone(loaded)) {
-    yield* save(run, { ...initialSweep(redactExperiment(options.experiment), now), cwd: options.cwd })
+    yield* save(run, {
+      ...initialSweep(redactExperiment(options.experiment), now),
+      cwd: options.cwd,
+      strategy
+    })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`
     )
   } else {
-    const diffs = experimentDiff(experimentOf(run.doc.experiment), redactExperiment(options.experiment))
-    if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
+    const was = run.doc.strategy ?? "grid"
+    const diffs = [
+      ...experimentDiff(experimentOf(run.doc.experiment), redactExperiment(options.experiment)),
+      // adaptive → grid completes the grid (the one change allowed); grid → adaptive is another experiment
+      ...(was === "grid" && strategy === "adaptive"
+        ? [{ field: "--strategy", was: "grid (every combination)", now: "adaptive" }]
+        : [])
+    ]
+    const added = addedLoads(experimentOf(run.doc.experiment), options.experiment, diffs)
+    if (added !== undefined) {
+      // more --load values, nothing else changed: the new points only (SPEC §15)
+      run.doc = growLoads(
+        run.doc,
+        options.experiment.load.kind === "points" ? options.experiment.load.values : []
+      )
+      yield* Effect.logInfo(
+        `sweep: growing the sweep by ${added.length} load point(s) (${added.join(", ")}); everything measured is kept`
+      )
+    } else if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
+    if (was === "adaptive" && strategy === "grid") {
+      const skipped = run.doc.combinations.filter((c) => c.status === "skipped").length
+      run.doc = completeGrid(run.doc)
+      yield* Effect.logInfo(
+        `sweep: --strategy grid on an adaptive session: ${skipped} skipped combination(s) run now, and the best is judged again`
+      )
+    }
     const open = inFlight(run.doc)
     if (open > 0)
       yield* Effect.logInfo(

@@ -61,6 +61,8 @@ export interface ClientOutcome {
   readonly engineExitCode: number | null
   /** `--between` exited non-zero (the client did not run). */
   readonly betweenExitCode: number | null
+  /** `--between`'s own time (SPEC §15), when it ran. */
+  readonly betweenSec?: number | null | undefined
 }
 
 export interface EngineHandle {
@@ -277,7 +279,8 @@ const outcomeOf = (d: RunDone): ClientOutcome => ({
   runtimeSec: d.runtime_sec ?? 0,
   engineDied: !d.engine_alive,
   engineExitCode: d.engine_exit_code,
-  betweenExitCode: d.between_exit_code !== null && d.between_exit_code !== 0 ? d.between_exit_code : null
+  betweenExitCode: d.between_exit_code !== null && d.between_exit_code !== 0 ? d.between_exit_code : null,
+  betweenSec: d.between_sec
 })
 
 // ---------------------------------------------------------------------------------------------

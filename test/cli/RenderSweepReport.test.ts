@@ -90,4 +90,16 @@ describe("the report on a sweep", () => {
         assert.notMatch(html, /(src|href)=|https?:\/\/(?!www\.w3\.org)/)
       })
   )
+
+  it.effect("says where the time went (SPEC §15); an adaptive sweep states its assumption", () =>
+    Effect.gen(function* () {
+      const doc: SweepDoc = yield* sweepDoc
+      const html = renderSweepReport([{ name: "s", doc }], "2026-12-01T00:00:00.000Z")
+      assert.include(html, "time: wall ")
+      assert.include(html, "3 engine start(s)")
+      assert.notInclude(html, "assumed unimodal")
+      const adaptive = renderSweepReport([{ name: "s", doc: { ...doc, strategy: "adaptive" } }], "x")
+      assert.include(adaptive, "each numeric --param axis is assumed unimodal")
+    })
+  )
 })

@@ -31,7 +31,7 @@ import {
 const PORT = 6399
 const SLO = "p99_ttft_ms<=1000"
 const engine = (tag: string, extra = "") =>
-  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --tag=${tag} ${extra}`.trim()
+  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --queue-ms 1500 --tag=${tag} ${extra}`.trim()
 const client = (prompts: number) => [
   process.execPath,
   "examples/fake-bench-client.mjs",
@@ -259,6 +259,98 @@ describe("sweep run on a real head", () => {
     scenario("no feasible point", readSweep(session), r.ms)
     assert.strictEqual(r.code, 14, r.stderr)
     assert.include(r.stdout, "sweep_no_feasible_point")
+  })
+
+  it("--dry-run runs nothing; --strategy adaptive finds the grid's best with fewer engine starts and skips past a kv_cache_oom; --strategy grid completes it; more --load values grow it", async () => {
+    const session = newSession()
+    const tag = newTag()
+    const server = engine(tag, "--max-model-len 32768 --max-num-seqs {seqs}")
+    const grid = ["--param", "seqs=2,4,8,32,64", "--load", "c=8", "--slo", SLO]
+    // the plan, an estimate, nothing run
+    const dry = await sweep(
+      session,
+      server,
+      [...grid, "--dry-run", "--estimate-start", "5", "--estimate-run", "2"],
+      client(16)
+    )
+    assert.strictEqual(dry.code, 0, dry.stderr)
+    assert.include(
+      dry.stdout,
+      "dry run (nothing runs): 5 combination(s) = 5 engine start(s), 1 load point(s) each, 1 repeat(s): 5 client run(s)"
+    )
+    assert.include(dry.stdout, "estimate: 35 s = 5 × 5 s per engine start + 5 × 2 s per client run")
+    assert.include(dry.stdout, `server: sh -c ${JSON.stringify(server.replace("{seqs}", "2"))}`)
+    assert.isFalse(fs.existsSync(path.join(session, "sweep.json")))
+    // adaptive: start at seqs=8 (the middle), 32 fails kv_cache_oom so 64 is skipped unstarted, 4 is worse
+    const a = await sweep(session, server, [...grid, "--strategy", "adaptive"], client(16))
+    const adoc = readSweep(session)
+    scenario("adaptive", adoc, a.ms)
+    assert.strictEqual(a.code, 0, a.stderr)
+    assert.deepStrictEqual(
+      adoc.combinations.map((c: any) => `${c.params.seqs}:${c.status}:${c.engine_starts.length}`),
+      ["2:skipped:0", "4:done:1", "8:done:1", "32:infeasible:1", "64:skipped:0"]
+    )
+    assert.include(adoc.combinations[4].reason, "seqs=32 failed with kv_cache_oom")
+    assert.strictEqual(adoc.summary.best.label, "seqs=8")
+    assert.strictEqual(adoc.summary.time.engine_starts, 3)
+    const t = adoc.summary.time.total
+    assert.isAbove(t.engine_start_sec, 0)
+    assert.isAbove(t.client_sec, 0)
+    assert.closeTo(
+      t.wall_sec,
+      t.lease_wait_sec + t.engine_start_sec + t.client_sec + t.between_sec + t.own_sec,
+      0.01
+    )
+    const show = await runCli(["sweep", "show", "--session", session])
+    assert.include(show.stdout, "each numeric --param axis is assumed unimodal")
+    assert.match(show.stdout, /time: wall [\d.]+ s: lease wait/)
+    console.log(`[sweep show, adaptive]\n${show.stdout}`)
+    // grid on the same session: only the two skipped combinations start; the best judged again
+    const g = await sweep(session, server, [...grid, "--strategy", "grid"], client(16))
+    const gdoc = readSweep(session)
+    scenario("grid completion", gdoc, g.ms)
+    assert.strictEqual(g.code, 0, g.stderr)
+    assert.deepStrictEqual(
+      gdoc.combinations.map((c: any) => `${c.params.seqs}:${c.status}:${c.engine_starts.length}`),
+      ["2:done:1", "4:done:1", "8:done:1", "32:infeasible:1", "64:infeasible:1"]
+    )
+    assert.strictEqual(gdoc.summary.best.label, "seqs=8")
+    // grow: one more load value; only it runs, on the feasible combinations
+    const runsBefore = gdoc.summary.time.client_runs
+    const grown = await sweep(
+      session,
+      server,
+      ["--param", "seqs=2,4,8,32,64", "--load", "c=8,2", "--slo", SLO],
+      client(16)
+    )
+    const wdoc = readSweep(session)
+    scenario("grown", wdoc, grown.ms)
+    assert.strictEqual(grown.code, 0, grown.stderr)
+    assert.strictEqual(wdoc.summary.time.client_runs, runsBefore + 3)
+    assert.deepStrictEqual(
+      wdoc.combinations[2].points.map((p: any) => `${p.load}:${p.status}`),
+      ["2:ok", "8:ok"]
+    )
+    assert.deepStrictEqual(wdoc.combinations[2].points[1].runs, gdoc.combinations[2].points[0].runs)
+    assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+  }, 900_000)
+
+  it("no engine ever ready: exit 17 sweep_no_engine_ready, the note quoting the engine's own line and its server.log", async () => {
+    const session = newSession()
+    const r = await sweep(
+      session,
+      engine(newTag(), "--max-num-seqs {seqs}"),
+      ["--param", "seqs=0", "--load", "c=2", "--slo", SLO],
+      client(4)
+    )
+    const doc = readSweep(session)
+    scenario("no engine ready", doc, r.ms)
+    assert.strictEqual(r.code, 17, r.stderr)
+    const note = doc.combinations[0].error.split("\n")[0]
+    assert.include(note, 'the engine said: "vllm serve: error: argument --max-num-seqs: must be at least 1"')
+    // not ready for a class that may pass is retried once: the note is the last start's
+    assert.include(note, `${doc.combinations[0].engine_starts.at(-1).dir}/server.log`)
+    assert.include(r.stdout, "argument --max-num-seqs: must be at least 1")
   })
 
   it("--wait: the slot held by another lease, the sweep fails naming the holder (exit 15), nothing runs; the same command resumes once it is free", async () => {

@@ -2,7 +2,8 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
-import { DEFAULT_READY_PATH, DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
+import { DEFAULT_READY_PATH, readiness } from "../../domain/Serving.js"
+import { renderPlan, sessionEstimate, sweepPlan } from "../../domain/Sweep/Plan.js"
 import {
   autoParallel,
   type Combination,
@@ -22,6 +23,7 @@ import {
   parseValues,
   renderSweep,
   type Slo,
+  STRATEGIES,
   type SweepDoc
 } from "../../domain/Sweep.js"
 import { runSweep } from "../../programs/Sweep.js"
@@ -140,10 +142,32 @@ const readyPath = Options.text("ready-path").pipe(
   Options.withDescription(`The path polled for the engine's readiness (default ${DEFAULT_READY_PATH}).`),
   Options.optional
 )
+/** A sweep's engine gets less than a baseline's (1800 s): a sweep has many starts, and a hang is not retried (SPEC §15). */
+export const SWEEP_READY_TIMEOUT_SEC = 600
+
 const readyTimeout = positiveSeconds(
   "ready-timeout",
-  `How long the engine may take to answer its readiness check (default ${DEFAULT_READY_TIMEOUT_SEC} s).`
+  `How long each engine may take to answer its readiness check (default ${SWEEP_READY_TIMEOUT_SEC} s; a readiness timeout is not retried).`
 )
+
+const strategy = Options.choice("strategy", STRATEGIES).pipe(
+  Options.withDescription(
+    "grid (default): every combination. adaptive: numeric --param values as ordered axes, a coordinate search from the middle of each that moves while the best SLO-passing throughput improves beyond the noise; a kv_cache_oom skips what lies further out on that axis; what it does not run is `skipped` with the reason (it assumes each numeric axis unimodal). The same command with --strategy grid on that session runs the skipped combinations."
+  ),
+  Options.withDefault("grid" as const)
+)
+
+const dryRun = Options.boolean("dry-run").pipe(
+  Options.withDescription(
+    "Print the plan (combinations, points, runs, the first combination's command lines) and an estimate of its time; run nothing (exit 0)."
+  )
+)
+
+const estimateStart = positiveSeconds(
+  "estimate-start",
+  "--dry-run: seconds per engine start (launch to ready) for the estimate."
+)
+const estimateRun = positiveSeconds("estimate-run", "--dry-run: seconds per client run for the estimate.")
 const deadline = positiveSeconds(
   "deadline",
   "Bound the whole run, in seconds; past it the engine is stopped and the sweep stops (exit 13); the same command resumes it."
@@ -214,6 +238,10 @@ const OPTIONS = [
   "--wait",
   "--gpu-clean-timeout",
   "--parallel",
+  "--strategy",
+  "--dry-run",
+  "--estimate-start",
+  "--estimate-run",
   "--json"
 ]
 
@@ -316,15 +344,19 @@ const experimentOf = (o: {
 const betweenOf = (reset: boolean, between: string | undefined): string | undefined =>
   !reset ? between : between === undefined ? RESET_PREFIX_CACHE : `${RESET_PREFIX_CACHE} && ${between}`
 
-/** 0 with a best (or a tie), 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled (a lease failure, e.g. 15 --wait, is the error's own code). */
+/** 0 with a best (or a tie), 17 when no engine ever became ready, 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled (a lease failure, e.g. 15 --wait, is the error's own code). */
 export const exitCodeForSweep = (doc: SweepDoc): number => {
   if (doc.status === "cancelled") return EXIT.cancelled
   if (doc.stop_reason === "ray_cluster_infeasible") return EXIT.infeasible
   if (doc.stop_reason === "session_time_exhausted") return EXIT.sessionTimeExhausted
-  return doc.summary.best === null ? EXIT.sweepNoFeasiblePoint : EXIT.ok
+  if (doc.summary.best !== null) return EXIT.ok
+  const started = doc.combinations.flatMap((c) => c.engine_starts)
+  // not the SLO's fault: no engine ever served (each combination's note quotes the engine's line)
+  if (started.length > 0 && started.every((s) => s.outcome !== "ready")) return EXIT.sweepNoEngineReady
+  return EXIT.sweepNoFeasiblePoint
 }
 
-const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product; or each --combo as listed; --link-vars PARAM=LOAD keeps only the load equal to PARAM): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). --parallel N|auto runs up to N combinations at once, each under its own lease on a node no other holds (Ray's serving_slot decides where), on one hardware class (the first node granted); each combination records its node. Exit: 0 with a best, 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
+const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product; or each --combo as listed; --link-vars PARAM=LOAD keeps only the load equal to PARAM): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). --parallel N|auto runs up to N combinations at once, each under its own lease on a node no other holds (Ray's serving_slot decides where), on one hardware class (the first node granted); each combination records its node. --strategy adaptive starts fewer engines (a coordinate search over the numeric params; what it skips is recorded with the reason; it runs one combination at a time), --dry-run prints the plan and an estimate and runs nothing; sweep.json records where the time went (lease waits, engine starts, client runs, --between, hyperloom's own; the time to the best). An engine that never became ready is noted with its own telling line and its server.log; a readiness timeout (default 600 s here) is not retried. Exit: 0 with a best, 17 sweep_no_engine_ready (no engine ever became ready), 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
 
 export const sweepRun = Command.make(
   "run",
@@ -349,6 +381,10 @@ export const sweepRun = Command.make(
     wait: waitOption,
     gpuCleanTimeout,
     parallel,
+    strategy,
+    dryRun,
+    estimateStart,
+    estimateRun,
     json,
     cmd
   },
@@ -361,8 +397,26 @@ export const sweepRun = Command.make(
         nodes: Option.getOrElse(o.nodes, () => settings.nodes),
         client
       })
+      const ready = readiness(
+        Option.getOrUndefined(o.readyPath),
+        Option.getOrElse(o.readyTimeout, () => SWEEP_READY_TIMEOUT_SEC)
+      )
+      if (o.dryRun) {
+        const given =
+          Option.isSome(o.estimateStart) && Option.isSome(o.estimateRun)
+            ? { start_sec: o.estimateStart.value, run_sec: o.estimateRun.value, source: "options" as const }
+            : null
+        const recorded = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
+          Effect.map(Option.flatMap((d) => Option.fromNullable(sessionEstimate(d)))),
+          Effect.orElseSucceed(() => Option.none())
+        )
+        const plan = sweepPlan(experiment, o.strategy, given ?? Option.getOrNull(recorded))
+        yield* o.json
+          ? Console.log(JSON.stringify({ dry_run: true, ...plan }, null, 2))
+          : Console.log(renderPlan(plan))
+        return
+      }
       const atOnce = yield* parallelOf(o.parallel, o.session, o.gpus, experiment.nodes)
-      const ready = readiness(Option.getOrUndefined(o.readyPath), Option.getOrUndefined(o.readyTimeout))
       const print = (doc: SweepDoc) =>
         o.json ? Console.log(renderSweep(doc).trimEnd()) : Console.log(renderSweepText(o.session, doc))
       const program = runSweep({
@@ -379,7 +433,8 @@ export const sweepRun = Command.make(
         redrawStatus: statusRedraw(),
         env: settings.env,
         cwd: settings.cwd,
-        version: VERSION
+        version: VERSION,
+        strategy: o.strategy
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(

@@ -1,0 +1,106 @@
+/**
+ * `sweep run --dry-run` (SPEC §15): the plan of a sweep — combinations, points, runs, the command
+ * lines of the first combination — and an estimate of the time it will take, from
+ * `--estimate-start S` and `--estimate-run S`, else from what the session itself has measured (a
+ * resumed sweep: the median engine start and client run so far). Nothing runs. Pure.
+ */
+import type { Strategy } from "./Adaptive.js"
+import { ascendingLoads, combinations, shellLine, substitute } from "./Grid.js"
+import type { Experiment } from "./Identity.js"
+
+export interface Estimate {
+  readonly start_sec: number
+  readonly run_sec: number
+  /** Where the figures came from: `options` or `session`. */
+  readonly source: "options" | "session"
+}
+
+export interface SweepPlan {
+  readonly strategy: Strategy
+  readonly combinations: number
+  /** Load points per combination (`--load`), or the most a search evaluates (`--search`). */
+  readonly points_per_combination: number
+  readonly points_are_upper_bound: boolean
+  readonly repeats: number
+  /** Client runs (retries aside): combinations × points × repeats (an upper bound for a search or adaptive). */
+  readonly runs: number
+  readonly first: {
+    readonly params: Readonly<Record<string, string>>
+    readonly server_cmd: string
+    readonly client_cmds: ReadonlyArray<string>
+  }
+  readonly estimate: (Estimate & { readonly total_sec: number }) | null
+}
+
+const ceilLog2 = (x: number) => (x > 1 ? Math.ceil(Math.log2(x)) : 0)
+
+export const sweepPlan = (e: Experiment, strategy: Strategy, estimate: Estimate | null): SweepPlan => {
+  const combos = combinations(e.params)
+  const search = e.load.kind === "search"
+  // the search: doubling from 1 up to MAX (ceil(log2 MAX) + 1 points), then at most ceil(log2 MAX) bisections
+  const points = e.load.kind === "points" ? e.load.values.length : 2 * ceilLog2(e.load.max) + 1
+  const first = combos[0] ?? {}
+  const loads = e.load.kind === "points" ? ascendingLoads(e.load.values) : ["1"]
+  const runs = combos.length * points * e.repeats
+  return {
+    strategy,
+    combinations: combos.length,
+    points_per_combination: points,
+    points_are_upper_bound: search,
+    repeats: e.repeats,
+    runs,
+    first: {
+      params: first,
+      server_cmd: substitute(e.server, first),
+      client_cmds: loads.map((l) =>
+        shellLine(e.client.map((a) => substitute(a, { ...first, [e.load.name]: l })))
+      )
+    },
+    estimate:
+      estimate === null
+        ? null
+        : { ...estimate, total_sec: combos.length * estimate.start_sec + runs * estimate.run_sec }
+  }
+}
+
+const dur = (s: number) =>
+  s >= 3600 ? `${(s / 3600).toFixed(1)} h` : s >= 60 ? `${(s / 60).toFixed(1)} min` : `${Math.round(s)} s`
+
+export const renderPlan = (p: SweepPlan): string => {
+  const out = [
+    `dry run (nothing runs): ${p.combinations} combination(s) = ${p.combinations} engine start(s)${p.strategy === "adaptive" ? " at most (--strategy adaptive starts fewer: how many depends on what it measures)" : ""}, ${p.points_are_upper_bound ? "up to " : ""}${p.points_per_combination} load point(s) each, ${p.repeats} repeat(s): ${p.points_are_upper_bound || p.strategy === "adaptive" ? "at most " : ""}${p.runs} client run(s)`,
+    "the first combination's command lines:",
+    `  server: sh -c ${JSON.stringify(p.first.server_cmd)}`,
+    ...p.first.client_cmds.map((c) => `  client: ${c}`)
+  ]
+  out.push(
+    p.estimate === null
+      ? "estimate: none (give --estimate-start S and --estimate-run S; a resumed session estimates from its own measurements)"
+      : `estimate: ${dur(p.estimate.total_sec)}${p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${p.combinations} × ${p.estimate.start_sec} s per engine start + ${p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : "from this session's own measurements"})`
+  )
+  return out.join("\n")
+}
+
+const median = (xs: ReadonlyArray<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
+}
+
+/** The median engine start (launch to ready) and client run a session has measured; null before both. */
+export const sessionEstimate = (doc: {
+  readonly combinations: ReadonlyArray<{
+    readonly engine_starts: ReadonlyArray<{ readonly ready_sec: number | null }>
+    readonly points: ReadonlyArray<{ readonly runs: ReadonlyArray<{ readonly runtime_sec: number | null }> }>
+  }>
+}): Estimate | null => {
+  const starts = doc.combinations.flatMap((c) =>
+    c.engine_starts.flatMap((s) => (s.ready_sec === null ? [] : [s.ready_sec]))
+  )
+  const runs = doc.combinations.flatMap((c) =>
+    c.points.flatMap((p) => p.runs.flatMap((r) => (r.runtime_sec === null ? [] : [r.runtime_sec])))
+  )
+  if (starts.length === 0 || runs.length === 0) return null
+  const r = (x: number) => Math.round(x * 10) / 10
+  return { start_sec: r(median(starts)), run_sec: r(median(runs)), source: "session" }
+}
