@@ -16,8 +16,9 @@
  *
  * A run is written before its client starts (`ended_at: null`); a run or engine start found open
  * on load was in flight when the process died: `recoverInterrupted` marks it `interrupted`, moves
- * the point's runs to `interrupted_runs` and makes the point pending again, so the point in flight
- * is run again and no finished point ever is.
+ * it to its point's `interrupted_runs` and makes the point pending again: the point keeps the runs
+ * it finished and goes on from its next repeat; no finished point or run is ever run again.
+ * With `--repeats` ≥ 2 a grid's points run in rounds (Sweep/Repeats.ts).
  */
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, type FailureClass } from "./Failure.js"
@@ -52,6 +53,7 @@ export * from "./Sweep/Environment.js"
 export * from "./Sweep/Grid.js"
 export * from "./Sweep/GridForms.js"
 export * from "./Sweep/Identity.js"
+export * from "./Sweep/Repeats.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
 
