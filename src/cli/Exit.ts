@@ -63,6 +63,11 @@ const TABLE = [
     16,
     "gpu_busy: processes outside the lease held its GPUs for --gpu-clean-timeout S (each is named, none is killed; nothing ran)"
   ],
+  [
+    "compareRegression",
+    18,
+    "compare --fail-on: a metric regressed past its threshold with 95 % confidence (with one run per point on a side: on the raw change), or no point both sessions measured ok could be judged"
+  ],
   ["stdoutFailed", 74, "stdout could not be written (--json > /dev/full); one line on stderr"],
   ["leaseTimeout", 124, "lease run: the command exceeded --timeout"],
   [

@@ -594,7 +594,11 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
   }
   const now = yield* nowIso
   if (Option.isNone(loaded)) {
-    yield* save(run, { ...initialSweep(redactExperiment(options.experiment), now), cwd: options.cwd })
+    yield* save(run, {
+      ...initialSweep(redactExperiment(options.experiment), now),
+      cwd: options.cwd,
+      ...(options.version !== undefined ? { hyperloom_version: options.version } : {})
+    })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`
     )
