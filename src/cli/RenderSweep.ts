@@ -121,7 +121,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     )
   } else {
     // The verdict's one sentence (SPEC §16): the JSON's summary.statement, the report's
-    out.push(`${title}: ${statementOf(doc)}${bestLatencies(doc)}`)
+    out.push(`${title}: ${statementOf(doc).replace(" output tok/s", ` output tok/s${bestLatencies(doc)}`)}`)
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")
     if (doc.cwd !== undefined) out.push(`  cd ${shellQuote(doc.cwd)}`)

@@ -46,7 +46,7 @@ import {
 import { linkedLoads } from "./Sweep/GridForms.js"
 import type { Experiment } from "./Sweep/Identity.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
-import { oneLine } from "./Text.js"
+import { ellipsize, oneLine } from "./Text.js"
 
 export * from "./Sweep/Best.js"
 export * from "./Sweep/Environment.js"
@@ -691,8 +691,9 @@ const interval = (b: BestRow) =>
   b.ci95 === null || b.ci95 === undefined
     ? ""
     : `, mean ${tput(b.mean ?? b.output_throughput)} [95 % CI ${tput(b.ci95[0])}–${tput(b.ci95[1])}] over ${b.runs ?? "?"} runs`
+// a value the user wrote is cut in the sentence (the best's record keeps it whole)
 const named = (loadName: string, b: BestRow) =>
-  `#${b.combination} (${b.label}) at ${loadName}=${b.load}: ${tput(b.output_throughput)} output tok/s (median${interval(b)})`
+  `#${b.combination}${b.label === "(no params)" ? "" : ` (${ellipsize(b.label, 60)})`} at ${loadName}=${ellipsize(b.load, 60)}: ${tput(b.output_throughput)} output tok/s (median${interval(b)})`
 
 /**
  * The verdict in one sentence (SPEC §16), the same wherever it is shown: `sweep show`, `--json`
