@@ -31,7 +31,7 @@
  *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
  *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
  *        [--max-num-batched-tokens M] [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N]
- *        [--queue-ms MS] [--token-rate R]
+ *        [--queue-ms MS] [--token-rate R] [--slowdown F] [--noise CV] [--seed N]
  *        [--fail=kv-oom-vllm|kv-oom-sglang|arg-error|crash-after-ready] [--never-ready]
  *
  * Its speed is the performance model of examples/engine-model.mjs (read its header): at most
@@ -45,6 +45,11 @@
  * above 8192) fails at start with vLLM's own
  * "KV cache is needed, which is larger than the available KV cache memory" ValueError on stderr,
  * exit 1. `--token-rate R` (older flag) is a fixed step of 1000 / R ms.
+ *
+ * For comparing two runs (`hyperloom compare`): `--slowdown F` makes every step F times as long
+ * (F = 1/0.9: throughput 10 % lower); `--noise CV [--seed N]` draws a factor 1 + CV·z (z standard
+ * normal, from a generator seeded with N, default 1) for each request admitted, which scales that
+ * request's steps: run-to-run noise that is the same on every start of the engine.
  *
  * The port is --port, else $HYPERLOOM_PORT, else 8000. Logs go to stdout like the engines' own.
  * Failure modes print what the real engines print (messages from their public sources; see
@@ -93,6 +98,31 @@ try {
   process.exit(2)
 }
 const fail = opt("fail", "")
+const factorOpt = (name, fallback, ok) => {
+  const text = opt(name, fallback)
+  const v = Number(text)
+  if (text === "" || !Number.isFinite(v) || !ok(v)) {
+    console.error(`vllm serve: error: argument --${name}: invalid value: '${text}'`)
+    process.exit(2)
+  }
+  return v
+}
+const slowdown = factorOpt("slowdown", "1", (v) => v > 0)
+const noiseCv = factorOpt("noise", "0", (v) => v >= 0 && v < 1)
+// mulberry32 seeded by --seed, Box–Muller for the normal draw: the same noise on every start
+let seedState = factorOpt("seed", "1", Number.isInteger) >>> 0
+const uniform = () => {
+  seedState = (seedState + 0x6d2b79f5) >>> 0
+  let t = seedState
+  t = Math.imul(t ^ (t >>> 15), t | 1)
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+const stepFactor = () =>
+  noiseCv === 0
+    ? slowdown
+    : slowdown *
+      Math.max(0.05, 1 + noiseCv * Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform()))
 const neverReady = args.includes("--never-ready")
 
 const ts = () => {
@@ -204,6 +234,7 @@ if (kvLines !== undefined) {
   // from the last due time, not from when the timer fired), so timer lateness does not add up.
   const start = (job) => {
     running++
+    const factor = stepFactor()
     let due = performance.now()
     if (settings.queueMs > 0 && (job.waited || due < payingUntil)) {
       due += settings.queueMs
@@ -225,11 +256,11 @@ if (kvLines !== undefined) {
         finish()
         return
       }
-      due += stepMs(settings, running)
+      due += stepMs(settings, running) * factor
       job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
     }
     // the prompt's chunks: its first token comes after the last one's step
-    for (let chunk = prefillSteps(settings, job.p); chunk > 0; chunk--) due += stepMs(settings, running)
+    for (let chunk = prefillSteps(settings, job.p); chunk > 0; chunk--) due += stepMs(settings, running) * factor
     job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
   }
   const enqueue = (job) => {

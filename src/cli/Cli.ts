@@ -11,6 +11,7 @@ import type { Services } from "../Live.js"
 import type { SettingsOverrides } from "../services/Settings.js"
 import { VERSION } from "../version.js"
 import { baselineRun } from "./commands/baseline.js"
+import { compareCommand } from "./commands/compare.js"
 import { leaseRun } from "./commands/lease.js"
 import { queueCommand } from "./commands/queue.js"
 import { doctorCommand, ensureCommand, repairCommand, statusCommand } from "./commands/ray.js"
@@ -94,6 +95,7 @@ export const makeRootCommand = (layers: Layers) => {
         Command.withSubcommands([provide(sweepRun), provide(sweepShow)])
       ),
       provide(reportCommand),
+      provide(compareCommand),
       provide(queueCommand)
     ])
   )

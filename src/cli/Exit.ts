@@ -68,6 +68,11 @@ const TABLE = [
     17,
     "sweep run: sweep_no_engine_ready (no combination's engine ever became ready: each one's note quotes the engine's own line and its server.log)"
   ],
+  [
+    "compareRegression",
+    18,
+    "compare --fail-on: a metric regressed past its threshold with 95 % confidence (with one run per point on a side: on the raw change), or no point both sessions measured ok could be judged"
+  ],
   ["stdoutFailed", 74, "stdout could not be written (--json > /dev/full); one line on stderr"],
   ["leaseTimeout", 124, "lease run: the command exceeded --timeout"],
   [

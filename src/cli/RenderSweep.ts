@@ -9,11 +9,11 @@ import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
 import {
   ADAPTIVE_ASSUMPTION,
   comboLabel,
-  comboRef,
   nodeName,
   renderClass,
   renderTimeParts,
-  shellQuote
+  shellQuote,
+  statementOf
 } from "../domain/Sweep.js"
 import { ellipsize } from "../domain/Text.js"
 import { bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
@@ -39,6 +39,10 @@ const bestLatencies = (doc: SweepDoc): string => {
   const o = p.stats.p99_tpot_ms?.median
   return `${t === undefined ? "" : `, p99 TTFT ${num(t)} ms`}${o === undefined ? "" : `, p99 TPOT ${num(o)} ms`}`
 }
+
+/** SPEC §16: a point whose output throughput varies by more than 5 % over its repeats. */
+const noisyNote = (p: PointRecord) =>
+  `noisy: CV ${Math.round((p.stats.output_throughput?.cv ?? 0) * 1000) / 10} % > 5 %`
 
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
@@ -118,12 +122,12 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
         String(p.runs.length),
         p.status === "failed"
           ? `${p.class ?? ""}: ${(p.error ?? "").split("\n")[0]!.slice(0, 70)}`
-          : p.status === "slo_failed"
-            ? p.slo
-                .filter((v) => !v.ok)
-                .map((v) => `${v.slo} (was ${num(v.value)})`)
-                .join(", ")
-            : ""
+          : [
+              ...(p.status === "slo_failed"
+                ? p.slo.filter((v) => !v.ok).map((v) => `${v.slo} (was ${num(v.value)})`)
+                : []),
+              ...(p.noisy === true ? [noisyNote(p)] : [])
+            ].join(", ")
       ])
     }
   }
@@ -179,23 +183,14 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     out.push("")
   }
   const s = doc.summary
-  const ref = (b: { readonly combination: number }) =>
-    cut(comboRef(b.combination, doc.combinations.find((c) => c.index === b.combination)?.params ?? {}))
   const title = bestTitle(doc)
   if (s.best === null) {
     out.push(
-      doc.status === "done"
-        ? "best: none — no point met every SLO (sweep_no_feasible_point)"
-        : `${title}: none — no point has met every SLO yet`
+      doc.status === "done" ? `best: ${statementOf(doc)}` : `${title}: none — no point has met every SLO yet`
     )
   } else {
-    out.push(
-      s.verdict === "tie"
-        ? `${title}: a TIE within noise — ${ref(s.best)} at ${e.load.name}=${cut(s.best.load)}, ${num(s.best.output_throughput)} tok/s does not clearly beat ${s.tied_with
-            .map((t) => `${ref(t)} at ${e.load.name}=${cut(t.load)}, ${num(t.output_throughput)} tok/s`)
-            .join("; ")}`
-        : `${title}: ${ref(s.best)} at ${e.load.name}=${cut(s.best.load)}: ${num(s.best.output_throughput)} output tok/s${e.repeats > 1 ? ` (spread ${num(s.best.spread)})` : ""}${bestLatencies(doc)}`
-    )
+    // The verdict's one sentence (SPEC §16): the JSON's summary.statement, the report's
+    out.push(`${title}: ${statementOf(doc).replace(" output tok/s", ` output tok/s${bestLatencies(doc)}`)}`)
     if (s.edge !== undefined) out.push(`  # note: ${s.edge}`)
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")

@@ -17,6 +17,7 @@ import {
   renderTimeParts,
   type SweepDoc,
   shellLine,
+  statementOf,
   sweepDuration
 } from "../domain/Sweep.js"
 import { escapeHtml } from "./RenderReport.js"
@@ -387,7 +388,9 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
     loadChart("p99 TTFT against load", "ms", loadName, lineOf("p99_ttft_ms"), sloRules(doc, "p99_ttft_ms")),
     loadChart("p99 TPOT against load", "ms", loadName, lineOf("p99_tpot_ms"), sloRules(doc, "p99_tpot_ms"))
   ]
-  const best = doc.summary.best
+  // Only a declared best is marked as one (SPEC §16): a tie marks its points as tied.
+  const best = doc.summary.verdict === "best" ? doc.summary.best : null
+  const tied = doc.summary.verdict === "tie" ? [doc.summary.best!, ...doc.summary.tied_with] : []
   const pareto: Array<ParetoPoint> = combos.flatMap(({ c, color, label }) =>
     c.points.flatMap((p) => {
       const t = median(p, "output_throughput")
@@ -421,6 +424,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
     return sorted.map((p) => {
       const s = p.stats.output_throughput
       const isBest = best !== null && best.combination === c.index && best.load === p.load
+      const isTied = tied.some((t) => t.combination === c.index && t.load === p.load)
       const cls = p.status === "ok" ? "good" : "bad"
       const tp =
         s === undefined
@@ -429,7 +433,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
             ? fmt(s.median)
             : `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`
       const conc = loadNumber(p.load)
-      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td>${nodeCell(c)}<td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : ""}</td><td class="num">${tp}</td><td class="num">${range(p, "p99_ttft_ms")}</td><td class="num">${fmt(median(p, "p99_tpot_ms"))}</td><td class="num">${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
+      return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td>${nodeCell(c)}<td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : isTied ? " ≈ tied" : ""}${p.noisy === true ? " (noisy)" : ""}</td><td class="num">${tp}</td><td class="num">${range(p, "p99_ttft_ms")}</td><td class="num">${fmt(median(p, "p99_tpot_ms"))}</td><td class="num">${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
         p.status === "failed"
           ? `${p.class}: ${(p.error ?? "").split("\n")[0]}`.slice(0, 160)
           : p.slo
@@ -439,12 +443,14 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
       )}</td></tr>`
     })
   })
+  // The verdict's one sentence, as `sweep show` and the JSON's summary.statement say it.
+  const shown = doc.summary.best
   const verdict =
-    best === null
-      ? `<p class="bad">No point met every SLO (sweep_no_feasible_point).</p>`
-      : `<p><b>${doc.summary.verdict === "tie" ? "Tie within noise" : escapeHtml(bestTitle(doc).replace(/^best/, "Best"))}:</b> ${escapeHtml(comboRef(best.combination, doc.combinations.find((c) => c.index === best.combination)?.params ?? {}))} at ${escapeHtml(loadName)}=${escapeHtml(best.load)}: ${fmt(best.output_throughput)} output tok/s${doc.summary.verdict === "tie" ? `, not clearly better than ${doc.summary.tied_with.map((t) => `${escapeHtml(comboRef(t.combination, doc.combinations.find((c) => c.index === t.combination)?.params ?? {}))} (${fmt(t.output_throughput)})`).join(", ")}` : ""}</p>
-<pre>server: ${escapeHtml(best.server_cmd)}
-client: ${escapeHtml(best.client_cmd)}</pre>`
+    shown === null
+      ? `<p class="bad">best: ${escapeHtml(statementOf(doc))}</p>`
+      : `<p><b>${doc.summary.verdict === "tie" ? "Tie" : escapeHtml(bestTitle(doc).replace(/^best/, "Best"))}:</b> ${escapeHtml(statementOf(doc))}</p>
+<pre>server: ${escapeHtml(shown.server_cmd)}
+client: ${escapeHtml(shown.client_cmd)}</pre>`
   return `<section>
 <h2>${escapeHtml(name)}</h2>
 <div class="meta">${doc.combinations.length} combination(s) · ${e.load.kind === "points" ? `${escapeHtml(loadName)} = ${escapeHtml(e.load.values.join(", "))}` : `search ${escapeHtml(loadName)} up to ${e.load.max}`} · ${e.repeats} repeat(s) · SLO ${escapeHtml(e.slos.join(" and ") || "none")} · status ${escapeHtml(doc.status)} · failed points are marked ×</div>

@@ -16,15 +16,25 @@
  *
  * A run is written before its client starts (`ended_at: null`); a run or engine start found open
  * on load was in flight when the process died: `recoverInterrupted` marks it `interrupted`, moves
- * the point's runs to `interrupted_runs` and makes the point pending again, so the point in flight
- * is run again and no finished point ever is.
+ * it to its point's `interrupted_runs` and makes the point pending again: the point keeps the runs
+ * it finished and goes on from its next repeat; no finished point or run is ever run again.
+ * With `--repeats` ≥ 2 a grid's points run in rounds (Sweep/Repeats.ts).
  */
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, type FailureClass } from "./Failure.js"
 import { METRIC_KEYS, type MetricKey, type Metrics } from "./Results.js"
 import { AttemptMetrics, IsoTimestamp } from "./State.js"
 import { type AdaptiveCombination, STRATEGIES } from "./Sweep/Adaptive.js"
-import { type Candidate, chooseBest, type MetricStats, mediansOf, statsOf } from "./Sweep/Best.js"
+import {
+  type BestVerdict,
+  type Candidate,
+  chooseBest,
+  isNoisy,
+  type MetricStats,
+  mediansOf,
+  NO_NOISE_ESTIMATE,
+  statsOf
+} from "./Sweep/Best.js"
 import {
   ascendingLoads,
   type Combination,
@@ -40,7 +50,7 @@ import type { Experiment } from "./Sweep/Identity.js"
 import { HardwareClass, NodeRecord } from "./Sweep/Nodes.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Sweep/Slo.js"
 import { sweepTime } from "./Sweep/Time.js"
-import { oneLine } from "./Text.js"
+import { ellipsize, oneLine } from "./Text.js"
 
 export * from "./Sweep/Adaptive.js"
 export * from "./Sweep/Best.js"
@@ -50,6 +60,7 @@ export * from "./Sweep/GridForms.js"
 export * from "./Sweep/Grow.js"
 export * from "./Sweep/Identity.js"
 export * from "./Sweep/Nodes.js"
+export * from "./Sweep/Repeats.js"
 export * from "./Sweep/Search.js"
 export * from "./Sweep/Slo.js"
 export * from "./Sweep/Time.js"
@@ -94,7 +105,17 @@ export type PointStatus = typeof PointStatus.Type
 export const RunStatus = lit("ok", "failed", "interrupted")
 const FailureClassSchema = lit(...FAILURE_CLASSES)
 
-const Stat = Schema.Struct({ median: Schema.Finite, min: Schema.Finite, max: Schema.Finite })
+const Stat = Schema.Struct({
+  median: Schema.Finite,
+  min: Schema.Finite,
+  max: Schema.Finite,
+  // The noise (SPEC §16); absent in documents written before, which still load.
+  n: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  mean: Schema.optional(Schema.Finite),
+  sd: Schema.optional(Schema.NullOr(Schema.Finite)),
+  cv: Schema.optional(Schema.NullOr(Schema.Finite)),
+  ci95: Schema.optional(Schema.NullOr(Schema.Tuple(Schema.Finite, Schema.Finite)))
+})
 export const MetricStatsSchema = Schema.Struct(
   Object.fromEntries(METRIC_KEYS.map((k) => [k, Schema.optional(Stat)])) as {
     readonly [K in MetricKey]: Schema.optional<typeof Stat>
@@ -141,7 +162,9 @@ export const PointRecord = Schema.Struct({
   /** Runs of earlier tries of this point, left in flight by a process that died. */
   interrupted_runs: Schema.Array(RunRecord),
   stats: MetricStatsSchema,
-  slo: Schema.Array(SloVerdictSchema)
+  slo: Schema.Array(SloVerdictSchema),
+  /** Its output throughput's CV over the repeats exceeds 5 % (SPEC §16); absent before. */
+  noisy: Schema.optional(Schema.Boolean)
 })
 export type PointRecord = typeof PointRecord.Type
 
@@ -237,6 +260,10 @@ const BestRecord = Schema.Struct({
   load: Schema.String,
   output_throughput: Schema.Finite,
   spread: Schema.Finite,
+  /** Runs measured, the mean and its 95 % interval (null with one run); absent before SPEC §16. */
+  runs: Schema.optional(Schema.NonNegativeInt),
+  mean: Schema.optional(Schema.Finite),
+  ci95: Schema.optional(Schema.NullOr(Schema.Tuple(Schema.Finite, Schema.Finite))),
   /** Both complete: the server's `sh -c` string and the client's command line, ready to paste. */
   server_cmd: Schema.String,
   client_cmd: Schema.String
@@ -251,7 +278,14 @@ export const SweepSummary = Schema.Struct({
   /** A best at the largest --load tried or at --search's MAX (SPEC §15): the capacity may be higher. */
   edge: Schema.optional(Schema.String),
   /** Where the time went (SPEC §15, Sweep/Time.ts); absent in documents written before. */
-  time: Schema.optional(TimeSchema)
+  time: Schema.optional(TimeSchema),
+  /**
+   * The best was tested against every other combination's best by Welch's t-test at 95 % (false
+   * with one run per point: no noise estimate). Absent in documents written before SPEC §16.
+   */
+  significant: Schema.optional(Schema.Boolean),
+  /** The verdict as one sentence, the same in `sweep show`, `--json` and the report. */
+  statement: Schema.optional(Schema.String)
 })
 export type SweepSummary = typeof SweepSummary.Type
 
@@ -277,6 +311,8 @@ export const SweepDoc = Schema.Struct({
   wall_sec: Schema.optional(Schema.Finite),
   /** `--strategy` (SPEC §15); absent in documents written before it: `grid`. */
   strategy: Schema.optional(lit(...STRATEGIES)),
+  /** The hyperloom that created the session (`compare` lists it when two sessions differ). */
+  hyperloom_version: Schema.optional(Schema.String),
   combinations: Schema.Array(CombinationRecord),
   summary: SweepSummary
 })
@@ -450,7 +486,11 @@ const mapCombination = (
 const mapPoint = (doc: SweepDoc, index: number, load: string, f: (p: PointRecord) => PointRecord): SweepDoc =>
   mapCombination(doc, index, (c) => ({ ...c, points: c.points.map((p) => (p.load === load ? f(p) : p)) }))
 
-/** Runs and engine starts a dead process left open become `interrupted`; their points and combinations pending. */
+/**
+ * Runs and engine starts a dead process left open become `interrupted`; their points and
+ * combinations pending. Only the run in flight is lost (moved to `interrupted_runs`): the runs a
+ * point finished stay, and the point goes on from its next repeat (SPEC §16).
+ */
 export const recoverInterrupted = (doc: SweepDoc, now: string): SweepDoc => {
   const combos = doc.combinations.map((c) => ({
     ...c,
@@ -459,17 +499,17 @@ export const recoverInterrupted = (doc: SweepDoc, now: string): SweepDoc => {
       s.ended_at === null ? { ...s, ended_at: now, outcome: "interrupted" as const } : s
     ),
     points: c.points.map((p) =>
-      p.status === "running" || (p.status === "pending" && p.runs.length > 0)
+      p.status === "running" || (p.status === "pending" && p.runs.some((r) => r.ended_at === null))
         ? {
             ...p,
             status: "pending" as const,
             interrupted_runs: [
               ...p.interrupted_runs,
-              ...p.runs.map((r) =>
-                r.ended_at === null ? { ...r, ended_at: now, status: "interrupted" as const } : r
-              )
+              ...p.runs
+                .filter((r) => r.ended_at === null)
+                .map((r) => ({ ...r, ended_at: now, status: "interrupted" as const }))
             ],
-            runs: []
+            runs: p.runs.filter((r) => r.ended_at !== null)
           }
         : p
     )
@@ -578,6 +618,8 @@ export const finishRun = (
 ): SweepDoc =>
   mapPoint(doc, index, load, (p) => ({
     ...p,
+    // between its runs a point waits (interleaved repeats): only the run in flight is `running`
+    status: "pending",
     runs: p.runs.map((r, i) => (i === p.runs.length - 1 ? { ...r, ...patch } : r))
   }))
 
@@ -596,8 +638,9 @@ export const finishPoint = (
       .filter((r) => r.status === "ok" && r.metrics !== null)
       .map((r) => r.metrics as Metrics)
     const stats = statsOf(measured)
+    const noisy = isNoisy(stats)
     if (failure !== undefined)
-      return { ...p, status: "failed", class: failure.class, error: failure.error, stats }
+      return { ...p, status: "failed", class: failure.class, error: failure.error, stats, noisy }
     const slo = judgeSlos(experimentOf(doc.experiment).slos, mediansOf(stats))
     return {
       ...p,
@@ -605,7 +648,8 @@ export const finishPoint = (
       class: null,
       error: null,
       stats,
-      slo: [...slo]
+      slo: [...slo],
+      noisy
     }
   })
 
@@ -644,12 +688,16 @@ export const combinationSummary = (c: CombinationRecord) => {
 const bestRecord = (doc: SweepDoc, cand: Candidate) => {
   const c = doc.combinations.find((x) => x.index === cand.combination)!
   const p = c.points[cand.point]!
+  const t = throughputStat(p)
   return {
     combination: c.index,
     label: comboLabel(c.params),
     load: p.load,
     output_throughput: cand.throughput,
     spread: cand.spread,
+    runs: cand.samples.length,
+    ...(t?.mean !== undefined ? { mean: t.mean } : {}),
+    ci95: t?.ci95 ?? null,
     server_cmd: c.server_cmd,
     client_cmd: shellLine(p.client_argv)
   }
@@ -660,21 +708,37 @@ export const candidatesOf = (doc: SweepDoc): ReadonlyArray<Candidate> =>
     c.points.flatMap((p, point) => {
       const t = throughputStat(p)
       return p.status === "ok" && t !== undefined
-        ? [{ combination: c.index, point, throughput: t.median, spread: t.max - t.min }]
+        ? [
+            {
+              combination: c.index,
+              point,
+              throughput: t.median,
+              spread: t.max - t.min,
+              samples: p.runs.flatMap((r) =>
+                r.status === "ok" && r.metrics?.output_throughput !== undefined
+                  ? [r.metrics.output_throughput]
+                  : []
+              )
+            }
+          ]
         : []
     })
   )
 
 /** The document with its summary recomputed (every save goes through this). */
 export const withSummary = (doc: SweepDoc): SweepDoc => {
-  const verdict = chooseBest(candidatesOf(doc), doc.experiment.repeats)
+  const verdict = chooseBest(candidatesOf(doc))
+  const best = verdict._tag === "none" ? null : bestRecord(doc, verdict.best)
+  const tiedWith = verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
   const summary = {
     combinations: doc.combinations.map(combinationSummary),
     verdict: verdict._tag,
-    best: verdict._tag === "none" ? null : bestRecord(doc, verdict.best),
-    tied_with: verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
+    best,
+    tied_with: tiedWith,
+    significant: verdict._tag === "best" && verdict.significant,
+    statement: verdictStatement(doc.experiment.load.name, verdict, best, tiedWith)
   }
-  const edge = edgeFlag(doc.experiment.load, summary.best?.load)
+  const edge = edgeFlag(doc.experiment.load, best?.load)
   return {
     ...doc,
     summary: { ...summary, ...(edge === undefined ? {} : { edge }), time: sweepTime({ ...doc, summary }) }
@@ -731,7 +795,10 @@ export const adaptiveView = (doc: SweepDoc): ReadonlyArray<AdaptiveCombination> 
       params: c.params,
       state: c.status === "skipped" ? "skipped" : isFinalCombination(c) ? "measured" : "pending",
       kvInfeasible: c.status === "infeasible" && c.class === "kv_cache_oom",
-      objective: top === undefined ? undefined : { throughput: top.throughput, spread: top.spread }
+      objective:
+        top === undefined
+          ? undefined
+          : { throughput: top.throughput, spread: top.spread, samples: top.samples }
     }
   })
 }
@@ -763,6 +830,60 @@ export const completeGrid = (doc: SweepDoc): SweepDoc => {
       }
     })
   }
+}
+
+type BestRow = typeof BestRecord.Type
+
+const tput = (n: number) => (n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10))
+const interval = (b: BestRow) =>
+  b.ci95 === null || b.ci95 === undefined
+    ? ""
+    : `, mean ${tput(b.mean ?? b.output_throughput)} [95 % CI ${tput(b.ci95[0])}–${tput(b.ci95[1])}] over ${b.runs ?? "?"} runs`
+// a value the user wrote is cut in the sentence (the best's record keeps it whole)
+const named = (loadName: string, b: BestRow) =>
+  `#${b.combination}${b.label === "(no params)" ? "" : ` (${ellipsize(b.label, 60)})`} at ${loadName}=${ellipsize(b.load, 60)}: ${tput(b.output_throughput)} output tok/s (median${interval(b)})`
+
+/**
+ * The verdict in one sentence (SPEC §16), the same wherever it is shown: `sweep show`, `--json`
+ * (`summary.statement`) and the report.
+ */
+export const verdictStatement = (
+  loadName: string,
+  verdict: BestVerdict,
+  best: BestRow | null,
+  tiedWith: ReadonlyArray<BestRow>
+): string => {
+  if (verdict._tag === "none" || best === null)
+    return "none — no point met every SLO (sweep_no_feasible_point)"
+  if (verdict._tag === "tie")
+    return `a TIE within the noise (Welch's t-test, 95 %): ${named(loadName, best)} does not beat ${tiedWith
+      .map((t) => named(loadName, t))
+      .join("; ")}`
+  if (!verdict.significant) return `${named(loadName, best)}; ${NO_NOISE_ESTIMATE}`
+  return verdict.rivals === 0
+    ? `${named(loadName, best)}; no other combination had a point that met every SLO`
+    : `${named(loadName, best)}; beats every other combination's best beyond the noise (Welch's t-test, 95 %)`
+}
+
+/**
+ * The statement of a document's verdict: the one it carries, else (a document written before
+ * SPEC §16) one made from its stored verdict, claiming no significance.
+ */
+export const statementOf = (doc: SweepDoc): string => {
+  const s = doc.summary
+  if (s.statement !== undefined) return s.statement
+  const loadName = doc.experiment.load.name
+  if (s.best === null) return verdictStatement(loadName, { _tag: "none" }, null, [])
+  const cand: Candidate = {
+    combination: s.best.combination,
+    point: 0,
+    throughput: s.best.output_throughput,
+    spread: s.best.spread,
+    samples: []
+  }
+  return s.verdict === "tie"
+    ? verdictStatement(loadName, { _tag: "tie", best: cand, tiedWith: [] }, s.best, s.tied_with)
+    : verdictStatement(loadName, { _tag: "best", best: cand, significant: false, rivals: 0 }, s.best, [])
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@
  *    - before ready, `kv_cache_oom` / `fast_exit_arg_error` make it `infeasible` (no retry: they are
  *      deterministic), any other class is retried once (then `failed`); `ray_cluster_infeasible`
  *      stops the whole sweep; any other lease failure ends the run (the sweep stays resumable);
- *    - ready: its points in ascending load (grid), or as the search picks them, each `--repeats`
- *      times, `--between` before each client run; a failed client run is retried once; an engine
+ *    - ready: its points in ascending load (grid), in rounds of one run each until every point has
+ *      `--repeats` runs (SPEC §16: interleaved), or as the search picks them, each point's runs in
+ *      a row; `--between` before each client run; a failed client run is retried once; an engine
  *      that dies during a point fails it and ends the combination (the rest `not_run`);
  *    - the document (with its summary and the best) and summary.csv are saved after every run.
  * 3. The best (or the tie) decides the outcome. `--deadline` stops the run (resumable); Ctrl-C
@@ -69,6 +70,8 @@ import {
   loadNumber,
   monotoneSkips,
   nextAdaptive,
+  nextRoundPoint,
+  nextRun,
   nextSearchStep,
   notRunReason,
   type PointRecord,
@@ -350,77 +353,105 @@ const judgeRun = (
 
 type PointEnd = "done" | "engine_died"
 
-/** Runs one point: each repeat once, a failed run retried once; saves after every run. */
-const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, where: string) =>
+/**
+ * One run of a point: its next repeat (or the retry a dead process left owed), a failed run
+ * retried once at once; saves after every run. `measured` when the run measured; `failed` when the
+ * point failed (both tries) or the engine died — the point is then finished as failed.
+ */
+const runRepeat = (run: Run, index: number, load: string, handle: EngineHandle, where: string) =>
   Effect.gen(function* () {
     const repeats = run.doc.experiment.repeats
-    for (let repeat = 1; repeat <= repeats; repeat++) {
-      for (let attempt = 1; attempt <= 2; attempt++) {
-        const c = combo(run, index)
-        const n = c.points.reduce((m, p) => m + p.runs.length + p.interrupted_runs.length, 0) + 1
-        const runDir = `${comboDir(run, index)}/runs/${n}-${safeName(load)}`
-        const resultFile = `${runDir}/result.json`
-        const argv = clientArgvOf(experimentRecord(run.options.experiment), combo(run, index).params, load)
-        yield* run.files.prepare(runDir, resultFile)
-        yield* save(
-          run,
-          beginRun(run.doc, index, load, {
-            repeat,
-            try: attempt,
-            dir: runDir,
-            client_argv: redactArgv(argv),
-            started_at: yield* nowIso
-          })
-        )
-        run.clientRuns++
-        const outcome = yield* handle.run({
-          argv,
+    const owed = pointOf(run, index, load).runs.at(-1)
+    if (owed?.status === "failed" && owed.try === 2) {
+      // both tries failed, and the process died before it could say so: the point failed
+      yield* save(run, finishPoint(run.doc, index, load, { class: owed.class, error: owed.error }))
+      return "failed" as const
+    }
+    const first = nextRun(pointOf(run, index, load), repeats)
+    if (first === null) return "measured" as const
+    for (let attempt = first.try; attempt <= 2; attempt++) {
+      const repeat = first.repeat
+      const c = combo(run, index)
+      const n = c.points.reduce((m, p) => m + p.runs.length + p.interrupted_runs.length, 0) + 1
+      const runDir = `${comboDir(run, index)}/runs/${n}-${safeName(load)}`
+      const resultFile = `${runDir}/result.json`
+      const argv = clientArgvOf(experimentRecord(run.options.experiment), combo(run, index).params, load)
+      yield* run.files.prepare(runDir, resultFile)
+      yield* save(
+        run,
+        beginRun(run.doc, index, load, {
+          repeat,
+          try: attempt,
           dir: runDir,
-          env: { HYPERLOOM_RESULT_FILE: resultFile, HYPERLOOM_SWEEP_RUN_DIR: runDir },
-          between: run.options.between ?? null,
-          timeout_sec: run.options.pointTimeoutSec ?? null
+          client_argv: redactArgv(argv),
+          started_at: yield* nowIso
         })
-        if (!outcome.engineDied) run.fleet.runSecs.push(outcome.runtimeSec)
-        const r = yield* judgeRun(run, outcome, runDir, resultFile)
+      )
+      run.clientRuns++
+      const outcome = yield* handle.run({
+        argv,
+        dir: runDir,
+        env: { HYPERLOOM_RESULT_FILE: resultFile, HYPERLOOM_SWEEP_RUN_DIR: runDir },
+        between: run.options.between ?? null,
+        timeout_sec: run.options.pointTimeoutSec ?? null
+      })
+      if (!outcome.engineDied) run.fleet.runSecs.push(outcome.runtimeSec)
+      const r = yield* judgeRun(run, outcome, runDir, resultFile)
+      yield* save(
+        run,
+        finishRun(run.doc, index, load, {
+          ended_at: yield* nowIso,
+          status: r.errorClass === null ? "ok" : "failed",
+          class: r.errorClass,
+          error: r.error,
+          exit_code: r.exitCode,
+          runtime_sec: r.runtimeSec,
+          throughput: r.throughput,
+          metrics: r.metrics ?? null,
+          engine_died: outcome.engineDied,
+          between_sec: outcome.betweenSec ?? null
+        })
+      )
+      const m = r.metrics
+      yield* Effect.logInfo(
+        `sweep: ${where}, repeat ${repeat}/${repeats}${attempt > 1 ? " (retry)" : ""}: ${
+          r.errorClass === null
+            ? `output ${fmt(m?.output_throughput, "tok/s")}, p99 TTFT ${fmt(m?.p99_ttft_ms, "ms")}, p99 TPOT ${fmt(m?.p99_tpot_ms, "ms")}`
+            : `failed (${r.errorClass}): ${(r.error ?? "").split("\n")[0]}`
+        }`
+      )
+      if (r.errorClass === null) return "measured" as const
+      if (outcome.engineDied || attempt === 2) {
         yield* save(
           run,
-          finishRun(run.doc, index, load, {
-            ended_at: yield* nowIso,
-            status: r.errorClass === null ? "ok" : "failed",
-            class: r.errorClass,
-            error: r.error,
-            exit_code: r.exitCode,
-            runtime_sec: r.runtimeSec,
-            throughput: r.throughput,
-            metrics: r.metrics ?? null,
-            engine_died: outcome.engineDied,
-            between_sec: outcome.betweenSec ?? null
-          })
+          finishPoint(run.doc, index, load, { class: r.errorClass as FailureClass, error: r.error })
         )
-        const m = r.metrics
-        yield* Effect.logInfo(
-          `sweep: ${where}, repeat ${repeat}/${repeats}${attempt > 1 ? " (retry)" : ""}: ${
-            r.errorClass === null
-              ? `output ${fmt(m?.output_throughput, "tok/s")}, p99 TTFT ${fmt(m?.p99_ttft_ms, "ms")}, p99 TPOT ${fmt(m?.p99_tpot_ms, "ms")}`
-              : `failed (${r.errorClass}): ${(r.error ?? "").split("\n")[0]}`
-          }`
-        )
-        if (r.errorClass === null) break
-        if (outcome.engineDied || attempt === 2) {
-          yield* save(
-            run,
-            finishPoint(run.doc, index, load, { class: r.errorClass as FailureClass, error: r.error })
-          )
-          return (outcome.engineDied ? "engine_died" : "done") satisfies PointEnd as PointEnd
-        }
+        return outcome.engineDied ? ("engine_died" as const) : ("failed" as const)
       }
     }
+    return "measured" as const
+  })
+
+/** Ends a point that has all its runs: its stats and SLO verdicts. */
+const closePoint = (run: Run, index: number, load: string, where: string) =>
+  Effect.gen(function* () {
     yield* save(run, finishPoint(run.doc, index, load))
     const p = pointOf(run, index, load)
     const t = p.stats
     yield* Effect.logInfo(
-      `sweep: ${where}: ${p.status} (median over ${repeats}: output ${fmt(t.output_throughput?.median, "tok/s")}, p99 TTFT ${fmt(t.p99_ttft_ms?.median, "ms")}, p99 TPOT ${fmt(t.p99_tpot_ms?.median, "ms")})`
+      `sweep: ${where}: ${p.status} (median over ${run.doc.experiment.repeats}: output ${fmt(t.output_throughput?.median, "tok/s")}, p99 TTFT ${fmt(t.p99_ttft_ms?.median, "ms")}, p99 TPOT ${fmt(t.p99_tpot_ms?.median, "ms")})${p.noisy === true ? "; noisy: output CV over 5 %" : ""}`
     )
+  })
+
+/** Runs one point's repeats back to back (the search's points: see Sweep/Repeats.ts). */
+const runPoint = (run: Run, index: number, load: string, handle: EngineHandle, where: string) =>
+  Effect.gen(function* () {
+    while (nextRun(pointOf(run, index, load), run.doc.experiment.repeats) !== null) {
+      const end = yield* runRepeat(run, index, load, handle, where)
+      if (end === "engine_died") return "engine_died" as PointEnd
+      if (end === "failed") return "done" as PointEnd
+    }
+    yield* closePoint(run, index, load, where)
     return "done" as PointEnd
   })
 
@@ -440,7 +471,8 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
       const c = combo(run, index)
       let load: string
       if (spec.kind === "points") {
-        const next = c.points.find((p) => !isFinalPoint(p))
+        // In rounds (SPEC §16): the point with the fewest runs next, the lowest load first.
+        const next = nextRoundPoint(c.points, isFinalPoint)
         if (next === undefined) return "done" as const
         load = next.load
       } else {
@@ -463,6 +495,13 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
           ? `point ${c2.points.length - pointsLeft(c2) + 1}/${c2.points.length}, ${pointsLeft(c2) - 1} left here`
           : `search point ${c2.points.length}`
       const where = `combination ${comboRef(index, combo(run, index).params)}${onNode(handle.node)}, ${spec.name}=${load} [${left}; ${combosLeft(run, index)} combination(s) after this]`
+      if (spec.kind === "points") {
+        const end = yield* runRepeat(run, index, load, handle, where)
+        if (end === "engine_died") return "engine_died" as const
+        if (end === "measured" && nextRun(pointOf(run, index, load), run.doc.experiment.repeats) === null)
+          yield* closePoint(run, index, load, where)
+        continue
+      }
       const end = yield* runPoint(run, index, load, handle, where)
       if (end === "engine_died") return "engine_died" as const
     }
@@ -821,7 +860,8 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     yield* save(run, {
       ...initialSweep(redactExperiment(options.experiment), now),
       cwd: options.cwd,
-      strategy
+      strategy,
+      ...(options.version !== undefined ? { hyperloom_version: options.version } : {})
     })
     yield* Effect.logInfo(
       `new sweep ${dir}: ${run.doc.combinations.length} combination(s), ${options.experiment.load.kind === "points" ? `${options.experiment.load.values.length} load point(s) each` : `search for the largest ${options.experiment.load.name} up to ${options.experiment.load.max}`}, ${options.experiment.repeats} repeat(s)`

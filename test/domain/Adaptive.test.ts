@@ -45,7 +45,7 @@ const drive = (params: ReadonlyArray<Param>, objective: (c: Combination) => numb
       ...state[step.index]!,
       state: "measured",
       kvInfeasible: t === null,
-      objective: typeof t === "number" ? { throughput: t, spread: 0 } : undefined
+      objective: typeof t === "number" ? { throughput: t, spread: 0, samples: [t] } : undefined
     }
   }
   throw new Error("the search did not end")

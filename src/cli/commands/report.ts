@@ -7,6 +7,7 @@ import { ENVIRONMENT_FILE, type EnvironmentRecord } from "../../domain/Serving.j
 import { AttemptFiles } from "../../services/AttemptFiles.js"
 import { StateStore } from "../../services/StateStore.js"
 import { SweepStore } from "../../services/SweepStore.js"
+import { renderCompareSection, withCompareSection } from "../RenderCompareReport.js"
 import { type ReportSession, renderReport } from "../RenderReport.js"
 import { renderSweepReport } from "../RenderSweepReport.js"
 import { withJsonErrors } from "../Run.js"
@@ -52,7 +53,10 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
           environment: isEnvironment(env) ? env : undefined
         }))
       )
-      const html = renderSweepReport(withEnv, now)
+      const page = renderSweepReport(withEnv, now)
+      // Two sweeps (SPEC §16): both on shared axes with the deltas, first
+      const html =
+        withEnv.length === 2 ? withCompareSection(page, renderCompareSection(withEnv[0]!, withEnv[1]!)) : page
       yield* files.writeText(file, html)
       return yield* o.json
         ? Console.log(JSON.stringify({ out: file, sessions: o.sessions, bytes: Buffer.byteLength(html) }))

@@ -120,7 +120,7 @@ const slo = Options.text("slo").pipe(
 const repeats = Options.integer("repeats").pipe(
   Options.withPseudoName("N"),
   Options.withDescription(
-    "Client runs per point (default 1). With 2 or more, a best within the noise (the max−min spread) or under 1 % of another combination's best is reported as a tie."
+    "Client runs per point (default 1), in rounds: every load point once, then again (with --search, a point's runs in a row). With 2 or more: per point the mean, standard deviation, CV (over 5 % is flagged noisy) and 95 % interval, and a best that does not beat another combination's best by Welch's t-test at 95 % is reported as a tie. With 1 there is no noise estimate and the best says so."
   ),
   Options.optional
 )

@@ -36,7 +36,9 @@ export interface AdaptiveCombination {
   /** Ended infeasible with kv_cache_oom. */
   readonly kvInfeasible: boolean
   /** Best SLO-passing output throughput (median) and its max−min spread; undefined: none. */
-  readonly objective?: { readonly throughput: number; readonly spread: number } | undefined
+  readonly objective?:
+    | { readonly throughput: number; readonly spread: number; readonly samples: ReadonlyArray<number> }
+    | undefined
 }
 
 export type AdaptiveStep =
@@ -87,7 +89,16 @@ const withValue = (c: Combination, name: string, value: string): Combination => 
 const candidate = (c: AdaptiveCombination): Candidate | undefined =>
   c.objective === undefined
     ? undefined
-    : { combination: c.index, point: 0, throughput: c.objective.throughput, spread: c.objective.spread }
+    : {
+        combination: c.index,
+        point: 0,
+        throughput: c.objective.throughput,
+        spread: c.objective.spread,
+        samples: c.objective.samples
+      }
+
+/** With one run per point there is no noise estimate: a move needs more than this gain (1 %). */
+export const SINGLE_RUN_MARGIN = 0.01
 
 /** `a` improves on `b` by more than the noise (an objective always improves on none). */
 export const improvesOn = (a: AdaptiveCombination, b: AdaptiveCombination): boolean => {
@@ -95,7 +106,8 @@ export const improvesOn = (a: AdaptiveCombination, b: AdaptiveCombination): bool
   const cb = candidate(b)
   if (ca === undefined) return false
   if (cb === undefined) return true
-  return beatsClearly(ca, cb)
+  // Welch's test at 95 % on the repeats (Best.ts); one run per point: more than 1 %
+  return beatsClearly(ca, cb) ?? ca.throughput > cb.throughput * (1 + SINGLE_RUN_MARGIN)
 }
 
 const axisWord = (s: Space, axis: number, up: boolean) =>

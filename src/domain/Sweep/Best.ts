@@ -1,34 +1,57 @@
 /**
- * Statistics over a point's repeats and the best point of a sweep (SPEC §12). Pure.
+ * Statistics over a point's repeats and the best point of a sweep (SPEC §12, §16). Pure.
  *
- * - A point's metrics are the median over its measured repeats, with min and max beside it.
- * - Best: the `ok` point with the highest median output throughput. With R ≥ 2 repeats, a best
- *   that does not beat the best `ok` point of every other combination by more than the larger
- *   max−min spread of the two, and by at least 1 %, is a tie naming the tied combinations: noise
- *   is not a winner.
+ * - A point's metrics: per metric the median over its measured repeats, min and max, and the
+ *   noise (Stats.ts): mean, standard deviation, coefficient of variation and the 95 % interval of
+ *   the mean. A point whose output-throughput CV exceeds 5 % is noisy.
+ * - Best: the `ok` point with the highest median output throughput. It is declared only when it
+ *   beats the best `ok` point of every other combination beyond the noise — Welch's t-test at
+ *   95 % on the two points' output-throughput repeats (the interval of the difference of the means
+ *   lies above 0). Otherwise the verdict is a tie naming the tied combinations. With one run per
+ *   point nothing can claim significance: the best is the highest, said with "one run per point:
+ *   no noise estimate".
+ * - `verdictLine`: the one sentence every view of the verdict prints (CLI, JSON, report).
  */
 import { METRIC_KEYS, type MetricKey, type Metrics } from "../Results.js"
+import { describe, median as medianOf, NOISY_CV, welch } from "../Stats.js"
 
-export const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-}
+export const median = medianOf
 
 export interface Stat {
   readonly median: number
   readonly min: number
   readonly max: number
+  /** The rest are absent in documents written before SPEC §16. */
+  readonly n?: number | undefined
+  readonly mean?: number | undefined
+  /** Sample standard deviation; null with one run. */
+  readonly sd?: number | null | undefined
+  /** sd ÷ mean; null with one run. */
+  readonly cv?: number | null | undefined
+  /** The 95 % interval of the mean (Student's t); null with one run. */
+  readonly ci95?: readonly [number, number] | null | undefined
 }
 
 export type MetricStats = { readonly [K in MetricKey]?: Stat }
 
-/** Median/min/max of every metric present in at least one run (over the runs that have it). */
+/** Every statistic of every metric present in at least one run (over the runs that have it). */
 export const statsOf = (runs: ReadonlyArray<Metrics>): MetricStats => {
   const out: { [K in MetricKey]?: Stat } = {}
   for (const key of METRIC_KEYS) {
     const xs = runs.flatMap((m) => (m[key] === undefined ? [] : [m[key]]))
-    if (xs.length > 0) out[key] = { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) }
+    if (xs.length > 0) {
+      const s = describe(xs)
+      out[key] = {
+        median: s.median,
+        min: s.min,
+        max: s.max,
+        n: s.n,
+        mean: s.mean,
+        sd: s.sd,
+        cv: s.cv,
+        ci95: s.ci95
+      }
+    }
   }
   return out
 }
@@ -36,8 +59,11 @@ export const statsOf = (runs: ReadonlyArray<Metrics>): MetricStats => {
 export const mediansOf = (stats: MetricStats): Metrics =>
   Object.fromEntries(Object.entries(stats).map(([k, s]) => [k, s.median])) as Metrics
 
-/** The least relative margin a best must have over another combination's best (1 %). */
-export const MIN_MARGIN = 0.01
+/** A point is noisy when its output throughput varies by more than 5 % (CV) over its repeats. */
+export const isNoisy = (stats: MetricStats): boolean => {
+  const cv = stats.output_throughput?.cv
+  return cv !== undefined && cv !== null && cv > NOISY_CV
+}
 
 /** What the best rule needs of a point. */
 export interface Candidate {
@@ -49,38 +75,60 @@ export interface Candidate {
   readonly throughput: number
   /** max − min of the output throughput over the repeats (0 with one repeat). */
   readonly spread: number
+  /** The output throughput of each measured repeat. */
+  readonly samples: ReadonlyArray<number>
 }
 
 export type BestVerdict =
   | { readonly _tag: "none" }
-  | { readonly _tag: "best"; readonly best: Candidate }
+  | {
+      readonly _tag: "best"
+      readonly best: Candidate
+      /** false with one run per point (or a side with one run): no noise estimate, no significance. */
+      readonly significant: boolean
+      /** Other combinations with an `ok` point (0: nothing to beat). */
+      readonly rivals: number
+    }
   | {
       readonly _tag: "tie"
       readonly best: Candidate
-      /** The other combinations' best points that the best does not clearly beat. */
+      /** The other combinations' best points that the best does not beat beyond the noise. */
       readonly tiedWith: ReadonlyArray<Candidate>
     }
 
-/** Does `a` beat `b` beyond noise (the larger spread of the two, and 1 %)? */
-export const beatsClearly = (a: Candidate, b: Candidate): boolean =>
-  a.throughput - b.throughput > Math.max(a.spread, b.spread) &&
-  a.throughput >= b.throughput * (1 + MIN_MARGIN)
+/** The note a best carries when nothing could be tested. */
+export const NO_NOISE_ESTIMATE = "one run per point: no noise estimate"
+
+/**
+ * Does `a` beat `b` beyond the noise? Welch's t-test at 95 % on their repeats; `undefined` when
+ * either has fewer than two runs (nothing can be claimed).
+ */
+export const beatsClearly = (a: Candidate, b: Candidate): boolean | undefined => {
+  const w = welch(describe(b.samples), describe(a.samples))
+  return w === null ? undefined : w.significant && w.diff > 0
+}
 
 /**
  * The best of the `ok` candidates (ties in throughput go to the earlier combination, then the
- * earlier point); with `repeats` ≥ 2, a tie when another combination's best is not clearly beaten.
+ * earlier point). With two or more runs on both sides, another combination's best that the best
+ * does not beat by Welch's test ties with it; with one run per point the highest is the best,
+ * not significant.
  */
-export const chooseBest = (candidates: ReadonlyArray<Candidate>, repeats: number): BestVerdict => {
+export const chooseBest = (candidates: ReadonlyArray<Candidate>): BestVerdict => {
   if (candidates.length === 0) return { _tag: "none" }
   const order = (a: Candidate, b: Candidate) =>
     b.throughput - a.throughput || a.combination - b.combination || a.point - b.point
   const sorted = [...candidates].sort(order)
   const best = sorted[0]!
-  if (repeats < 2) return { _tag: "best", best }
   const perCombination = new Map<number, Candidate>()
   for (const c of sorted) if (!perCombination.has(c.combination)) perCombination.set(c.combination, c)
-  const tiedWith = [...perCombination.values()].filter(
-    (c) => c.combination !== best.combination && !beatsClearly(best, c)
-  )
-  return tiedWith.length === 0 ? { _tag: "best", best } : { _tag: "tie", best, tiedWith }
+  const others = [...perCombination.values()].filter((c) => c.combination !== best.combination)
+  const judged = others.map((c) => ({ c, win: beatsClearly(best, c) }))
+  if (best.samples.length < 2 || (judged.length > 0 && judged.every((j) => j.win === undefined)))
+    return { _tag: "best", best, significant: false, rivals: others.length }
+  // A rival with one run (a grown sweep's older point) is not beaten beyond the noise either.
+  const tiedWith = judged.filter((j) => j.win !== true).map((j) => j.c)
+  return tiedWith.length === 0
+    ? { _tag: "best", best, significant: true, rivals: others.length }
+    : { _tag: "tie", best, tiedWith }
 }

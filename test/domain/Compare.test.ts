@@ -1,0 +1,177 @@
+/**
+ * `hyperloom compare` (SPEC §16) on sweeps the sweep program made against the scripted stand-in
+ * with a seeded noise (test/support/compare.ts): the same model twice finds no difference; the
+ * model slowed by 10 % is found slower with 95 % confidence and trips `--fail-on`; one run per
+ * point claims no confidence and judges the raw change; unmatched points and differing records
+ * are listed.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { renderCompareText } from "../../src/cli/RenderCompare.js"
+import { baselineSide, compareSessions, judgeGate, parseGate, sweepSide } from "../../src/domain/Compare.js"
+import { initialState } from "../../src/domain/State.js"
+import { noisySweep } from "../support/compare.js"
+
+const gate = (text: string) => {
+  const g = parseGate(text)
+  if (!g.ok) throw new Error(g.error)
+  return g.gate
+}
+
+describe("compare", () => {
+  it.effect("the same model twice (other noise): no difference beyond the noise; the gate passes", () =>
+    Effect.gen(function* () {
+      const a = yield* noisySweep({ dir: "/s/a", repeats: 5, seed: 1 })
+      const b = yield* noisySweep({ dir: "/s/b", repeats: 5, seed: 2 })
+      const c = compareSessions(sweepSide("A", a, []), sweepSide("B", b, []), ["output_throughput"])
+      assert.deepStrictEqual(c.differences, [])
+      assert.isTrue(c.confidence)
+      const m = c.metrics[0]!
+      assert.strictEqual(m.points.length, 6)
+      assert.strictEqual(m.overall!.points, 6)
+      assert.strictEqual(m.overall!.verdict, "no difference beyond the noise")
+      assert.isBelow(Math.abs(m.overall!.change), 0.02)
+      assert.isTrue(m.overall!.ci95![0] < 0 && m.overall!.ci95![1] > 0)
+      const r = judgeGate(c, gate("output_throughput<-3%"))
+      assert.isFalse(r.failed)
+      assert.isTrue(r.confident)
+    })
+  )
+
+  it.effect("the model slowed by 10 %: slower with 95 % confidence at every point; --fail-on fails", () =>
+    Effect.gen(function* () {
+      const a = yield* noisySweep({ dir: "/s/a", repeats: 3, seed: 1 })
+      const b = yield* noisySweep({ dir: "/s/b", repeats: 3, seed: 2, slow: 1 / 0.9 })
+      const c = compareSessions(sweepSide("A", a, []), sweepSide("B", b, []), [
+        "output_throughput",
+        "p99_tpot_ms"
+      ])
+      const [tput, tpot] = c.metrics
+      assert.deepStrictEqual(
+        tput!.points.map((p) => p.verdict),
+        Array(6).fill("slower")
+      )
+      assert.closeTo(tput!.overall!.change, -0.1, 0.02)
+      assert.strictEqual(tput!.overall!.verdict, "slower")
+      assert.isBelow(tput!.overall!.ci95![1], -0.03)
+      // latencies: lower is better, the scripted engine's are noiseless (an interval of zero width)
+      assert.isFalse(tpot!.higherIsBetter)
+      assert.closeTo(tpot!.overall!.change, 1 / 0.9 - 1, 1e-9)
+      assert.strictEqual(tpot!.overall!.verdict, "slower")
+      // best against best: the same point (seqs=8 c=4) on both sides
+      assert.strictEqual(tput!.best!.a, "seqs=8 c=4")
+      assert.strictEqual(tput!.best!.verdict, "slower")
+      const r = judgeGate(c, gate("output_throughput<-3%"))
+      assert.isTrue(r.failed)
+      assert.isTrue(r.confident)
+      assert.include(r.reason, "past -3.0 % with 95 % confidence")
+      assert.isTrue(judgeGate(c, gate("p99_tpot_ms>+5%")).failed)
+      // a threshold beyond the change: passes
+      assert.isFalse(judgeGate(c, gate("output_throughput<-20%")).failed)
+      const text = renderCompareText(c, [r])
+      assert.include(text, "gate output_throughput<-3%: FAILED")
+      assert.match(text, /overall \(geometric mean over 6 point\(s\) both measured ok\): -\d+\.\d % \[-/)
+    })
+  )
+
+  it.effect("one run per point: no confidence can be claimed; the gate judges the raw change", () =>
+    Effect.gen(function* () {
+      const a = yield* noisySweep({ dir: "/s/a", repeats: 1, seed: 1 })
+      const b = yield* noisySweep({ dir: "/s/b", repeats: 3, seed: 2, slow: 1 / 0.9 })
+      const c = compareSessions(sweepSide("A", a, []), sweepSide("B", b, []), ["output_throughput"])
+      assert.isFalse(c.confidence)
+      const m = c.metrics[0]!
+      assert.isNull(m.overall!.ci95)
+      assert.strictEqual(m.overall!.verdict, "no confidence: one run")
+      assert.isTrue(m.points.every((p) => p.verdict === "no confidence: one run" && p.change!.ci95 === null))
+      const r = judgeGate(c, gate("output_throughput<-3%"))
+      assert.isFalse(r.confident)
+      assert.isTrue(r.failed)
+      assert.include(r.reason, "no confidence can be claimed")
+      assert.include(renderCompareText(c, [r]), "one run per point on a side: no confidence can be claimed")
+      // the differing record is listed first
+      assert.deepStrictEqual(c.differences, [{ what: "repeats", a: "1", b: "3" }])
+      assert.match(
+        renderCompareText(c, [r]),
+        /^compare A: A \(sweep\) with B: B \(sweep\)\nwhat differs[^\n]*\n {2}repeats:/
+      )
+    })
+  )
+
+  it.effect("points only one session has are listed; a gate with nothing to judge fails", () =>
+    Effect.gen(function* () {
+      const a = yield* noisySweep({ dir: "/s/a", repeats: 2, seed: 1, loads: ["1", "2"] })
+      const b = yield* noisySweep({
+        dir: "/s/b",
+        repeats: 2,
+        seed: 2,
+        loads: ["2", "8"],
+        server: "engine --max-num-seqs {seqs} --new-flag"
+      })
+      const c = compareSessions(sweepSide("A", a, []), sweepSide("B", b, []), ["output_throughput"])
+      assert.deepStrictEqual(c.unmatched, {
+        onlyA: ["seqs=2 c=1", "seqs=8 c=1"],
+        onlyB: ["seqs=2 c=8", "seqs=8 c=8"]
+      })
+      assert.strictEqual(c.metrics[0]!.points.length, 2)
+      assert.strictEqual(c.differences[0]!.what, "engine command")
+      const none = compareSessions(sweepSide("A", a, []), sweepSide("B", a, []), ["p99_itl_ms"])
+      const r = judgeGate(none, gate("p99_itl_ms>+5%"))
+      assert.isTrue(r.failed)
+      assert.include(r.reason, "cannot judge")
+    })
+  )
+
+  it("two baselines match as a whole; their environments' differences come first", () => {
+    const attempt = (n: number, t: number) => ({
+      number: n,
+      started_at: "2026-01-01T00:00:00.000Z",
+      ended_at: "2026-01-01T00:01:00.000Z",
+      runtime_sec: 60,
+      error_class: null,
+      exit_code: 0,
+      error: null,
+      signature: null,
+      throughput: t,
+      result_format: null,
+      metrics: null
+    })
+    const state = (ts: ReadonlyArray<number>) => ({
+      ...initialState(),
+      status: "succeeded" as const,
+      baseline_attempts: ts.map((t, i) => attempt(i + 1, t))
+    })
+    const env = (version: string) => ({
+      recorded_at: "2026-01-01T00:00:00.000Z",
+      attempt: 1,
+      hyperloom_version: version,
+      ray_version: "2.58.0",
+      node: { id: null, hostname: "gpu-1", gpu_count: 1, cuda_visible_devices: "0", accelerators: ["H100"] },
+      server_argv: ["sh", "-c", "vllm serve m"],
+      client_argv: ["vllm", "bench", "serve"],
+      engines: { vllm: "0.9.2" },
+      python: null
+    })
+    const c = compareSessions(
+      baselineSide("A", state([100, 102, 98]), env("0.1.0")),
+      baselineSide("B", state([90, 91, 89]), env("0.2.0")),
+      ["output_throughput"]
+    )
+    assert.deepStrictEqual(c.differences, [{ what: "hyperloom version", a: "0.1.0", b: "0.2.0" }])
+    const p = c.metrics[0]!.points
+    assert.strictEqual(p.length, 1)
+    assert.strictEqual(p[0]!.key, "baseline")
+    assert.closeTo(p[0]!.change!.change, -0.1, 1e-12)
+    assert.strictEqual(p[0]!.verdict, "slower")
+  })
+
+  it("--fail-on parses a metric, a direction and a signed percentage; nothing else", () => {
+    assert.deepStrictEqual(parseGate("output_throughput<-3%"), {
+      ok: true,
+      gate: { metric: "output_throughput", op: "<", threshold: -0.03, text: "output_throughput<-3%" }
+    })
+    assert.strictEqual(gate("p99_ttft_ms>+5.5%").threshold, 0.055)
+    assert.isFalse(parseGate("output_throughput<-3").ok)
+    assert.isFalse(parseGate("throughputs<-3%").ok)
+  })
+})

@@ -1,0 +1,197 @@
+/**
+ * Interleaved repeats (SPEC §16): a combination's load points run in rounds, and a point
+ * interrupted by a dead process keeps the runs it finished (only the run in flight is lost).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, TestClock } from "effect"
+import {
+  type Experiment,
+  nextRoundPoint,
+  nextRun,
+  parseSweep,
+  type SweepDoc
+} from "../../src/domain/Sweep.js"
+import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
+import { flag, model, seqsOf, setup } from "../support/sweep.js"
+
+const DIR = "/s/rounds"
+
+const experiment = (over: Partial<Experiment> = {}): Experiment => ({
+  server: "engine --max-num-seqs {seqs}",
+  client: ["client", "--max-concurrency", "{c}"],
+  params: [{ name: "seqs", values: ["4", "8"] }],
+  load: { kind: "points", name: "c", values: ["4", "1", "2"] },
+  slos: [],
+  repeats: 3,
+  gpus: 0,
+  nodes: 1,
+  ...over
+})
+
+const options = (e: Experiment = experiment()): SweepOptions => ({
+  sessionDir: DIR,
+  experiment: e,
+  request: { gpus: 0, servingSlot: true },
+  readyPath: "/health",
+  readyTimeoutSec: 10,
+  env: {},
+  cwd: "/"
+})
+
+const docOf = (text: string | undefined): SweepDoc => {
+  const d = parseSweep(text!)
+  if (d._tag !== "Right") throw new Error("unreadable sweep.json")
+  return d.right
+}
+
+describe("interleaved repeats", () => {
+  it.effect("the run order shows the rounds: every point once, then again", () =>
+    Effect.gen(function* () {
+      const order: Array<string> = []
+      const report = yield* runSweep(options()).pipe(
+        Effect.provide(
+          setup({
+            run: (s, a) => {
+              order.push(`${seqsOf(s)}/${flag(a, "--max-concurrency")}`)
+              return model(s, a)
+            }
+          })
+        )
+      )
+      const rounds = ["1", "2", "4", "1", "2", "4", "1", "2", "4"]
+      assert.deepStrictEqual(order, [...rounds.map((c) => `4/${c}`), ...rounds.map((c) => `8/${c}`)])
+      const p = report.doc.combinations[0]!.points
+      assert.deepStrictEqual(
+        p.map((x) => [x.load, x.status, x.runs.map((r) => r.repeat).join("")]),
+        [
+          ["1", "ok", "123"],
+          ["2", "ok", "123"],
+          ["4", "ok", "123"]
+        ]
+      )
+      // the scripted engine repeats itself exactly: no noise, an interval of zero width
+      assert.deepStrictEqual(p[0]!.stats.output_throughput?.ci95, [40, 40])
+      assert.strictEqual(p[0]!.noisy, false)
+    })
+  )
+
+  it.effect("--search runs a point's repeats in a row: it needs the point's verdict to go on", () =>
+    Effect.gen(function* () {
+      const order: Array<string> = []
+      yield* runSweep(
+        options(
+          experiment({
+            params: [{ name: "seqs", values: ["2"] }],
+            load: { kind: "search", name: "c", max: 4 },
+            slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
+            repeats: 2
+          })
+        )
+      ).pipe(
+        Effect.provide(
+          setup({
+            run: (s, a) => {
+              order.push(String(flag(a, "--max-concurrency")))
+              return model(s, a)
+            }
+          })
+        )
+      )
+      assert.deepStrictEqual(order, ["1", "1", "2", "2", "4", "4", "3", "3"])
+    })
+  )
+
+  it.effect(
+    "SIGKILL mid-round: the point in flight keeps the runs it finished, only the run in flight runs again",
+    () =>
+      Effect.gen(function* () {
+        const files = new Map<string, string>()
+        // the second round's c=2 on seqs=4 hangs: the process "dies" there (a SIGKILL leaves
+        // sweep.json as it was saved when that run began)
+        let calls = 0
+        const first = yield* Effect.fork(
+          runSweep(options()).pipe(
+            Effect.provide(
+              setup(
+                {
+                  run: (s, a) =>
+                    ++calls === 5 && seqsOf(s) === 4 && flag(a, "--max-concurrency") === 2
+                      ? { hang: true }
+                      : model(s, a)
+                },
+                files
+              )
+            )
+          )
+        )
+        yield* TestClock.adjust("1 second")
+        yield* Effect.yieldNow()
+        const killed = files.get(`${DIR}/sweep.json`)!
+        yield* Fiber.interrupt(first)
+        files.set(`${DIR}/sweep.json`, killed)
+        const mid = docOf(killed).combinations[0]!.points
+        assert.deepStrictEqual(
+          mid.map(
+            (p) => `${p.load}:${p.runs.map((r) => (r.ended_at === null ? "open" : r.status)).join(",")}`
+          ),
+          ["1:ok,ok", "2:ok,open", "4:ok"]
+        )
+
+        const order: Array<string> = []
+        const second = yield* runSweep(options()).pipe(
+          Effect.provide(
+            setup(
+              {
+                run: (s, a) => {
+                  order.push(`${seqsOf(s)}/${flag(a, "--max-concurrency")}`)
+                  return model(s, a)
+                }
+              },
+              files
+            )
+          )
+        )
+        // seqs=4 owes c=2 and c=4 their 2nd runs (the round in flight), then a 3rd round of all
+        assert.deepStrictEqual(order.slice(0, 5), ["4/2", "4/4", "4/1", "4/2", "4/4"])
+        assert.strictEqual(order.length, 5 + 9)
+        const p = second.doc.combinations[0]!.points.find((x) => x.load === "2")!
+        assert.deepStrictEqual(
+          p.runs.map((r) => [r.repeat, r.status]),
+          [
+            [1, "ok"],
+            [2, "ok"],
+            [3, "ok"]
+          ]
+        )
+        assert.deepStrictEqual(
+          p.interrupted_runs.map((r) => [r.repeat, r.status]),
+          [[2, "interrupted"]]
+        )
+        assert.strictEqual(second.doc.status, "done")
+      })
+  )
+
+  it("nextRun: the next repeat, the retry a failed run is owed, none once R runs measured", () => {
+    const run = (repeat: number, t: number, status: "ok" | "failed") =>
+      ({
+        repeat,
+        try: t,
+        status,
+        ended_at: "x"
+      }) as unknown as SweepDoc["combinations"][number]["points"][number]["runs"][number]
+    const point = (runs: ReadonlyArray<ReturnType<typeof run>>) =>
+      ({
+        load: "1",
+        status: "pending",
+        runs
+      }) as unknown as SweepDoc["combinations"][number]["points"][number]
+    assert.deepStrictEqual(nextRun(point([]), 2), { repeat: 1, try: 1 })
+    assert.deepStrictEqual(nextRun(point([run(1, 1, "ok")]), 2), { repeat: 2, try: 1 })
+    assert.deepStrictEqual(nextRun(point([run(1, 1, "ok"), run(2, 1, "failed")]), 2), { repeat: 2, try: 2 })
+    assert.isNull(nextRun(point([run(1, 1, "ok"), run(2, 1, "failed"), run(2, 2, "ok")]), 2))
+    const pts = [point([run(1, 1, "ok")]), point([]), point([])].map((p, i) => ({ ...p, load: String(i) }))
+    assert.strictEqual(nextRoundPoint(pts, () => false)?.load, "1")
+    assert.strictEqual(nextRoundPoint(pts, (p) => p.load !== "0")?.load, "0")
+    assert.isUndefined(nextRoundPoint(pts, () => true))
+  })
+})
