@@ -7,13 +7,16 @@ this package and its __main__.py). One job per module:
     keeper       the forked child that KILLs a group the moment its parent (or an owner) ends
     supervisor   runs one lease's command in a group it leads; `python -I PYDIR supervise`
     gone         what is left of a lease on its host, by the lease's token, and ending it
+    gpus         who holds a lease's GPUs: the clean-GPU gate before CMD, the reclaim wait after
     actor        the lease actor (Ray): holds the resources, runs the supervisor, streams events
     endpoint     the JSON-lines plumbing both bridges share
     bridge       one lease (`python PYDIR bridge`)
     group        one serving group, a rank actor per node (`python PYDIR group`)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
+    sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
     tee          the runners' one copy of a client's output to theirs and to client.log
     jsonfile     the runners' one atomic write of a status document (serve.json, engine.json)
+    tidy         ends what a dead bridge's lease left, then frees its resources (`python PYDIR tidy`)
 
 procgroup, keeper and supervisor are standard library only; the bridges import Ray. The package
 is pickled by value with the actor class (actor.register_by_value), so a Ray node that runs a

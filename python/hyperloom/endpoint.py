@@ -25,7 +25,7 @@ class ProtocolError(Exception):
 
 
 class JsonLinesEndpoint:
-    """The protocol's plumbing, shared by this bridge and the group bridge (hyperloom_group.py):
+    """The protocol's plumbing, shared by this bridge and the group bridge (hyperloom.group):
     protocol lines out on `out` (one writer at a time; a closed stdout is an inbox event), JSON
     objects in from stdin, and TERM/INT/HUP, all as events on one inbox. And the life both lead:
     import Ray, read the one request (op `OP`, checked by `parse`), `start` it (which may
