@@ -13,8 +13,6 @@ import time
 
 from hyperloom import actor
 
-DEFAULT_STOP_GRACE_SEC = 3.0
-
 
 # How often a waiting bridge sweeps up dead bridges' lease groups (JsonLinesEndpoint.sweep).
 SWEEP_SEC = 1.0
@@ -43,7 +41,7 @@ class JsonLinesEndpoint:
         self.stdout_gone = False
         self.ray = None
         self.connected = False
-        self.grace = DEFAULT_STOP_GRACE_SEC
+        self.grace = None  # the request's stop_grace_sec: hyperloom (TypeScript) holds the default
         self.releasing = False
 
     # -- to be provided by each bridge

@@ -10,13 +10,13 @@ The placement group is detached and named for the group and one token per bundle
 still runs; a sweep removes it once hyperloom.gone finds nothing of any rank (the next lease's
 bridge, or hyperloom's tidy when it saw this bridge die). Standard library and `ray` only.
 
-Protocol (version 1), JSON lines as in hyperloom.bridge (stdout carries protocol lines only):
+Protocol: JSON lines as in hyperloom.bridge (stdout carries protocol lines only):
 
 hyperloom -> bridge (stdin):
 
     {"op": "group", "address": "host:port", "nodes": N, "gpus": G, "serving_slot": true,
      "argv": [...], "env": {...}, "cwd": "/dir", "name": "optional: the placement group's name, before its tokens",
-     "namespace": "optional", "stop_grace_sec": 3}
+     "namespace": "optional", "stop_grace_sec": 3, "gpu_clean_timeout_sec": 30}
         N >= 1 (hyperloom sends N >= 2). Each rank's command gets `env` plus HYPERLOOM_RANK,
         HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
         device variables (CUDA_VISIBLE_DEVICES…) laid over it. Optional: "leader_argv" (rank 0

@@ -190,7 +190,7 @@ describe("supervisor", () => {
     const code = [
       "import subprocess, sys, threading, time",
       "def go():",
-      `    subprocess.Popen([sys.executable, "-I", ${JSON.stringify(pythonDir)}, "supervise", "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
+      `    subprocess.Popen([sys.executable, ${supervisorArgv.map((a) => JSON.stringify(a)).join(", ")}, "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
       "t = threading.Thread(target=go); t.start(); t.join()",
       "print('spawned', flush=True)",
       "time.sleep(600)"

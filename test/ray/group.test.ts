@@ -10,6 +10,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../../src/domain/GpuHolders.js"
+import { DEFAULT_STOP_GRACE_SEC } from "../../src/services/BridgeProcess.js"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { groupRun, markedSleeps, pgidOf, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
@@ -369,7 +371,9 @@ describe("serving groups across two Ray nodes on one host", () => {
       end_with_leader: true,
       rank_ports: true,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-      cwd: projectRoot
+      cwd: projectRoot,
+      stop_grace_sec: DEFAULT_STOP_GRACE_SEC,
+      gpu_clean_timeout_sec: DEFAULT_GPU_CLEAN_TIMEOUT_SEC
     })
     const ended = await g.waitEvent((e) => e.event === "ended", 60_000)
     assert.strictEqual(ended.code, 0)

@@ -7,13 +7,24 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../../src/domain/GpuHolders.js"
+import { DEFAULT_STOP_GRACE_SEC } from "../../src/services/BridgeProcess.js"
 import { type Head, projectRoot, rayPython, sleep, waitFor } from "./ray.js"
 
 /** PYDIR: the folder a Python runs as `python PYDIR COMMAND` (python/__main__.py). */
 export const pythonDir = path.join(projectRoot, "python")
 
-/** The supervisor's argv after the interpreter, as the lease actor starts it. */
-export const supervisorArgv = ["-I", pythonDir, "supervise"] as const
+/**
+ * The supervisor's argv after the interpreter, as the lease actor starts it: the grace is hyperloom's
+ * (the supervisor has no default of its own); a later `--grace` in a test's arguments wins.
+ */
+export const supervisorArgv = [
+  "-I",
+  pythonDir,
+  "supervise",
+  "--grace",
+  String(DEFAULT_STOP_GRACE_SEC)
+] as const
 
 /** True when `argv` (a process's) runs the Python side's `command` ("bridge", "group", "supervise"…). */
 export const runsPython = (argv: ReadonlyArray<string>, command: string): boolean =>
@@ -236,6 +247,9 @@ export const leaseOp = (head: Head, fields: Record<string, unknown>) => ({
   serving_slot: true,
   env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
   cwd: projectRoot,
+  // hyperloom's values, which the bridge requires (it keeps no default of its own)
+  stop_grace_sec: DEFAULT_STOP_GRACE_SEC,
+  gpu_clean_timeout_sec: DEFAULT_GPU_CLEAN_TIMEOUT_SEC,
   ...fields
 })
 
