@@ -38,14 +38,14 @@ exit ends the lease. `run` is a streaming generator yielding lists of protocol e
 when lines come faster than they are consumed); `stop` sends TERM to the supervisor, which
 forwards it to the group and escalates to KILL after the grace.
 
-Invariant (SPEC section 9): once the lease's resources are released in Ray, nothing of CMD's
-process group runs. Ray itself frees a dead worker's resources before anything stopped CMD, and a
-dead driver's actors and job-owned placement groups at once; so the resources are held by the
-lease's detached placement group, which is removed only after the end: by the bridge once the
-supervisor reported the exit (it does so when nothing is left), else once hyperloom.gone finds
-nothing of the lease on its node (by the lease's token: the supervisor's argv and the lease's
-cgroup's name), by the bridge or, when the bridge died, by hyperloom's tidy (hyperloom.tidy) or
-the next lease's bridge's sweep. Every
+Invariant (docs/design.md#the-slot-means-the-gpus-are-free): once the lease's resources are released
+in Ray, nothing of CMD's process group runs. Ray itself frees a dead worker's resources before
+anything stopped CMD, and a dead driver's actors and job-owned placement groups at once; so the
+resources are held by the lease's detached placement group, which is removed only after the end: by
+the bridge once the supervisor reported the exit (it does so when nothing is left), else once
+hyperloom.gone finds nothing of the lease on its node (by the lease's token: the supervisor's argv
+and the lease's cgroup's name), by the bridge or, when the bridge died, by hyperloom's tidy
+(hyperloom.tidy) or the next lease's bridge's sweep. Every
 way the lease can end takes the group with it:
 
     hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,

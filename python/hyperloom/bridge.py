@@ -136,7 +136,7 @@ class Bridge(JsonLinesEndpoint):
                 # (the GCS would at once); bridges sweep up those of dead bridges (`sweep`).
                 # This driver's own node first when it has room, as Ray schedules an actor (a
                 # baseline reads the files its command writes), else any node that has.
-                # Nodes the lease must not have (a sweep's other hardware class, SPEC §14): Ray's
+                # Nodes the lease must not have (a sweep's other hardware class, docs/design.md#sweeps-at-cluster-scale): Ray's
                 # own label selector on the node id keeps the bundle off them.
                 avoid = spec.get("avoid_nodes") or []
                 extra = {"bundle_label_selector": [{"ray.io/node-id": "!in(%s)" % ",".join(avoid)}]} if avoid else {}

@@ -1,6 +1,6 @@
-"""Clean GPUs (SPEC section 13): who holds a lease's GPUs, the gate before its command starts and
-the reclaim wait after it ended. Standard library only: the supervisor runs it under `python -I`
-on the node that runs the command (a group rank on another node checks its own node).
+"""Clean GPUs (docs/design.md#clean-gpus): who holds a lease's GPUs, the gate before its command
+starts and the reclaim wait after it ended. Standard library only: the supervisor runs it under
+`python -I` on the node that runs the command (a group rank on another node checks its own node).
 
     python -I PYDIR gpus [--json]     every holder of this node's GPUs (`ray doctor` asks this)
 

@@ -16,9 +16,9 @@ Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it cou
 executed, 2 usage). Standard library only: the lease actor runs it with `python -I` from the
 package folder, or from a copy of it on a node that has only Ray (see hyperloom.actor).
 
-Containment (SPEC §13): the supervisor and its keeper lead a session and process group of their
-own; CMD runs in a process group of its own (a signal CMD sends to its group does not reach
-them). Everything CMD starts is found whatever group or session it moves to: in the lease's
+Containment (docs/design.md#contained): the supervisor and its keeper lead a session and process
+group of their own; CMD runs in a process group of its own (a signal CMD sends to its group does not
+reach them). Everything CMD starts is found whatever group or session it moves to: in the lease's
 cgroup (hyperloom.cgroup) where the host allows one ("containment cgroup"), and always as the
 supervisor's descendants, since it is a child subreaper (orphans come back to it, not to init).
 How it ends with the lease (see the package's text for the whole picture): TERM/INT/HUP stop

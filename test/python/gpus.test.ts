@@ -1,7 +1,7 @@
 /**
- * The clean-GPU gate's Python side (SPEC §13, python/hyperloom/gpus.py) without Ray, on the
- * recorded tool outputs (test/fixtures/gpu) printed by fake `nvidia-smi`/`amd-smi` executables
- * first on PATH: the formats are read once, here; the supervisor waits up to
+ * The clean-GPU gate's Python side (docs/design.md#clean-gpus, python/hyperloom/gpus.py) without
+ * Ray, on the recorded tool outputs (test/fixtures/gpu) printed by fake `nvidia-smi`/`amd-smi`
+ * executables first on PATH: the formats are read once, here; the supervisor waits up to
  * --gpu-clean-timeout for a holder outside the lease, then refuses naming it (gpu_busy on its
  * status pipe, CMD never started, the holder never signalled); a holder that lets go in time lets
  * CMD start; after CMD, the reclaim wait holds the exit back while a dead context of the lease is

@@ -1,7 +1,7 @@
 /**
  * The group bridge's pure parts (python/hyperloom/group.py), without Ray: the heartbeat timeout
- * it picks from the cluster's health-check settings (below Ray's node-death time, SPEC §11), and
- * the request's env_base.
+ * it picks from the cluster's health-check settings (below Ray's node-death time,
+ * docs/design.md#fencing-an-unreachable-node), and the request's env_base.
  */
 import { spawnSync } from "node:child_process"
 import { assert, describe, it } from "@effect/vitest"

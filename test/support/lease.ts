@@ -47,9 +47,10 @@ export const anyPython = fs.existsSync(rayPython) ? rayPython : "python3"
 export const markerSleep = (seconds = 300): string => `${seconds}.${Math.floor(Math.random() * 1e9)}`
 
 /**
- * Shell lines that leave the command's process group (SPEC §13), one of each kind: `setsid`, GNU
- * `timeout` (a group of its own), `start_new_session=True`, a double-forked daemon (fork, setsid,
- * fork again, the middle one exits). Each ends up running `sleep MARKER` (m[0] … m[3]).
+ * Shell lines that leave the command's process group (docs/design.md#contained), one of each kind:
+ * `setsid`, GNU `timeout` (a group of its own), `start_new_session=True`, a double-forked daemon
+ * (fork, setsid, fork again, the middle one exits). Each ends up running `sleep MARKER` (m[0] …
+ * m[3]).
  */
 export const escapingLines = (m: ReadonlyArray<string>): string =>
   [
@@ -67,7 +68,7 @@ if os.fork() == 0:
 /**
  * A Python command that ignores `sig` (so does its child, `sleep MARKER`), sends it to its own
  * process group (`kill -SIG 0`), waits `holdSec` and prints "survived": its supervision must
- * outlive that (SPEC §13), and nothing of it may outlive the lease.
+ * outlive that (docs/design.md#contained), and nothing of it may outlive the lease.
  */
 export const selfSignalCode = (sig: string, holdSec: number): string =>
   [

@@ -1,5 +1,5 @@
 /**
- * Statistics over a point's repeats and the best point of a sweep (SPEC §12). Pure.
+ * Statistics over a point's repeats and the best point of a sweep (docs/design.md#best-and-tie). Pure.
  *
  * - A point's metrics are the median over its measured repeats, with min and max beside it.
  * - Best: the `ok` point with the highest median output throughput. With R ≥ 2 repeats, a best
