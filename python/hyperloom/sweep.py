@@ -1,4 +1,5 @@
-"""The sweep runner: one server combination of a sweep (SPEC sections 12 and 14), run as the leased command.
+"""The sweep runner: one server combination of a sweep (docs/design.md#combinations-and-points,
+docs/design.md#sweeps-at-cluster-scale), run as the leased command.
 
     python PYDIR sweep --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
         --progress-every SEC --dir ENGINE_DIR --cwd DIR

@@ -28,7 +28,7 @@ const TEXT = /\.(?:[cm]?[jt]s|py|md|sh)$/
 const SKIPPED_DIRS = new Set(["node_modules", "__pycache__", ".venv", "dist"])
 
 // Built from parts so this file does not match itself.
-const SPEC_REF = new RegExp(`\\bSPEC(?:'s)?\\s*(?:${"\u00a7"}|section\\s+\\d)`)
+const SPEC_REF = new RegExp(`\\bSPEC(?:'s)?\\s*(?:${"\u00a7"}|sections?\\s+\\d)`)
 // A bare section sign with a number, unless it follows a Markdown file's name (`reliability.md §2`).
 const BARE_REF = new RegExp(`(?<!\\.md\\s?)${"\u00a7"}\\s*\\d`)
 // An upper-case document's name (the README's): it must exist at the root, in docs/ or beside the file.
@@ -188,7 +188,7 @@ describe("the design's references", () => {
       )
       write("src/a.ts", `/** Holds a lease (${D}design.md#serving-leases). */\n// (SPEC ${sign}5)\n`)
       write("src/b.ts", `// ${D}design.md#no-such-heading, ${D}missing.md#x\n`)
-      write("python/c.py", `"""The bridge (SPEC ${"section"} 5)."""\n`)
+      write("python/c.py", `"""The bridge (SPEC ${"section"} 5)."""\n# (SPEC ${"sections"} 5 and 11)\n`)
       write(
         "test/d.test.ts",
         `// beside every ${sign}7 field\n// as ${"RAY"}.md says; docs/README.md and README.md are here\n`
@@ -201,6 +201,7 @@ describe("the design's references", () => {
           "src/b.ts:1: docs/design.md has no heading #no-such-heading",
           "src/b.ts:1: docs/missing.md does not exist",
           "python/c.py:1: spec",
+          "python/c.py:2: spec",
           "test/d.test.ts:1: spec",
           `test/d.test.ts:2: ${"RAY"}.md is not in the repository`,
           "docs/design.md:5: docs/design.md has no heading #the-guards",
