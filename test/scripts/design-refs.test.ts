@@ -1,6 +1,7 @@
 /**
  * The design lives in the repository (docs/design.md): the code's references point at it, and they
- * keep pointing somewhere. Three checks over src/, python/, test/, docs/ and README.md:
+ * keep pointing somewhere. Three checks over src/, python/, test/, docs/, bench/, scripts/, examples/
+ * and README.md:
  *
  * - no reference to a specification the repository does not contain (`SPEC` followed by a section
  *   sign or "section N", or a bare section sign with a number in code and tests), nor to an
@@ -22,7 +23,7 @@ import { assert, describe, it } from "@effect/vitest"
 
 const root = path.resolve(import.meta.dirname, "../..")
 
-const SCANNED_DIRS = ["src", "python", "test", "docs"]
+const SCANNED_DIRS = ["src", "python", "test", "docs", "bench", "scripts", "examples"]
 const SCANNED_FILES = ["README.md"]
 const TEXT = /\.(?:[cm]?[jt]s|py|md|sh)$/
 const SKIPPED_DIRS = new Set(["node_modules", "__pycache__", ".venv", "dist"])
