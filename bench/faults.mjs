@@ -1,11 +1,12 @@
-// Fault injection on a real head (SPEC §9 "the slot means the GPUs are free", §13 contained):
-// runs seeded iterations of the harness in test/support/faults.ts (bundled here with esbuild),
-// --faults of each kind (SIGKILL of the CLI, the bridge, the worker, the supervisor, its keeper,
-// the command, the command's whole group, ray.kill; SIGSTOP of each of those, then a SIGKILL of
-// the process whose death ends the lease), each lease's command holding one escape of each kind
-// (setsid, timeout, start_new_session, a double fork), and prints the counts: faults per kind
-// and per phase, invariants held, orphans, samples of the slot free while anything of the lease
-// ran, double holders. Goal: 0 orphans, 0 such samples, 0 double holders.
+// Fault injection on a real head (docs/design.md#the-slot-means-the-gpus-are-free,
+// docs/design.md#contained): runs seeded iterations of the harness in
+// test/support/faults.ts (bundled here with esbuild), --faults of each kind (SIGKILL of the CLI,
+// the bridge, the worker, the supervisor, its keeper, the command, the command's whole group,
+// ray.kill; SIGSTOP of each of those, then a SIGKILL of the process whose death ends the lease),
+// each lease's command holding one escape of each kind (setsid, timeout, start_new_session, a
+// double fork), and prints the counts: faults per kind and per phase, invariants held, orphans,
+// samples of the slot free while anything of the lease ran, double holders. Goal: 0 orphans, 0 such
+// samples, 0 double holders.
 //
 //   node scripts/build.mjs --bundle-only && node bench/faults.mjs [--faults 50] [--seed 1]
 //        [--kinds bridge,stop:keeper,...] [--minutes M] [--out outcomes.json]

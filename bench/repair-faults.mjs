@@ -1,4 +1,4 @@
-// Faults injected into real repairs, counted (SPEC §9 "One repairer per host"). Each round starts a
+// Faults injected into real repairs, counted (docs/design.md#one-repairer-per-host). Each round starts a
 // lone slot-less head, then either
 //   - runs `hyperloom ray ensure` paused at one step of the repair (test-only
 //     HYPERLOOM_TEST_REPAIR_PAUSE: before_stop, before_start, before_slot), SIGKILLs it there, and

@@ -9,11 +9,11 @@
 // Prints each figure and its goal. Needs `npm run build`; starts and stops its own head
 // (run it on a host of its own: `bash scripts/own-host.sh node bench/sweep.mjs`).
 //
-// `--adaptive` (SPEC §15, issue 25): instead, side by side in one run on one head, the stand-in's
-// three-axis model (examples/engine-model.mjs THREE_AXES: three numeric params of four values,
-// unimodal, a KV-infeasible corner) swept with `--strategy grid` and `--strategy adaptive`: each
-// one's engine starts, wall time, best, and where its time went; goal: the grid's best with at
-// most 30 % of the grid's engine starts.
+// `--adaptive` (docs/design.md#time-to-the-answer, issue 25): instead, side by side in one run on
+// one head, the stand-in's three-axis model (examples/engine-model.mjs THREE_AXES: three numeric
+// params of four values, unimodal, a KV-infeasible corner) swept with `--strategy grid` and
+// `--strategy adaptive`: each one's engine starts, wall time, best, and where its time went; goal:
+// the grid's best with at most 30 % of the grid's engine starts.
 //
 //   node bench/sweep.mjs [--adaptive]
 //   node bench/sweep.mjs --hosts 3     (bench/sweep-hosts.mjs: --parallel 3 against 1 on three hosts)

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Hosts of their own on this machine, joined by a network switch (SPEC §11, §14): each host is a
-# process holding new PID, network and mount namespaces (its own /proc, /tmp, /dev/shm, /srv,
+# Hosts of their own on this machine, joined by a network switch
+# (docs/design.md#serving-groups-across-nodes, docs/design.md#sweeps-at-cluster-scale): each host is
+# a process holding new PID, network and mount namespaces (its own /proc, /tmp, /dev/shm, /srv,
 # loopback). The head host (198.18.0.1) holds a bridge, the switch; every other host (worker at
 # 198.18.0.2, worker2 at 198.18.0.3, …, from the benchmarking range 198.18.0.0/15) is joined to it
 # by a veth pair, its cable. The addresses exist only inside the hosts; nothing is created in any
 # other namespace. Only the head host has the checkout: the others see the Ray installation
-# (HYPERLOOM_RAY's, else the checkout's .venv) and none of the checkout (the checkout directory,
-# and a checkout that holds the venv, is hidden under an empty tmpfs, the venv bound back).
-# Every host has the stand-in engine and client (examples/fake-engine.mjs, engine-model.mjs,
+# (HYPERLOOM_RAY's, else the checkout's .venv) and none of the checkout (the checkout directory, and
+# a checkout that holds the venv, is hidden under an empty tmpfs, the venv bound back). Every host
+# has the stand-in engine and client (examples/fake-engine.mjs, engine-model.mjs,
 # fake-bench-client.mjs) installed outside any checkout, as a user installs an engine, at
 # /srv/hyperloom-stand-ins (the same path on every node, so one server command runs on any), with
-# the commands `fake-engine` and `fake-bench-client` in its bin/ (for PATH).
-# By default every host also sees one folder at /tmp/shared (DIR/shared), as nodes see a shared
-# file system; `--no-shared` makes hosts that share nothing but the network (and Ray).
+# the commands `fake-engine` and `fake-bench-client` in its bin/ (for PATH). By default every host
+# also sees one folder at /tmp/shared (DIR/shared), as nodes see a shared file system; `--no-shared`
+# makes hosts that share nothing but the network (and Ray).
 #
 # Usage:
 #   scripts/hosts.sh up DIR [--hosts N] [--no-shared]

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # The quick start (`npm run quickstart`): on a fresh clone, one command that installs what is
-# missing, runs a serving baseline (SPEC §10) of the stand-in engine and load client under a
-# serving lease on a local Ray head, shows the session's state and writes the HTML report.
+# missing, runs a serving baseline (docs/design.md#serving-benchmarks) of the stand-in
+# engine and load client under a serving lease on a local Ray head, shows the session's state and
+# writes the HTML report.
 #
 #   1. `npm ci` when node_modules is missing; Ray core into .venv (scripts/setup-ray.sh);
 #      `npm run build` when dist/ is missing or older than the sources.
 #   2. `hyperloom baseline run --session sessions/quickstart-<time> --gpus 0
 #      --server 'node examples/fake-engine.mjs …' -- node examples/fake-bench-client.mjs`: with no
-#      Ray running, hyperloom starts a local head with the serving_slot resource itself (SPEC §3);
+#      Ray running, hyperloom starts a local head with the serving_slot resource itself (docs/design.md#ensuring-a-cluster);
 #      a head that already answers is reused. The engine (an OpenAI-compatible stand-in, no GPU
 #      needed) starts on a free port in its own process group, the client runs once it answers
 #      /health, writes vLLM's result format, and the engine is stopped before the lease ends.
 #   3. `hyperloom state show` on that session and `hyperloom report` into
 #      sessions/quickstart-<time>/report.html (side by side).
-#   4. A small sweep (SPEC §12: 2 batch limits x 3 loads, the best under p99_ttft_ms<=1000) in
+#   4. A small sweep (docs/design.md#sweeps: 2 batch limits x 3 loads, the best under p99_ttft_ms<=1000) in
 #      sessions/quickstart-<time>-sweep, and its report there.
 #   5. Stops the Ray head again, but only if this script's run started it (nothing answered before)
 #      and the host's only Ray daemons are that head's: `ray stop` ends every Ray process on the

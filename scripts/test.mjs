@@ -33,7 +33,8 @@ const ownHosts =
   spawnSync("bash", ["scripts/own-host.sh", "true"], { stdio: "ignore" }).status === 0
 const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 2) || 1) : 1
 
-// Even with hosts of their own, whose tests cannot reach this host's Ray, it refuses (SPEC §9).
+// Even with hosts of their own, whose tests cannot reach this host's Ray, it refuses
+// (docs/design.md#the-test-suite-protects-the-host-too).
 if (only !== "unit") {
   // HYPERLOOM_TEST_PROC_ROOT: test-only, points the scan at a recorded /proc tree.
   const refused = refusal(process.env, process.env.HYPERLOOM_TEST_PROC_ROOT ?? "/proc")

@@ -7,13 +7,17 @@ this package and its __main__.py). One job per module:
     keeper       the forked child that KILLs a group the moment its parent (or an owner) ends
     supervisor   runs one lease's command in a group it leads; `python -I PYDIR supervise`
     gone         what is left of a lease on its host, by the lease's token, and ending it
+    gpus         who holds a lease's GPUs: the clean-GPU gate before CMD, the reclaim wait after
     actor        the lease actor (Ray): holds the resources, runs the supervisor, streams events
     endpoint     the JSON-lines plumbing both bridges share
     bridge       one lease (`python PYDIR bridge`)
     group        one serving group, a rank actor per node (`python PYDIR group`)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
+    sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
     tee          the runners' one copy of a client's output to theirs and to client.log
     jsonfile     the runners' one atomic write of a status document (serve.json, engine.json)
+    listener     who listens on the engine's port: the runners' check that it is the engine's own
+    tidy         ends what a dead bridge's lease left, then frees its resources (`python PYDIR tidy`)
 
 procgroup, keeper and supervisor are standard library only; the bridges import Ray. The package
 is pickled by value with the actor class (actor.register_by_value), so a Ray node that runs a
@@ -34,14 +38,14 @@ exit ends the lease. `run` is a streaming generator yielding lists of protocol e
 when lines come faster than they are consumed); `stop` sends TERM to the supervisor, which
 forwards it to the group and escalates to KILL after the grace.
 
-Invariant (SPEC section 9): once the lease's resources are released in Ray, nothing of CMD's
-process group runs. Ray itself frees a dead worker's resources before anything stopped CMD, and a
-dead driver's actors and job-owned placement groups at once; so the resources are held by the
-lease's detached placement group, which is removed only after the end: by the bridge once the
-supervisor reported the exit (it does so when nothing is left), else once hyperloom.gone finds
-nothing of the lease on its node (by the lease's token: the supervisor's argv and the lease's
-cgroup's name), by the bridge or, when the bridge died, by hyperloom's tidy (hyperloom.tidy) or
-the next lease's bridge's sweep. Every
+Invariant (docs/design.md#the-slot-means-the-gpus-are-free): once the lease's resources are released
+in Ray, nothing of CMD's process group runs. Ray itself frees a dead worker's resources before
+anything stopped CMD, and a dead driver's actors and job-owned placement groups at once; so the
+resources are held by the lease's detached placement group, which is removed only after the end: by
+the bridge once the supervisor reported the exit (it does so when nothing is left), else once
+hyperloom.gone finds nothing of the lease on its node (by the lease's token: the supervisor's argv
+and the lease's cgroup's name), by the bridge or, when the bridge died, by hyperloom's tidy
+(hyperloom.tidy) or the next lease's bridge's sweep. Every
 way the lease can end takes the group with it:
 
     hyperloom (the CLI) dies        the bridge sees EOF on stdin and releases normally (TERM,

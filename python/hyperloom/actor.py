@@ -175,8 +175,7 @@ def leased_gpus(ray, timeout_sec):
         ids = []
     if not ids:
         return None
-    timeout = gpus.DEFAULT_CLEAN_TIMEOUT_SEC if timeout_sec is None else float(timeout_sec)
-    return {"gpus": ids, "timeout_sec": timeout}
+    return {"gpus": ids, "timeout_sec": float(timeout_sec)}
 
 
 def make_actor_class(ray, with_runner=False):

@@ -2,8 +2,8 @@
 
     python PYDIR bridge        JSON lines on stdin/stdout
 
-Protocol (version 1)
---------------------
+Protocol
+--------
 One JSON object per line, UTF-8, both directions. stdout carries ONLY protocol lines: the bridge
 moves file descriptor 1 onto stderr before importing Ray, so Ray's (and anyone's) prints land on
 stderr, which is free-form diagnostics.
@@ -19,7 +19,9 @@ hyperloom -> bridge (stdin):
         `env` is the command's whole environment (default: the bridge's), `cwd` defaults to the
         bridge's working directory. `stdin`: CMD reads what `stdin` ops send (else /dev/null).
         `raw_output`: `output` events carry CMD's bytes unchanged (`data`) instead of lines.
-        `gpu_clean_timeout_sec` bounds the clean-GPU gate's wait (hyperloom.gpus; default 30).
+        `gpu_clean_timeout_sec` bounds the clean-GPU gate's wait (hyperloom.gpus). `stop_grace_sec`
+        and `gpu_clean_timeout_sec` are required: their defaults are hyperloom's, which sends them.
+        The protocol carries no version: the bridge ships in the package with the side that speaks it.
     {"op": "stdin", "data": "<base64>"}  /  {"op": "stdin", "eof": true}
         Bytes for CMD's stdin, in order, then its end (only with "stdin": true). Each data op is
         answered by `stdin_written` once CMD's stdin took it (the sender bounds what is in flight).
@@ -84,10 +86,8 @@ import sys
 import threading
 
 from hyperloom import actor
-from hyperloom.endpoint import DEFAULT_STOP_GRACE_SEC, JsonLinesEndpoint, ProtocolError, describe, serve_stdio
-from hyperloom.gpus import DEFAULT_CLEAN_TIMEOUT_SEC
+from hyperloom.endpoint import JsonLinesEndpoint, ProtocolError, describe, serve_stdio
 
-PROTOCOL_VERSION = 1
 DEFAULT_NAMESPACE = "hyperloom"
 
 
@@ -136,7 +136,7 @@ class Bridge(JsonLinesEndpoint):
                 # (the GCS would at once); bridges sweep up those of dead bridges (`sweep`).
                 # This driver's own node first when it has room, as Ray schedules an actor (a
                 # baseline reads the files its command writes), else any node that has.
-                # Nodes the lease must not have (a sweep's other hardware class, SPEC §14): Ray's
+                # Nodes the lease must not have (a sweep's other hardware class, docs/design.md#sweeps-at-cluster-scale): Ray's
                 # own label selector on the node id keeps the bundle off them.
                 avoid = spec.get("avoid_nodes") or []
                 extra = {"bundle_label_selector": [{"ray.io/node-id": "!in(%s)" % ",".join(avoid)}]} if avoid else {}
@@ -352,11 +352,13 @@ def parse_lease(msg):
     need(isinstance(stdin, bool), "stdin must be a boolean")
     raw_output = msg.get("raw_output", False)
     need(isinstance(raw_output, bool), "raw_output must be a boolean")
-    grace = msg.get("stop_grace_sec", DEFAULT_STOP_GRACE_SEC)
-    need(isinstance(grace, (int, float)) and not isinstance(grace, bool) and grace >= 0, "stop_grace_sec must be >= 0")
-    clean = msg.get("gpu_clean_timeout_sec", DEFAULT_CLEAN_TIMEOUT_SEC)
+    # Required, no default here: hyperloom (TypeScript) holds the one definition of both and sends them.
+    grace = msg.get("stop_grace_sec")
+    need(isinstance(grace, (int, float)) and not isinstance(grace, bool) and grace >= 0,
+         "stop_grace_sec must be a number >= 0")
+    clean = msg.get("gpu_clean_timeout_sec")
     need(isinstance(clean, (int, float)) and not isinstance(clean, bool) and clean >= 0,
-         "gpu_clean_timeout_sec must be >= 0")
+         "gpu_clean_timeout_sec must be a number >= 0")
     avoid = msg.get("avoid_nodes") or []
     need(isinstance(avoid, list) and all(isinstance(n, str) and re.fullmatch(r"[0-9a-f]{8,64}", n) for n in avoid),
          "avoid_nodes must be a list of Ray node ids (hex)")

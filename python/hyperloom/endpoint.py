@@ -13,8 +13,6 @@ import time
 
 from hyperloom import actor
 
-DEFAULT_STOP_GRACE_SEC = 3.0
-
 
 # How often a waiting bridge sweeps up dead bridges' lease groups (JsonLinesEndpoint.sweep).
 SWEEP_SEC = 1.0
@@ -25,7 +23,7 @@ class ProtocolError(Exception):
 
 
 class JsonLinesEndpoint:
-    """The protocol's plumbing, shared by this bridge and the group bridge (hyperloom_group.py):
+    """The protocol's plumbing, shared by this bridge and the group bridge (hyperloom.group):
     protocol lines out on `out` (one writer at a time; a closed stdout is an inbox event), JSON
     objects in from stdin, and TERM/INT/HUP, all as events on one inbox. And the life both lead:
     import Ray, read the one request (op `OP`, checked by `parse`), `start` it (which may
@@ -43,7 +41,7 @@ class JsonLinesEndpoint:
         self.stdout_gone = False
         self.ray = None
         self.connected = False
-        self.grace = DEFAULT_STOP_GRACE_SEC
+        self.grace = None  # the request's stop_grace_sec: hyperloom (TypeScript) holds the default
         self.releasing = False
 
     # -- to be provided by each bridge

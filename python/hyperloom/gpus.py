@@ -1,6 +1,6 @@
-"""Clean GPUs (SPEC section 13): who holds a lease's GPUs, the gate before its command starts and
-the reclaim wait after it ended. Standard library only: the supervisor runs it under `python -I`
-on the node that runs the command (a group rank on another node checks its own node).
+"""Clean GPUs (docs/design.md#clean-gpus): who holds a lease's GPUs, the gate before its command
+starts and the reclaim wait after it ended. Standard library only: the supervisor runs it under
+`python -I` on the node that runs the command (a group rank on another node checks its own node).
 
     python -I PYDIR gpus [--json]     every holder of this node's GPUs (`ray doctor` asks this)
 
@@ -30,7 +30,8 @@ import time
 
 # json and subprocess are imported where used: a lease without GPUs pays only for this module.
 
-DEFAULT_CLEAN_TIMEOUT_SEC = 30.0
+# The gate's wait (--gpu-clean-timeout) has no default here: hyperloom (TypeScript) holds it and
+# passes it down (the bridge's request, the supervisor's argv).
 # The reclaim wait's bound: after the command ended, how long the release waits for the lease's
 # own processes to let go of their GPU device files (and a tool to stop listing a dead one).
 RECLAIM_TIMEOUT_SEC = 10.0

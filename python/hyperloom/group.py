@@ -1,22 +1,24 @@
 #!/usr/bin/env python3
-"""The group bridge: holds one serving group (SPEC §11) for hyperloom (`python PYDIR group`).
+"""The group bridge: holds one serving group (docs/design.md#serving-groups-across-nodes) for
+hyperloom (`python PYDIR group`).
 
 A group is one Ray placement group of N bundles {"GPU": G, "serving_slot": 1} with strategy
 STRICT_SPREAD (one bundle per node) and one rank actor per bundle. Each rank is the lease actor of
-hyperloom.actor (same class, same command supervisor: everything SPEC §9 says of a lease holds
-per rank), with one extra method that tells rank 0's node address and a free port on it.
-The placement group is detached and named for the group and one token per bundle
-(hyperloom.actor.hold_name): this bridge's death does not free the slots while a rank's command
-still runs; a sweep removes it once hyperloom.gone finds nothing of any rank (the next lease's
-bridge, or hyperloom's tidy when it saw this bridge die). Standard library and `ray` only.
+hyperloom.actor (same class, same command supervisor: everything
+docs/design.md#invariants-under-faults says of a lease holds per rank), with one extra method that
+tells rank 0's node address and a free port on it. The placement group is detached and named for the
+group and one token per bundle (hyperloom.actor.hold_name): this bridge's death does not free the
+slots while a rank's command still runs; a sweep removes it once hyperloom.gone finds nothing of any
+rank (the next lease's bridge, or hyperloom's tidy when it saw this bridge die). Standard library
+and `ray` only.
 
-Protocol (version 1), JSON lines as in hyperloom.bridge (stdout carries protocol lines only):
+Protocol: JSON lines as in hyperloom.bridge (stdout carries protocol lines only):
 
 hyperloom -> bridge (stdin):
 
     {"op": "group", "address": "host:port", "nodes": N, "gpus": G, "serving_slot": true,
      "argv": [...], "env": {...}, "cwd": "/dir", "name": "optional: the placement group's name, before its tokens",
-     "namespace": "optional", "stop_grace_sec": 3}
+     "namespace": "optional", "stop_grace_sec": 3, "gpu_clean_timeout_sec": 30}
         N >= 1 (hyperloom sends N >= 2). Each rank's command gets `env` plus HYPERLOOM_RANK,
         HYPERLOOM_WORLD_SIZE, HYPERLOOM_LEADER_HOST, HYPERLOOM_LEADER_PORT, and its actor's own
         device variables (CUDA_VISIBLE_DEVICES…) laid over it. Optional: "leader_argv" (rank 0
@@ -78,19 +80,20 @@ bridge -> hyperloom (stdout):
 
 Exit status: 0 after a release with no error, 1 after an error event.
 
-All ranks or none, also at the clean-GPU gate (SPEC §13): each rank's supervisor checks its own
-node's GPUs, then holds its command back (hyperloom.supervisor --hold-fd) until this bridge has
-heard from every rank that its GPUs are clean, and only then tells each to start. A rank whose
-GPUs stay held fails with gpu_busy; the others are stopped before their commands ever ran.
+All ranks or none, also at the clean-GPU gate (docs/design.md#clean-gpus): each rank's supervisor
+checks its own node's GPUs, then holds its command back (hyperloom.supervisor --hold-fd) until this
+bridge has heard from every rank that its GPUs are clean, and only then tells each to start. A rank
+whose GPUs stay held fails with gpu_busy; the others are stopped before their commands ever ran.
 
-The heartbeat (SPEC §11, an unreachable node): while the ranks run, this bridge calls every rank's
-`beat` every H/5 seconds. A rank cut off from it (a network partition, the launching host gone)
-hears nothing, and after H seconds stops its command (TERM, the grace, KILL) by itself. Ray
-declares an unreachable node dead, and frees its slot, only after `health_check_failure_threshold`
-health checks in a row failed, each after `health_check_timeout_ms`, `health_check_period_ms`
-apart (5 × (10 s + 3 s) ≈ 65 s by default, measured 63-69 s); this driver reads those values as
-the cluster has them (ray start --system-config reaches drivers through the GCS) and takes H =
-40 % of that, at most 20 s, so the command is gone before the slot can be given to anyone else.
+The heartbeat (docs/design.md#fencing-an-unreachable-node): while the ranks run, this bridge calls
+every rank's `beat` every H/5 seconds. A rank cut off from it (a network partition, the launching
+host gone) hears nothing, and after H seconds stops its command (TERM, the grace, KILL) by itself.
+Ray declares an unreachable node dead, and frees its slot, only after
+`health_check_failure_threshold` health checks in a row failed, each after
+`health_check_timeout_ms`, `health_check_period_ms` apart (5 × (10 s + 3 s) ≈ 65 s by default,
+measured 63-69 s); this driver reads those values as the cluster has them (ray start --system-config
+reaches drivers through the GCS) and takes H = 40 % of that, at most 20 s, so the command is gone
+before the slot can be given to anyone else.
 """
 
 import argparse

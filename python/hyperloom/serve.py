@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The serving runner: one serving benchmark attempt (SPEC section 10), run as the leased command.
+"""The serving runner: one serving benchmark attempt (docs/design.md#serving-benchmarks), run as the
+leased command.
 
 hyperloom runs this module (`python PYDIR serve`, with the Python of the Ray installation) as the command of a serving
 lease, so it runs on the leased node, inside the lease's process group, holding the lease's GPUs:

@@ -2,9 +2,9 @@
 ("containment cgroup|subreaper", "pid N" or "failed", then "exit N"), and reports the exit only
 once everything CMD started is gone (leftovers: TERM, grace, KILL), because the exit ends the lease.
 
-    python -I PYDIR supervise [--status-fd FD] [--parent PID] [--cwd DIR] [--grace SEC]
+    python -I PYDIR supervise --grace SEC [--status-fd FD] [--parent PID] [--cwd DIR]
                               [--owner-pid PID [--owner-start TICKS]]
-                              [--containment auto|subreaper] [--gpus IDS] [--gpu-clean-timeout S]
+                              [--containment auto|subreaper] [--gpus IDS --gpu-clean-timeout S]
                               [--hold-fd FD] [--lease-token TOKEN] -- ARGV...
 
 --hold-fd FD (a group rank): once the clean-GPU gate has passed, report "clean" and start CMD only
@@ -16,9 +16,9 @@ Exit status: CMD's (128+signal if killed, 127 if it was not found, 126 if it cou
 executed, 2 usage). Standard library only: the lease actor runs it with `python -I` from the
 package folder, or from a copy of it on a node that has only Ray (see hyperloom.actor).
 
-Containment (SPEC §13): the supervisor and its keeper lead a session and process group of their
-own; CMD runs in a process group of its own (a signal CMD sends to its group does not reach
-them). Everything CMD starts is found whatever group or session it moves to: in the lease's
+Containment (docs/design.md#contained): the supervisor and its keeper lead a session and process
+group of their own; CMD runs in a process group of its own (a signal CMD sends to its group does not
+reach them). Everything CMD starts is found whatever group or session it moves to: in the lease's
 cgroup (hyperloom.cgroup) where the host allows one ("containment cgroup"), and always as the
 supervisor's descendants, since it is a child subreaper (orphans come back to it, not to init).
 How it ends with the lease (see the package's text for the whole picture): TERM/INT/HUP stop
@@ -55,12 +55,13 @@ def parse_args(args):
     p.add_argument("--status-fd", type=int)
     p.add_argument("--parent", type=int)
     p.add_argument("--cwd")
-    p.add_argument("--grace", type=float, default=3.0)
+    # The grace and the clean-GPU wait are hyperloom's (TypeScript), passed down: no default here.
+    p.add_argument("--grace", type=float, required=True)
     p.add_argument("--owner-pid", type=int)
     p.add_argument("--owner-start", type=int)
     p.add_argument("--containment", choices=("auto", "subreaper"), default="auto")
     p.add_argument("--gpus", type=gpus.parse_gpu_list, default=[])  # the leased GPUs (hyperloom.gpus)
-    p.add_argument("--gpu-clean-timeout", type=float, default=gpus.DEFAULT_CLEAN_TIMEOUT_SEC)
+    p.add_argument("--gpu-clean-timeout", type=float)  # required with --gpus
     p.add_argument("--hold-fd", type=int)  # a group rank: start CMD on the bridge's word (see above)
     # The lease's token (hyperloom.gone): in our argv (and our keeper's, a fork) and our cgroup's name.
     p.add_argument("--lease-token", type=_token)
@@ -70,6 +71,8 @@ def parse_args(args):
         ns.argv = ns.argv[1:]
     elif ns.argv:
         p.error("unrecognized arguments: %s (the command goes after --)" % " ".join(ns.argv))
+    if ns.gpus and ns.gpu_clean_timeout is None:
+        p.error("--gpus needs --gpu-clean-timeout")
     return ns
 
 

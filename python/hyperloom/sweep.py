@@ -1,4 +1,5 @@
-"""The sweep runner: one server combination of a sweep (SPEC sections 12 and 14), run as the leased command.
+"""The sweep runner: one server combination of a sweep (docs/design.md#combinations-and-points,
+docs/design.md#sweeps-at-cluster-scale), run as the leased command.
 
     python PYDIR sweep --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
         --progress-every SEC --dir ENGINE_DIR --cwd DIR
@@ -8,11 +9,12 @@ always passes them all.
 
 It runs on the leased node, inside the lease, holding its GPUs: it starts the engine ONCE and runs
 many client invocations against it, one at a time, as hyperloom asks (domain/Sweep/Runner.ts). The
-node shares nothing with hyperloom's host but Ray (SPEC section 14): requests come as JSON lines on
-this runner's stdin (forwarded by the lease), and everything it tells hyperloom, files included,
-goes out as lines on its stdout that start with PROTO (the lease brings them back). ENGINE_DIR and
-a request's `dir` are hyperloom's folders on ITS host: this runner never touches them, it names
-them in the files it sends; its own files live in a private folder on this node, removed at its end.
+node shares nothing with hyperloom's host but Ray (docs/design.md#sweeps-at-cluster-scale): requests
+come as JSON lines on this runner's stdin (forwarded by the lease), and everything it tells
+hyperloom, files included, goes out as lines on its stdout that start with PROTO (the lease brings
+them back). ENGINE_DIR and a request's `dir` are hyperloom's folders on ITS host: this runner never
+touches them, it names them in the files it sends; its own files live in a private folder on this
+node, removed at its end.
 
 1. A free port on 127.0.0.1 (HYPERLOOM_PORT, HYPERLOOM_BASE_URL for the server and every client);
    the server (`sh -c`, in DIR when this node has it, else in /) in a process group led by a keeper

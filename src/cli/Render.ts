@@ -124,7 +124,7 @@ export const renderDoctor = (r: DoctorReport): string => {
   return lines.join("\n")
 }
 
-/** Doctor's `gpus` lines: the holders of this host's GPUs, per GPU (SPEC §13). */
+/** Doctor's `gpus` lines: the holders of this host's GPUs, per GPU (docs/design.md#clean-gpus). */
 const renderGpuHolders = (g: DoctorReport["gpu_holders"]): ReadonlyArray<string> => {
   if (g.error !== null) return [`gpus     could not tell who holds this host's GPUs: ${g.error}`]
   if (!g.scanned) return ["gpus     no GPU device file or vendor tool on this host"]

@@ -1,7 +1,8 @@
 /**
- * `hyperloom report`: one self-contained HTML page comparing baseline sessions (SPEC §10). Inline
- * CSS and SVG only: no script, no font, no image, no link of any kind is fetched, so the file opens
- * anywhere (a laptop on a plane). Pure: the sessions in, the page out.
+ * `hyperloom report`: one self-contained HTML page comparing baseline sessions
+ * (docs/design.md#what-a-serving-session-keeps). Inline CSS and SVG only: no script, no font, no
+ * image, no link of any kind is fetched, so the file opens anywhere (a laptop on a plane). Pure:
+ * the sessions in, the page out.
  */
 import { errorHead } from "../domain/Attempt.js"
 import { isMeasurement, type MetricKey } from "../domain/Results.js"
@@ -150,7 +151,10 @@ const finished = (s: SessionState) => s.baseline_attempts.filter((a) => a.ended_
 
 const metric = (a: AttemptRecord, k: MetricKey): number | null => a.metrics?.[k] ?? null
 
-/** A figure of an attempt that is a measurement (SPEC §10: completed 0 is none); else null, drawn as ×. */
+/**
+ * A figure of an attempt that is a measurement (completed 0 is none:
+ * docs/design.md#classified-from-what-happened); else null, drawn as ×.
+ */
 const measured = (a: AttemptRecord, k: MetricKey): number | null =>
   isMeasurement(a.throughput, a.metrics) ? metric(a, k) : null
 

@@ -74,13 +74,15 @@ const pad = (text: string, width: number) =>
 const num = fixed2
 
 /**
- * One line of an attempt's serving metrics (SPEC §10): format, output and total token throughput,
- * requests/s and completed, then TTFT, TPOT and ITL as mean/median/p99 ms; undefined without metrics.
+ * One line of an attempt's serving metrics (docs/design.md#results-and-metrics): format, output and
+ * total token throughput, requests/s and completed, then TTFT, TPOT and ITL as mean/median/p99 ms;
+ * undefined without metrics.
  */
 export const renderMetrics = (a: AttemptRecord): string | undefined => {
   const m = a.metrics
   if (m === null) return undefined
-  // completed 0 / no positive throughput: its zeros are no figures (SPEC §10)
+  // completed 0 / no positive throughput: its zeros are no figures
+  // (docs/design.md#classified-from-what-happened)
   if (!isMeasurement(a.throughput, m)) {
     const format = a.result_format !== null ? `[${a.result_format}] ` : ""
     return `${format}no measurement: ${m.completed !== undefined ? `${m.completed} completed` : "no positive throughput"}`

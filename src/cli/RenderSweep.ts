@@ -1,7 +1,7 @@
 /**
- * `sweep show` (and the end of `sweep run`) as text (SPEC §12): the points table, per combination
- * its largest SLO-passing load and peak, and the best (or the tie) with its full server and client
- * command lines, ready to paste. Pure.
+ * `sweep show` (and the end of `sweep run`) as text (docs/design.md#sweeps): the points table, per
+ * combination its largest SLO-passing load and peak, and the best (or the tie) with its full server
+ * and client command lines, ready to paste. Pure.
  */
 
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
@@ -101,7 +101,8 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
         "–",
         "–",
         String(c.engine_starts.length),
-        // the note quotes the engine's own line and its server.log (SPEC §15): keep it whole
+        // the note quotes the engine's own line and its server.log
+        // (docs/design.md#time-to-the-answer): keep it whole
         c.class !== null
           ? (c.error ?? "").startsWith(`${c.class}: `)
             ? (c.error ?? "").split("\n")[0]!.slice(0, 400)
@@ -134,7 +135,8 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   out.push(table(rows))
   out.push("")
   out.push("per combination:")
-  // the node(s) of each combination (SPEC §14), when the sweep recorded them
+  // the node(s) of each combination (docs/design.md#sweeps-at-cluster-scale), when the sweep
+  // recorded them
   const withNodes = hasNodes(doc)
   out.push(
     table([

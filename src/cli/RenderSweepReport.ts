@@ -1,9 +1,10 @@
 /**
- * `hyperloom report` on a sweep session (SPEC §12): one self-contained HTML page (inline SVG and
- * CSS, nothing fetched). Per combination: output throughput against load, and p99 TTFT / TPOT
- * against load with the SLO lines, failed points as ×. A Pareto chart of output tokens/s per user
- * (throughput ÷ concurrency) against output tokens/s per GPU (throughput ÷ the lease's GPUs), the
- * front marked and the best highlighted. The points table. Pure: the documents in, the page out.
+ * `hyperloom report` on a sweep session (docs/design.md#sweeps): one self-contained HTML page
+ * (inline SVG and CSS, nothing fetched). Per combination: output throughput against load, and p99
+ * TTFT / TPOT against load with the SLO lines, failed points as ×. A Pareto chart of output
+ * tokens/s per user (throughput ÷ concurrency) against output tokens/s per GPU (throughput ÷ the
+ * lease's GPUs), the front marked and the best highlighted. The points table. Pure: the documents
+ * in, the page out.
  */
 import type { MetricKey } from "../domain/Results.js"
 import type { EnvironmentRecord } from "../domain/Serving.js"
@@ -336,7 +337,10 @@ const environmentTable = (doc: SweepDoc, env: EnvironmentRecord | undefined): st
 <table class="env">${rows.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join("")}</table>${env === undefined ? `<p class="meta">No environment record (environment.json) in this session.</p>` : ""}`
 }
 
-/** Where the time went (SPEC §15), one line; nothing for a document written before it was kept. */
+/**
+ * Where the time went (docs/design.md#time-to-the-answer), one line; nothing for a document written
+ * before it was kept.
+ */
 const timeLine = (doc: SweepDoc): string => {
   const t = doc.summary.time
   if (t === undefined) return ""
@@ -410,7 +414,8 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
       ]
     })
   )
-  // the node(s) each combination ran on (SPEC §14), when the sweep recorded them
+  // the node(s) each combination ran on (docs/design.md#sweeps-at-cluster-scale), when the sweep
+  // recorded them
   const withNodes = hasNodes(doc)
   const nodeCell = (c: (typeof combos)[number]["c"]) =>
     withNodes ? `<td>${escapeHtml(nodesOf(c).join(", ") || "–")}</td>` : ""

@@ -68,7 +68,10 @@ export const nodes = wholeNumber("nodes", 1).pipe(
   Options.optional
 )
 
-/** `--rank-cwd DIR` (SPEC §11): the directory each rank of a group runs in; absolute, it must exist on every node. */
+/**
+ * `--rank-cwd DIR` (docs/design.md#what-each-node-is-given): the directory each rank of a group
+ * runs in; absolute, it must exist on every node.
+ */
 export const rankCwd = Options.text("rank-cwd").pipe(
   Options.withPseudoName("DIR"),
   Options.withDescription(
@@ -84,7 +87,10 @@ export const rankCwd = Options.text("rank-cwd").pipe(
   Options.optional
 )
 
-/** `--rank-env NAME`, repeatable (SPEC §11): a variable of this environment every rank gets too. */
+/**
+ * `--rank-env NAME`, repeatable (docs/design.md#what-each-node-is-given): a variable of this
+ * environment every rank gets too.
+ */
 export const rankEnv = Options.text("rank-env").pipe(
   Options.withPseudoName("NAME"),
   Options.withDescription(
@@ -104,7 +110,10 @@ export const rankEnv = Options.text("rank-env").pipe(
 export const positiveSeconds = (name: string, description: string) =>
   decimalSeconds(name).pipe(Options.withDescription(description), Options.optional)
 
-/** `--gpu-clean-timeout S` (SPEC §13 "Clean GPUs"): lease run, baseline run, sweep run. 0: look once, no wait. */
+/**
+ * `--gpu-clean-timeout S` (docs/design.md#clean-gpus): lease run, baseline run, sweep run. 0: look
+ * once, no wait.
+ */
 export const gpuCleanTimeout = Options.text("gpu-clean-timeout").pipe(
   Options.withPseudoName("S"),
   Options.mapEffect((text) => {
@@ -135,10 +144,11 @@ export const commandArgs = (description: string) =>
   Args.text({ name: "CMD" }).pipe(Args.withDescription(description), Args.atLeast(1))
 
 /**
- * The CMD of a command that runs one, as SPEC §7 wants it: options end at `--`, everything after
- * it is CMD, and nothing before it may become part of CMD. @effect/cli hands an option it does
- * not know (`--gpu`, `--timout`) to the positional CMD, so `parsed` is compared with the raw
- * command line: whatever precedes the part after `--` is a usage error (nothing runs).
+ * The CMD of a command that runs one, as the command line promises
+ * (docs/design.md#the-command-line): options end at `--`, everything after it is CMD, and nothing
+ * before it may become part of CMD. @effect/cli hands an option it does not know (`--gpu`,
+ * `--timout`) to the positional CMD, so `parsed` is compared with the raw command line: whatever
+ * precedes the part after `--` is a usage error (nothing runs).
  */
 export const strictCommand = (
   parsed: ReadonlyArray<string>,

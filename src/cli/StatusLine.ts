@@ -1,7 +1,8 @@
 /**
- * A sweep's status line on a terminal (SPEC §14 "Progress"): redrawn in place on stderr's last
- * line; a log line clears it, is written, and the status line is drawn again below it. Off a
- * terminal there is no pinned line: the sweep logs its status every 30 s instead.
+ * A sweep's status line on a terminal (docs/design.md#sweeps-at-cluster-scale, "Progress"): redrawn
+ * in place on stderr's last line; a log line clears it, is written, and the status line is drawn
+ * again below it. Off a terminal there is no pinned line: the sweep logs its status every 30 s
+ * instead.
  */
 import { Effect } from "effect"
 

@@ -2,8 +2,8 @@ import { Either } from "effect"
 import { InvalidAddress } from "./Errors.js"
 
 /**
- * How RAY_ADDRESS is read (SPEC §2). `Auto` is the only form hyperloom may repair:
- * everything else is an operator's explicit choice.
+ * How RAY_ADDRESS is read (docs/design.md#addresses-and-the-host). `Auto` is the only form
+ * hyperloom may repair: everything else is an operator's explicit choice.
  */
 export type RayAddress =
   | { readonly _tag: "Auto" }

@@ -1,6 +1,6 @@
 /**
- * Recognising Ray's `gcs_server` and `raylet` daemons among the host's processes (SPEC §2,
- * RAY.md "/proc"). Pure: works on processes already read from a /proc tree.
+ * Recognising Ray's `gcs_server` and `raylet` daemons among the host's processes
+ * (docs/design.md#addresses-and-the-host). Pure: works on processes already read from a /proc tree.
  *
  * Flags are matched as WHOLE argv elements: the raylet's `--python_worker_command=…` and
  * `--dashboard_agent_command=…` elements themselves contain `--node-id=`, `--gcs-address=` and
@@ -125,7 +125,7 @@ const unescapeMountPath = (p: string): string =>
 
 /**
  * Why the /proc mounted at `root` may hide other users' processes from this process, or undefined
- * when it shows every process (SPEC §9 "Ray's own view of the host"). A proc mount with `hidepid`
+ * when it shows every process (docs/design.md#rays-own-view-of-the-host). A proc mount with `hidepid`
  * other than 0/off (1 noaccess, 2 invisible, 4 ptraceable) hides the processes of other users
  * unless this process may ptrace them (CAP_SYS_PTRACE) or belongs to the mount's `gid=` group.
  * `subset=pid` only hides /proc's non-process entries, not processes. The topmost proc mount at

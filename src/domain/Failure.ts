@@ -3,7 +3,7 @@ import { INFEASIBLE_MARKER } from "./Errors.js"
 import { impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
 
 /**
- * Failure classes of a baseline attempt (SPEC §6).
+ * Failure classes of a baseline attempt (docs/design.md#failure-classes).
  *
  * - `session_time_exhausted`, `orchestrator_cancelled`: the run itself stopped the attempt (deadline,
  *   Ctrl-C / cancel). Never charged.
@@ -36,7 +36,10 @@ export const isUncharged = (c: FailureClass): c is UnchargedClass =>
 
 export const isCounted = (c: FailureClass): c is CountedClass => !isUncharged(c)
 
-/** An attempt exiting non-zero faster than this may be an argument error (SPEC §6). */
+/**
+ * An attempt exiting non-zero faster than this may be an argument error
+ * (docs/design.md#failure-classes).
+ */
 export const FAST_EXIT_SEC = 30
 
 /** The stored error text (and the launch log) of an attempt is at most this many characters. */
@@ -84,7 +87,10 @@ export type AttemptOutcome = Data.TaggedEnum<{
      * a root cause printed before a long traceback still classifies the failure.
      */
     readonly evidence?: ReadonlyArray<string> | undefined
-    /** The result file's format and metrics (SPEC §10), when it had a known format. */
+    /**
+     * The result file's format and metrics (docs/design.md#results-and-metrics), when it had a
+     * known format.
+     */
     readonly resultFormat?: ResultFormat | undefined
     readonly metrics?: Metrics | undefined
     /**
@@ -94,16 +100,18 @@ export type AttemptOutcome = Data.TaggedEnum<{
      */
     readonly invalidMetric?: string | undefined
     /**
-     * A serving attempt (SPEC §10): the server's exit code when it exited on its own while the
-     * client ran (the runner's serve.json). Then the engine broke, whatever the client did: vLLM's
-     * client exits 0 with `completed: 0`, SGLang's raises; both are this one fact.
+     * A serving attempt (docs/design.md#classified-from-what-happened): the server's exit code when
+     * it exited on its own while the client ran (the runner's serve.json). Then the engine broke,
+     * whatever the client did: vLLM's client exits 0 with `completed: 0`, SGLang's raises; both are
+     * this one fact.
      */
     readonly serverExitCode?: number | undefined
   }
   /**
-   * A serving attempt's server (SPEC §10) exited, or did not answer its readiness check in time,
-   * before the client could run. `outputTail` is the server log's tail; `runtimeSec` the server's
-   * own runtime; `exitCode` null when it did not exit (the ready timeout).
+   * A serving attempt's server (docs/design.md#classified-from-what-happened) exited, or did not
+   * answer its readiness check in time, before the client could run. `outputTail` is the server
+   * log's tail; `runtimeSec` the server's own runtime; `exitCode` null when it did not exit (the
+   * ready timeout).
    */
   ServerNotReady: {
     readonly exitCode: number | null
@@ -138,14 +146,17 @@ export interface AttemptResult {
    * the fold of the displayed tail; absent when the attempt had no output of its own to digest.
    */
   readonly outputSignature?: string | undefined
-  /** The result file's format and the SPEC §10 metrics, when the attempt wrote a known format. */
+  /**
+   * The result file's format and the serving metrics (docs/design.md#results-and-metrics), when the
+   * attempt wrote a known format.
+   */
   readonly resultFormat?: ResultFormat | undefined
   readonly metrics?: Metrics | undefined
 }
 
 /**
- * KV-cache out-of-memory messages. The first three are SPEC §6's; the others are the engines' own
- * (fixtures in test/fixtures/serving/ say where each comes from):
+ * KV-cache out-of-memory messages. The first three are those of docs/design.md#failure-classes; the
+ * others are the engines' own (fixtures in test/fixtures/serving/ say where each comes from):
  * - vLLM, vllm/v1/core/kv_cache_utils.py (`check_enough_kv_cache_memory`): "No available memory for
  *   the cache blocks. Try increasing `gpu_memory_utilization` …" and "To serve at least one request
  *   with the models's max seq len (…), (… GiB KV cache is needed, which is larger than the available
@@ -165,9 +176,10 @@ const KV_CACHE_OOM_PATTERNS = [
 ] as const
 
 /**
- * Argument errors. SPEC §6's, plus CPython's argparse messages (Lib/argparse.py), which both
- * `vllm serve` (FlexibleArgumentParser) and SGLang's launch_server print: "the following arguments
- * are required", "expected one argument", "ambiguous option", "argument --x: invalid int value".
+ * Argument errors: those of docs/design.md#failure-classes, plus CPython's argparse messages
+ * (Lib/argparse.py), which both `vllm serve` (FlexibleArgumentParser) and SGLang's launch_server
+ * print: "the following arguments are required", "expected one argument", "ambiguous option",
+ * "argument --x: invalid int value".
  */
 const ARG_ERROR_PATTERNS = [
   "unrecognized arguments",
@@ -191,7 +203,10 @@ const ARGPARSE_TYPE_ERROR = /\binvalid [a-z_]+ value: /i
 const VALUE_ERROR_LINE = /valueerror:(.*)$/gim
 const VALUE_ERROR_WORDS = /\b(?:argument|argparse|backend|choice|invalid|option|flag|unknown|cli\b)/i
 
-/** The tail mentions that the KV cache got no GPU memory (SPEC §6 `kv_cache_oom`). */
+/**
+ * The tail mentions that the KV cache got no GPU memory (`kv_cache_oom`,
+ * docs/design.md#failure-classes).
+ */
 export const isKvCacheOom = (tail: string): boolean => {
   const t = tail.toLowerCase()
   return KV_CACHE_OOM_PATTERNS.some((p) => t.includes(p))
@@ -202,8 +217,8 @@ export const isKvCacheOom = (tail: string): boolean => {
  * "Warmup failed - Please make sure benchmark arguments are correctly specified. Error: …"; vLLM's:
  * "Initial test run failed - Please make sure …"). They blame the arguments whatever happened; what
  * happened is the request's error after "Error:" (a broken stream, a reset connection, an HTTP
- * error), so such a line is no argument error by its wording (SPEC §10 "Classified from what
- * happened").
+ * error), so such a line is no argument error by its wording
+ * (docs/design.md#classified-from-what-happened).
  */
 const CLIENT_REQUEST_FAILED =
   /(?:warmup|initial test run) failed - please make sure benchmark arguments are correctly specified/i
@@ -223,7 +238,10 @@ export const portTakenLine = (text: string): string | undefined => {
   return text.slice(at, eol < 0 ? undefined : eol).trim()
 }
 
-/** The tail reads like a rejected argument / option / backend (SPEC §6 `fast_exit_arg_error`). */
+/**
+ * The tail reads like a rejected argument / option / backend (`fast_exit_arg_error`,
+ * docs/design.md#failure-classes).
+ */
 export const hasArgErrorText = (text: string): boolean => {
   const tail = CLIENT_REQUEST_FAILED.test(text)
     ? text
@@ -361,10 +379,10 @@ export const isValidThroughput = (value: unknown): value is number =>
   typeof value === "number" && Number.isFinite(value) && value > 0
 
 /**
- * Classifies one attempt (SPEC §6). Order for a non-zero exit: `kv_cache_oom` (at any runtime), then
- * `fast_exit_arg_error` (runtime strictly under FAST_EXIT_SEC), then `subprocess_nonzero`. For exit 0:
- * `no_report` without a throughput, `invalid_measurement` when it is not a positive finite number,
- * else success (`errorClass: null`).
+ * Classifies one attempt (docs/design.md#failure-classes). Order for a non-zero exit:
+ * `kv_cache_oom` (at any runtime), then `fast_exit_arg_error` (runtime strictly under
+ * FAST_EXIT_SEC), then `subprocess_nonzero`. For exit 0: `no_report` without a throughput,
+ * `invalid_measurement` when it is not a positive finite number, else success (`errorClass: null`).
  */
 export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
   AttemptOutcome.$match(outcome, {

@@ -1,18 +1,22 @@
 import { RayClusterInfeasible } from "./Errors.js"
 import { aliveNodes, type ClusterSnapshot, type ResourceMap, totalResources } from "./Snapshot.js"
 
-/** The custom resource that makes a serving lease a whole-machine mutex (SPEC §0). */
+/** The custom resource that makes a serving lease a whole-machine mutex (docs/design.md#the-problem). */
 export const SERVING_SLOT = "serving_slot"
 
 /** What a serving lease asks of the cluster. */
 export interface LeaseRequest {
   readonly gpus: number
   readonly servingSlot: boolean
-  /** Before the command starts, how long to wait for holders outside the lease to free its GPUs (SPEC §13 `--gpu-clean-timeout`). */
+  /**
+   * Before the command starts, how long to wait for holders outside the lease to free its GPUs
+   * (`--gpu-clean-timeout`, docs/design.md#clean-gpus).
+   */
   readonly gpuCleanTimeoutSec?: number | undefined
   /**
    * Ray node ids the lease must not be granted on (a sweep's nodes of another hardware class,
-   * SPEC §14): the lease's placement group carries Ray's own label selector against them.
+   * docs/design.md#sweeps-at-cluster-scale): the lease's placement group carries Ray's own label
+   * selector against them.
    */
   readonly avoidNodes?: ReadonlyArray<string> | undefined
 }
@@ -51,11 +55,11 @@ const resourcesJson = (resources: ResourceMap): string =>
     .join(", ")}}`
 
 /**
- * What a head without the slot is restarted with so nothing it offered is lost (SPEC §4): the
- * alive head's CPU count, its declared GPUs (no GPU key: 0, never Ray's detection, which would hand
- * every GPU of the host to a head that declared none) and its custom resources, plus the slot at 1.
- * The automatic repair (Restart.ts `restartPlan`) and the manual fix printed in the
- * `no_serving_slot` message both start the head from this.
+ * What a head without the slot is restarted with so nothing it offered is lost
+ * (docs/design.md#the-repair-itself): the alive head's CPU count, its declared GPUs (no GPU key: 0,
+ * never Ray's detection, which would hand every GPU of the host to a head that declared none) and
+ * its custom resources, plus the slot at 1. The automatic repair (Restart.ts `restartPlan`) and the
+ * manual fix printed in the `no_serving_slot` message both start the head from this.
  */
 export const headRestartResources = (
   snapshot: ClusterSnapshot
@@ -107,10 +111,10 @@ export const headStartArgv = (snapshot: ClusterSnapshot, port?: string): Array<s
 const ID_SHOWN = 12
 
 /**
- * The slot is a per-node mutex (SPEC §4): every node that declares `serving_slot` must declare
- * exactly 1. Checked node by node (a cluster-wide sum hides two slots on one node and none on
- * another); a node without the slot serves nothing and is not a warning (group feasibility
- * reports what a node lacks). Dead node records are history, not nodes.
+ * The slot is a per-node mutex (docs/design.md#feasibility): every node that declares
+ * `serving_slot` must declare exactly 1. Checked node by node (a cluster-wide sum hides two slots
+ * on one node and none on another); a node without the slot serves nothing and is not a warning
+ * (group feasibility reports what a node lacks). Dead node records are history, not nodes.
  */
 const slotWarnings = (snapshot: ClusterSnapshot): ReadonlyArray<string> => {
   const alive = aliveNodes(snapshot)
@@ -144,9 +148,10 @@ const infeasible = (
 })
 
 /**
- * Whether a serving lease can ever be granted by the cluster as it is (SPEC §4): decided from the
- * resource totals, never from what is free now (contention waits, infeasibility fails). The slot
- * is checked before the GPUs so that a hand-started head short of both still reaches the repair.
+ * Whether a serving lease can ever be granted by the cluster as it is (docs/design.md#feasibility):
+ * decided from the resource totals, never from what is free now (contention waits, infeasibility
+ * fails). The slot is checked before the GPUs so that a hand-started head short of both still
+ * reaches the repair.
  */
 export const checkFeasibility = (snapshot: ClusterSnapshot, request: LeaseRequest): FeasibilityVerdict => {
   const totals = totalResources(snapshot)

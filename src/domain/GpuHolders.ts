@@ -1,5 +1,5 @@
 /**
- * Who holds a GPU (SPEC §13 "Clean GPUs"), as hyperloom's Python side reports it. The scanning
+ * Who holds a GPU (docs/design.md#clean-gpus), as hyperloom's Python side reports it. The scanning
  * and every format it reads (the `/proc/<pid>/fd` links to `/dev/nvidia<N>`,
  * `/dev/dri/renderD<M>`, `/dev/kfd`; `nvidia-smi --query-compute-apps` CSV; `amd-smi process
  * --json`) live in one place, python/hyperloom/gpus.py: the gate must run on the node that runs
@@ -49,8 +49,9 @@ export const gpuBusyMessage = (holders: ReadonlyArray<GpuHolder>, waitedSec: num
   `gpu_busy: the leased GPU(s) are in use by process(es) outside this lease after waiting ${waitedSec} s (--gpu-clean-timeout): ${holders.map(describeGpuHolder).join("; ")}; hyperloom does not kill them: stop them, or wait until they have freed the GPU`
 
 /**
- * The lease's GPUs stayed held by processes outside it for `--gpu-clean-timeout` (SPEC §13): the
- * command never started (in a group: no rank's did); every holder is named, none was signalled.
+ * The lease's GPUs stayed held by processes outside it for `--gpu-clean-timeout`
+ * (docs/design.md#clean-gpus): the command never started (in a group: no rank's did); every holder
+ * is named, none was signalled.
  */
 export class GpuBusy extends Data.TaggedError("GpuBusy")<{
   readonly holders: ReadonlyArray<GpuHolder>
@@ -74,7 +75,7 @@ export class GpuBusy extends Data.TaggedError("GpuBusy")<{
     const text = gpuBusyMessage(this.holders, this.waitedSec)
     return where.length === 0 ? text : text.replace(/^gpu_busy: /, `gpu_busy: ${where.join(" ")}: `)
   }
-  /** The failure class (SPEC §13). */
+  /** The failure class (docs/design.md#clean-gpus). */
   get class(): "gpu_busy" {
     return "gpu_busy"
   }

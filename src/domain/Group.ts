@@ -1,8 +1,9 @@
 /**
- * Serving groups (SPEC §11): one placement group of N bundles `{"GPU": G, "serving_slot": 1}`,
- * STRICT_SPREAD, one rank per node. The pure parts: whether a cluster can ever place such a group
- * (decided from each alive node's declared totals, like single leases), who holds each node's
- * slot right now, and the exit code of a group from its ranks' exits.
+ * Serving groups (docs/design.md#serving-groups-across-nodes): one placement group of N bundles
+ * `{"GPU": G, "serving_slot": 1}`, STRICT_SPREAD, one rank per node. The pure parts: whether a
+ * cluster can ever place such a group (decided from each alive node's declared totals, like single
+ * leases), who holds each node's slot right now, and the exit code of a group from its ranks'
+ * exits.
  */
 import { RayClusterInfeasible } from "./Errors.js"
 import { RESOURCE_EPSILON, SERVING_SLOT } from "./Feasibility.js"
@@ -79,10 +80,10 @@ const lackOf = (snapshot: ClusterSnapshot, s: NodeShortfall, request: GroupReque
 }
 
 /**
- * Whether the cluster can ever place the group (SPEC §11): count the alive nodes whose declared
- * totals have the slot (when asked) and at least G GPUs; fewer than N → `insufficient_nodes`,
- * naming each node and what it lacks, with the command that fixes it. Never a repair: a
- * multi-node cluster is restarted by its operator only.
+ * Whether the cluster can ever place the group (docs/design.md#group-feasibility): count the alive
+ * nodes whose declared totals have the slot (when asked) and at least G GPUs; fewer than N →
+ * `insufficient_nodes`, naming each node and what it lacks, with the command that fixes it. Never a
+ * repair: a multi-node cluster is restarted by its operator only.
  */
 export const checkGroupFeasibility = (snapshot: ClusterSnapshot, request: GroupRequest): GroupVerdict => {
   const alive = snapshot.nodes.filter((n) => n.state === "ALIVE")
@@ -280,14 +281,16 @@ export const firstFailingRank = (exits: ReadonlyArray<RankExit>): RankExit | und
 
 /**
  * Where a rank's command runs unless `--rank-cwd` says otherwise: a directory every node has (the
- * launching process's own directory may not exist on another node, SPEC §11).
+ * launching process's own directory may not exist on another node,
+ * docs/design.md#what-each-node-is-given).
  */
 export const DEFAULT_RANK_CWD = "/tmp"
 
 /**
- * What a rank is sent of the launching process's environment (SPEC §11): the `HYPERLOOM_*`
- * variables and the names the user lists (`--rank-env NAME`), nothing else. The rank lays these
- * over its own node's environment (its PATH, its libraries), and its device variables over both.
+ * What a rank is sent of the launching process's environment
+ * (docs/design.md#what-each-node-is-given): the `HYPERLOOM_*` variables and the names the user
+ * lists (`--rank-env NAME`), nothing else. The rank lays these over its own node's environment (its
+ * PATH, its libraries), and its device variables over both.
  */
 export const rankEnvironment = (
   env: Readonly<Record<string, string | undefined>>,
@@ -304,10 +307,11 @@ export const rankEnvironment = (
 export const isEnvName = (name: string): boolean => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)
 
 /**
- * vLLM's `--distributed-executor-backend ray` in a serving command line (SPEC §11): such an
- * engine becomes a Ray driver of its own and asks Ray for a placement group of GPUs the lease
- * already holds, so it either fails at once or waits for ever. The one line hyperloom says before
- * starting anything, or undefined when the command does not ask for it.
+ * vLLM's `--distributed-executor-backend ray` in a serving command line
+ * (docs/design.md#serving-engines-in-a-group): such an engine becomes a Ray driver of its own and
+ * asks Ray for a placement group of GPUs the lease already holds, so it either fails at once or
+ * waits for ever. The one line hyperloom says before starting anything, or undefined when the
+ * command does not ask for it.
  */
 export const rayExecutorBackendRefusal = (command: string): string | undefined =>
   /(^|[\s'"])--distributed-executor-backend(=|\s+)['"]?ray['"]?(?=$|[\s'"])/.test(command)

@@ -6,7 +6,7 @@ import { headStartArgv, noSlotDetail, RESOURCE_EPSILON } from "./Feasibility.js"
 import type { ActorInfo, ClusterSnapshot, JobInfo, PlacementGroupInfo, RayDaemon } from "./Snapshot.js"
 import { shortId } from "./Text.js"
 
-/** The repair guards' stable ids (SPEC §4), in report order. */
+/** The repair guards' stable ids (docs/design.md#the-repair-guards), in report order. */
 export const GUARD_IDS = [
   "address_not_explicit",
   "single_node_run",
@@ -268,7 +268,7 @@ const GUARDS: { readonly [K in GuardId]: Guard } = {
   cluster_inspectable: clusterInspectable
 }
 
-/** Every guard (SPEC §4), always all of them, in `GUARD_IDS` order. */
+/** Every guard (docs/design.md#the-repair-guards), always all of them, in `GUARD_IDS` order. */
 export const evaluateGuards = (input: GuardInput): ReadonlyArray<GuardResult> =>
   GUARD_IDS.map((id) => {
     const reason = GUARDS[id](input)

@@ -1,5 +1,5 @@
 /**
- * Strict decimal numbers for option values (SPEC §8 "bad option values"). JavaScript's `Number()`
+ * Strict decimal numbers for option values (docs/design.md#bad-input). JavaScript's `Number()`
  * (and so `Schema.NumberFromString`, which @effect/cli's integer and float options use) reads
  * `0x10` as 16, `0b11` as 3, `0o7` as 7, `1e1` as 10, ` 5 ` as 5, `+3` as 3 and `Infinity` as a
  * number: `--gpus 0x10` asked Ray for 16 GPUs. A user who types a number on a command line means

@@ -1,5 +1,5 @@
 /**
- * The host's fair queue (SPEC §13 "Fair"), as data and decisions: who may submit its actor, who
+ * The host's fair queue (docs/design.md#fair-queue), as data and decisions: who may submit its actor, who
  * holds the slot, who waits and for about how long. The files and locks live in
  * services/HostQueue.ts; this room only orders and estimates.
  */
@@ -155,8 +155,9 @@ export const fmtSec = (sec: number): string => {
 }
 
 /**
- * `--wait S` passed before the lease was granted (SPEC §13): nothing ran. Names whoever holds
- * the slot (the queue's holders, else the holder Ray shows) and the leases still ahead.
+ * `--wait S` passed before the lease was granted (docs/design.md#fair-queue): nothing ran. Names
+ * whoever holds the slot (the queue's holders, else the holder Ray shows) and the leases still
+ * ahead.
  */
 export class LeaseWaitExpired extends Data.TaggedError("LeaseWaitExpired")<{
   readonly waitSec: number

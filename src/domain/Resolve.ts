@@ -1,5 +1,5 @@
 /**
- * Which GCS to read (SPEC §2, RAY.md "RAY_ADDRESS"), decided the way Ray itself picks a cluster.
+ * Which GCS to read (docs/design.md#addresses-and-the-host), decided the way Ray itself picks a cluster.
  * Pure: the ClusterInspector service gathers the inputs (RAY_ADDRESS, the current-cluster file,
  * the host's daemons) and calls `resolveCluster`.
  */

@@ -22,9 +22,10 @@ export interface RestartPlan {
 }
 
 /**
- * The restart plan for a lone head that lacks the slot (SPEC §4): same port, the old head's CPU
- * count, its declared GPUs (none declared: 0, never Ray's detection; `numGpusOverride` wins) and its
- * custom resources, plus the slot (`headRestartResources`, which the manual fix prints too).
+ * The restart plan for a lone head that lacks the slot (docs/design.md#the-repair-itself): same
+ * port, the old head's CPU count, its declared GPUs (none declared: 0, never Ray's detection;
+ * `numGpusOverride` wins) and its custom resources, plus the slot (`headRestartResources`, which
+ * the manual fix prints too).
  */
 export const restartPlan = (
   snapshot: ClusterSnapshot,

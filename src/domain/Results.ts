@@ -1,5 +1,5 @@
 /**
- * The result file of a baseline attempt (SPEC §6, §10), recognised by its keys:
+ * The result file of a baseline attempt (docs/design.md#results-and-metrics), recognised by its keys:
  *
  * - `hyperloom`: `{"throughput": <number>}`, the generic report (its own throughput, no metrics
  *   other than those it happens to carry under the names below);
@@ -14,7 +14,7 @@
  *   the last record counts.
  *
  * `throughput` is the output-token throughput (tok/s) for the engines' formats. The metrics are the
- * ones SPEC §10 names, where present and finite. Pure: text in, data out.
+ * ones docs/design.md#results-and-metrics names, where present and finite. Pure: text in, data out.
  */
 
 export const METRIC_KEYS = [
@@ -93,8 +93,9 @@ const derivedTotalThroughput = (record: Json): number | undefined => {
 }
 
 /**
- * The SPEC §10 metrics of one record (SGLang's `total_throughput` is the total token throughput;
- * a record without it gets the one its totals and duration give).
+ * The serving metrics (docs/design.md#results-and-metrics) of one record (SGLang's
+ * `total_throughput` is the total token throughput; a record without it gets the one its totals and
+ * duration give).
  */
 export const metricsOf = (record: Json): Metrics => {
   const out: { [K in MetricKey]?: number } = {}
@@ -117,10 +118,11 @@ const shown = (v: unknown): string =>
 
 /**
  * Why a record's metrics cannot be a measurement (issue 27 item 2), naming the first field: a
- * metric of SPEC §10 that is there but not a finite number (Python's `NaN`/`Infinity`, read as
- * null; a string), negative (no latency, throughput or count is), or a count (`completed`) that
- * is not a whole number; undefined when every metric present is possible. Both engines' clients
- * write 0, never NaN, for an empty list (`np.mean(tpots or 0)`), so NaN is never theirs.
+ * metric of docs/design.md#results-and-metrics that is there but not a finite number (Python's
+ * `NaN`/`Infinity`, read as null; a string), negative (no latency, throughput or count is), or a
+ * count (`completed`) that is not a whole number; undefined when every metric present is possible.
+ * Both engines' clients write 0, never NaN, for an empty list (`np.mean(tpots or 0)`), so NaN is
+ * never theirs.
  */
 export const invalidMetricOf = (record: Json): string | undefined => {
   for (const key of METRIC_KEYS) {
@@ -211,9 +213,10 @@ export const parseResult = (text: string): ParsedResult | undefined => {
 }
 
 /**
- * Whether an attempt's figures are a measurement a table or chart may show as a point (SPEC §10:
- * "a result with `completed` = 0 is never a measurement"): its throughput (else the metrics'
- * `output_throughput`) is a positive finite number and its `completed`, where recorded, is not 0.
+ * Whether an attempt's figures are a measurement a table or chart may show as a point
+ * (docs/design.md#classified-from-what-happened: "a result with `completed` = 0 is never a
+ * measurement"): its throughput (else the metrics' `output_throughput`) is a positive finite number
+ * and its `completed`, where recorded, is not 0.
  */
 export const isMeasurement = (
   throughput: number | null | undefined,

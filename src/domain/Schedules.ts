@@ -27,8 +27,9 @@ export const headReadyPoll = Schedule.spaced(Duration.millis(100))
 export const lockRetry = Schedule.spaced(Duration.millis(100)).pipe(Schedule.jittered)
 
 /**
- * A lease in the host's queue (SPEC §13) looks at the queue at this pace until it is its turn to
- * submit its actor (a dead waiter or holder is seen at the next look: the kernel freed its lock).
+ * A lease in the host's queue (docs/design.md#fair-queue) looks at the queue at this pace until it
+ * is its turn to submit its actor (a dead waiter or holder is seen at the next look: the kernel
+ * freed its lock).
  */
 export const queuePoll = Schedule.spaced(Duration.millis(200))
 

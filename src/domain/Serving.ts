@@ -101,7 +101,7 @@ export const NodeFacts = Schema.Struct({
   cuda_visible_devices: Schema.optional(Schema.NullOr(Schema.String)),
   engines: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
   gpus: Schema.optional(Schema.Array(Schema.String)),
-  /** Ray's id of the node (the lease's actor tells it), SPEC §14. */
+  /** Ray's id of the node (the lease's actor tells it), docs/design.md#sweeps-at-cluster-scale. */
   ray_node_id: Schema.optional(Schema.NullOr(Schema.String)),
   gpu_driver: Schema.optional(Schema.NullOr(Schema.String)),
   cpu_model: Schema.optional(Schema.NullOr(Schema.String)),
@@ -143,7 +143,7 @@ const decodeStatus = Schema.decodeUnknownEither(Schema.parseJson(ServeStatus))
 export const parseServeStatus = (text: string): ServeStatus | undefined =>
   Either.getOrUndefined(decodeStatus(text))
 
-/** The session's environment record (SPEC §10): what ran on what. */
+/** The session's environment record (docs/design.md#what-a-serving-session-keeps): what ran on what. */
 export interface EnvironmentRecord {
   readonly recorded_at: string
   readonly attempt: number

@@ -1,10 +1,12 @@
 import { createHash, type Hash } from "node:crypto"
 
 /**
- * Failure signatures (SPEC §6 rule 4): an error text with its volatile tokens folded into
- * placeholders, so that "the same failure again" can be told from "a different failure".
+ * Failure signatures (docs/design.md#failure-signatures): an error text with its volatile tokens
+ * folded into placeholders, so that "the same failure again" can be told from "a different
+ * failure".
  *
- * Two forms exist, both of fold version `v1` (SPEC §6 rule 4: the stored signature has the `v1:` prefix):
+ * Two forms exist, both of fold version `v1` (docs/design.md#failure-signatures: the stored
+ * signature has the `v1:` prefix):
  *
  * - `v1:<folded text>` (`foldSignature`): the fold of one text. Used where an attempt has no output
  *   of its own (the lease's infeasibility error) and by the migration of old state files.

@@ -6,9 +6,9 @@ import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
 import { oneLine } from "./Text.js"
 
 /**
- * The persisted state of a baseline session (`<session>/state.json`, SPEC §6), with the SPEC's
- * field names. Versioned: `schema_version` is CURRENT_SCHEMA_VERSION; older versions are migrated
- * on read (see `parseState`), newer ones are refused.
+ * The persisted state of a baseline session (`<session>/state.json`, docs/design.md#session-state),
+ * with its documented field names. Versioned: `schema_version` is CURRENT_SCHEMA_VERSION; older
+ * versions are migrated on read (see `parseState`), newer ones are refused.
  *
  * An attempt is written to the state *before* its command runs, as an in-flight record:
  * `ended_at: null` and every result field null (`runtime_sec`, `error_class`, `exit_code`, `error`,
@@ -54,7 +54,10 @@ export const FailureClassSchema = oneOf(...FAILURE_CLASSES)
 const Count = Schema.NonNegativeInt
 const Measure = Schema.NullOr(Schema.Finite)
 
-/** The SPEC §10 metrics of an attempt (each where the result file had it). */
+/**
+ * The serving metrics (docs/design.md#results-and-metrics) of an attempt (each where the result
+ * file had it).
+ */
 export const AttemptMetrics = Schema.Struct(
   Object.fromEntries(METRIC_KEYS.map((k) => [k, Schema.optional(Schema.Finite)])) as {
     readonly [K in MetricKey]: Schema.optional<typeof Schema.Finite>
@@ -81,7 +84,10 @@ export const AttemptRecord = Schema.Struct({
   throughput: Measure,
   /** The result file's format (`hyperloom`, `vllm`, `sglang`); null when it had none (v3). */
   result_format: Schema.NullOr(ResultFormatSchema),
-  /** Request/token throughputs and latencies from the result file (SPEC §10); null when none (v3). */
+  /**
+   * Request/token throughputs and latencies from the result file
+   * (docs/design.md#results-and-metrics); null when none (v3).
+   */
   metrics: Schema.NullOr(AttemptMetrics)
 })
 export type AttemptRecord = typeof AttemptRecord.Type
@@ -173,7 +179,8 @@ const migrateV1toV2 = (v1: SessionStateV1): SessionStateV2 => {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Version 2: no per-attempt result format or metrics (SPEC §10 added them).
+// Version 2: no per-attempt result format or metrics (serving benchmarks added them:
+// docs/design.md#results-and-metrics).
 
 const AttemptRecordV2 = AttemptRecord.omit("result_format", "metrics")
 

@@ -13,15 +13,15 @@ import { type AttemptRecord, inflightAttempt, type SessionState, type StopReason
 import { formatThroughput } from "./Text.js"
 
 /**
- * The baseline stop rules (SPEC §6, rules 1–6) as one pure function of the state and a classified
- * attempt: `applyAttempt(state, result, context) → { state, decision }`.
+ * The baseline stop rules (docs/design.md#stop-rules, rules 1–6) as one pure function of the state
+ * and a classified attempt: `applyAttempt(state, result, context) → { state, decision }`.
  *
  * Order of evaluation for a counted failure: bookkeeping first (streaks, total, signature, stall),
  * then the stops in this precedence — rule 1 (infeasible) › rule 2 (arg errors) › rule 5 (stalled) ›
  * rule 3 (same failure twice / three failures) — then rule 5's enablement run, else a retry. When two
  * stops fire on the same attempt, the earlier one names the reason; the state records all counters.
  *
- * Choices where SPEC §6 leaves room (each pinned by a test):
+ * Choices where the rules (docs/design.md#stop-rules) leave room (each pinned by a test):
  *
  * - Charged or not. `session_time_exhausted`, `orchestrator_cancelled` and `interrupted` change no
  *   streak, no total, no stall and leave the stored signature alone. So two identical

@@ -1,7 +1,8 @@
 /**
- * A sweep session (SPEC §12): the persisted document `<session>/sweep.json`, the bookkeeping of
- * combinations, points and runs, the per-combination summary and the best, and `summary.csv`.
- * Pure: the program (programs/Sweep.ts) decides when; this file decides what.
+ * A sweep session (docs/design.md#what-a-sweep-keeps): the persisted document
+ * `<session>/sweep.json`, the bookkeeping of combinations, points and runs, the per-combination
+ * summary and the best, and `summary.csv`. Pure: the program (programs/Sweep.ts) decides when; this
+ * file decides what.
  *
  * Shape (schema_version 1):
  * - `experiment`: what identifies the experiment (Sweep/Identity.ts) — a resume must match it;
@@ -83,13 +84,19 @@ export const SweepStopReason = lit(
   "ray_cluster_infeasible",
   "session_time_exhausted",
   "orchestrator_cancelled",
-  /** `--wait` passed before a combination's lease was granted (SPEC §13): the holder named. */
+  /**
+   * `--wait` passed before a combination's lease was granted (docs/design.md#fair-queue): the
+   * holder named.
+   */
   "lease_wait_expired",
   /** Another failure of a combination's lease (Ray unreachable, the host lock, the bridge). */
   "lease_failed"
 )
 export type SweepStopReason = typeof SweepStopReason.Type
-/** `skipped`: never started by `--strategy adaptive` (SPEC §15), its `reason` says why. */
+/**
+ * `skipped`: never started by `--strategy adaptive` (docs/design.md#time-to-the-answer), its
+ * `reason` says why.
+ */
 export const CombinationStatus = lit(
   "pending",
   "running",
@@ -140,7 +147,10 @@ export const RunRecord = Schema.Struct({
   metrics: Schema.NullOr(AttemptMetrics),
   /** The engine died while this run's client ran. */
   engine_died: Schema.Boolean,
-  /** The `--between` command's own time before this run (SPEC §15); absent before it was kept. */
+  /**
+   * The `--between` command's own time before this run (docs/design.md#time-to-the-answer); absent
+   * before it was kept.
+   */
   between_sec: Schema.optional(Schema.NullOr(Schema.Finite))
 })
 export type RunRecord = typeof RunRecord.Type
@@ -174,7 +184,10 @@ export const EngineStart = Schema.Struct({
   started_at: IsoTimestamp,
   ended_at: Schema.NullOr(IsoTimestamp),
   ready_sec: Schema.NullOr(Schema.Finite),
-  /** When hyperloom saw it ready (SPEC §15: the lease's wait is the span to it less ready_sec). */
+  /**
+   * When hyperloom saw it ready (docs/design.md#time-to-the-answer: the lease's wait is the span to
+   * it less ready_sec).
+   */
   ready_at: Schema.optional(IsoTimestamp),
   /**
    * `ready` once it served; `failed` before ready; `interrupted` when a dead process left it open;
@@ -183,7 +196,7 @@ export const EngineStart = Schema.Struct({
   outcome: Schema.NullOr(lit("ready", "failed", "interrupted", "left_alone")),
   class: Schema.NullOr(FailureClassSchema),
   error: Schema.NullOr(Schema.String),
-  /** The node it ran on (SPEC §14), once known. */
+  /** The node it ran on (docs/design.md#sweeps-at-cluster-scale), once known. */
   node: Schema.optional(NodeRecord)
 })
 export type EngineStart = typeof EngineStart.Type
@@ -198,7 +211,10 @@ export const CombinationRecord = Schema.Struct({
   error: Schema.NullOr(Schema.String),
   engine_starts: Schema.Array(EngineStart),
   points: Schema.Array(PointRecord),
-  /** Why it was `skipped` (SPEC §15): the combination it follows from, or where the search settled. */
+  /**
+   * Why it was `skipped` (docs/design.md#time-to-the-answer): the combination it follows from, or
+   * where the search settled.
+   */
   reason: Schema.optional(Schema.String)
 })
 export type CombinationRecord = typeof CombinationRecord.Type
@@ -275,7 +291,10 @@ export const SweepSummary = Schema.Struct({
   verdict: lit("best", "tie", "none"),
   best: Schema.NullOr(BestRecord),
   tied_with: Schema.Array(BestRecord),
-  /** A best at the largest --load tried or at --search's MAX (SPEC §15): the capacity may be higher. */
+  /**
+   * A best at the largest --load tried or at --search's MAX (docs/design.md#time-to-the-answer):
+   * the capacity may be higher.
+   */
   edge: Schema.optional(Schema.String),
   /** Where the time went (SPEC §15, Sweep/Time.ts); absent in documents written before. */
   time: Schema.optional(TimeSchema),
@@ -303,13 +322,19 @@ export const SweepDoc = Schema.Struct({
    * relative paths in their command lines are relative to it. Absent in documents written before.
    */
   cwd: Schema.optional(Schema.String),
-  /** The hardware class of the first node granted (SPEC §14): a resumed sweep keeps it. */
+  /**
+   * The hardware class of the first node granted (docs/design.md#sweeps-at-cluster-scale): a
+   * resumed sweep keeps it.
+   */
   hardware_class: Schema.optional(HardwareClass),
   /** Nodes of another class, left alone (Ray node ids, each with its facts). */
   left_alone: Schema.optional(Schema.Array(NodeRecord)),
-  /** Seconds the `sweep run` invocations of this session took, summed (SPEC §15); absent before. */
+  /**
+   * Seconds the `sweep run` invocations of this session took, summed
+   * (docs/design.md#time-to-the-answer); absent before.
+   */
   wall_sec: Schema.optional(Schema.Finite),
-  /** `--strategy` (SPEC §15); absent in documents written before it: `grid`. */
+  /** `--strategy` (docs/design.md#time-to-the-answer); absent in documents written before it: `grid`. */
   strategy: Schema.optional(lit(...STRATEGIES)),
   /** The hyperloom that created the session (`compare` lists it when two sessions differ). */
   hyperloom_version: Schema.optional(Schema.String),
@@ -746,9 +771,10 @@ export const withSummary = (doc: SweepDoc): SweepDoc => {
 }
 
 /**
- * More `--load` values on a session (SPEC §15): the experiment takes them, every combination that
- * finished (`done`) gets the new points pending (in ascending order with the old ones) and runs
- * again for them alone; one that ended otherwise gets them `not_run`; nothing measured changes.
+ * More `--load` values on a session (docs/design.md#time-to-the-answer): the experiment takes them,
+ * every combination that finished (`done`) gets the new points pending (in ascending order with the
+ * old ones) and runs again for them alone; one that ended otherwise gets them `not_run`; nothing
+ * measured changes.
  */
 export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDoc => {
   if (doc.experiment.load.kind !== "points") return doc
@@ -779,7 +805,7 @@ export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDo
 }
 
 // ---------------------------------------------------------------------------------------------
-// The adaptive strategy (SPEC §15)
+// The adaptive strategy (docs/design.md#time-to-the-answer)
 
 /** What the adaptive search sees of each combination (Sweep/Adaptive.ts). */
 export const adaptiveView = (doc: SweepDoc): ReadonlyArray<AdaptiveCombination> => {

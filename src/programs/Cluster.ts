@@ -68,7 +68,7 @@ const testPause = (step: RepairStep) =>
   )
 
 /**
- * The guarded runtime repair (SPEC §4), for a caller that holds the work permit.
+ * The guarded runtime repair (docs/design.md#the-repair-guards), for a caller that holds the work permit.
  * Nothing to repair → `none`. Guards refuse → the infeasibility error with the reasons appended,
  * and nothing is stopped. Allowed → re-inspect and re-check every guard, `ray stop --force`,
  * start the head on the same port with the old head's resources plus the slot, wait for the slot;

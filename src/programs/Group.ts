@@ -1,8 +1,9 @@
 /**
- * Serving groups (SPEC §11): `--nodes N` (N >= 2) holds one placement group of N bundles
- * `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD) and runs the command as N ranks, one per node.
- * Nothing is ever started or restarted for a group: the cluster must answer and have N nodes that
- * each declare the slot and G GPUs, else the typed infeasibility (`insufficient_nodes`).
+ * Serving groups (docs/design.md#serving-groups-across-nodes): `--nodes N` (N >= 2) holds one
+ * placement group of N bundles `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD) and runs the command
+ * as N ranks, one per node. Nothing is ever started or restarted for a group: the cluster must
+ * answer and have N nodes that each declare the slot and G GPUs, else the typed infeasibility
+ * (`insufficient_nodes`).
  */
 import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { EnsureRefused, InvalidAddress, InvalidSetting } from "../domain/Errors.js"
@@ -131,9 +132,10 @@ export const acquireGroup = Effect.fn("Group.acquireGroup")(function* (
         servingSlot: spec.request.servingSlot,
         gpuCleanTimeoutSec: spec.request.gpuCleanTimeoutSec,
         argv: spec.argv,
-        // Never the launching host's paths by accident (SPEC §11): each rank runs in its own node's
-        // environment with only HYPERLOOM_* and the --rank-env names of this one laid over it, in
-        // a directory every node has unless --rank-cwd names one.
+        // Never the launching host's paths by accident (docs/design.md#what-each-node-is-given):
+        // each rank runs in its own node's environment with only HYPERLOOM_* and the --rank-env
+        // names of this one laid over it, in a directory every node has unless --rank-cwd names
+        // one.
         env: rankEnvironment(spec.env, settings.rankEnv ?? []),
         cwd: settings.rankCwd ?? DEFAULT_RANK_CWD,
         name: spec.name,
@@ -210,7 +212,8 @@ export const runGroupLeased = Effect.fn("Group.runGroupLeased")(function* (
         )
       }
       progress.startedAt = yield* Clock.currentTimeMillis
-      // As for single leases (SPEC §9), the timeout runs from the commands' start: waiting is not charged.
+      // As for single leases (docs/design.md#waiting-is-not-failing), the timeout runs from the
+      // commands' start: waiting is not charged.
       return spec.timeoutSec !== undefined
         ? yield* Effect.timeoutOption(session.awaitExit, Duration.seconds(spec.timeoutSec))
         : Option.some(yield* session.awaitExit)

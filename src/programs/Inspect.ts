@@ -64,7 +64,10 @@ export const guardsFor = Effect.fn("Inspect.guardsFor")(function* (inspection: I
   })
 })
 
-/** `hyperloom ray doctor`'s report; field names are the CLI contract (SPEC §7). */
+/**
+ * `hyperloom ray doctor`'s report; field names are the CLI contract
+ * (docs/design.md#the-command-line).
+ */
 export interface DoctorReport {
   readonly cluster: {
     readonly address: string
@@ -81,7 +84,10 @@ export interface DoctorReport {
   } | null
   readonly repair: { readonly allowed: boolean; readonly guards: ReadonlyArray<GuardResult> }
   readonly warnings: ReadonlyArray<string>
-  /** For a group (--nodes N >= 2, SPEC §11): the nodes that can hold a rank and what the others lack. */
+  /**
+   * For a group (--nodes N >= 2, docs/design.md#serving-groups-across-nodes): the nodes that can
+   * hold a rank and what the others lack.
+   */
   readonly group: {
     readonly nodes: number
     readonly eligible: ReadonlyArray<{ readonly node_id: string; readonly address: string }>
@@ -92,10 +98,13 @@ export interface DoctorReport {
       readonly gpus_short: number | null
     }>
   } | null
-  /** What stops a lease's processes (SPEC §13): a cgroup per lease, or the subreaper alone (and why). */
+  /**
+   * What stops a lease's processes (docs/design.md#contained): a cgroup per lease, or the subreaper
+   * alone (and why).
+   */
   readonly containment: Containment.Containment
   /**
-   * Who holds this host's GPUs (SPEC §13 "Clean GPUs"), per GPU index ("all": /dev/kfd, every AMD
+   * Who holds this host's GPUs (docs/design.md#clean-gpus), per GPU index ("all": /dev/kfd, every AMD
    * GPU): what a lease's gate would wait for. `scanned` false: no GPU device file or vendor tool here.
    */
   readonly gpu_holders: {

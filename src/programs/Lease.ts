@@ -24,15 +24,15 @@ export interface LeaseRunSpec {
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
   /**
-   * Bounds the command's run, from its start in the actor (SPEC §9 "waiting is not failing"):
+   * Bounds the command's run, from its start in the actor (docs/design.md#waiting-is-not-failing):
    * the wait for a slot or GPUs held by another lease is never charged to it. The caller's own
    * bounds (a session deadline, interruption) still cover the wait.
    */
   readonly timeoutSec?: number | undefined
   /**
    * Bounds the wait for the lease (the host's queue, then Ray's grant), from the lease's start
-   * (SPEC §13 `--wait`): past it the lease fails with LeaseWaitExpired naming the holder, and
-   * nothing runs. Unset: the wait is bounded by the caller only.
+   * (`--wait`, docs/design.md#fair-queue): past it the lease fails with LeaseWaitExpired naming the
+   * holder, and nothing runs. Unset: the wait is bounded by the caller only.
    */
   readonly waitSec?: number | undefined
   readonly name?: string | undefined
@@ -204,11 +204,11 @@ const reportContention = (
   )
 
 /**
- * Acquires a serving lease for the enclosing scope (SPEC §5): under the work permit, ensure the
- * cluster (repairing it if it lacks the slot and every guard allows; failing with the typed
- * infeasibility otherwise), mark "lease submitted", and send the actor creation. The permit is
- * released once the creation is sent; the lease itself lives until the scope closes, which
- * stops the command's process tree and kills the actor.
+ * Acquires a serving lease for the enclosing scope (docs/design.md#serving-leases): under the work
+ * permit, ensure the cluster (repairing it if it lacks the slot and every guard allows; failing
+ * with the typed infeasibility otherwise), mark "lease submitted", and send the actor creation. The
+ * permit is released once the creation is sent; the lease itself lives until the scope closes,
+ * which stops the command's process tree and kills the actor.
  */
 export const acquireLease = Effect.fn("Lease.acquireLease")(function* (
   spec: Omit<LeaseRunSpec, "timeoutSec">
@@ -275,7 +275,8 @@ export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunS
     Effect.gen(function* () {
       const waitStart = yield* Clock.currentTimeMillis
       const said: WaitNotes = { waited: false }
-      // SPEC §13: a lease for the slot waits its turn in the host's queue before it submits its actor.
+      // docs/design.md#fair-queue: a lease for the slot waits its turn in the host's queue before
+      // it submits its actor.
       const ticket = spec.request.servingSlot ? yield* queue.join({ gpus: spec.request.gpus }) : undefined
       const grant = Effect.gen(function* () {
         if (ticket !== undefined) yield* awaitTurn(ticket, said, leasesInRay)
@@ -287,9 +288,10 @@ export const runLeased = Effect.fn("Lease.runLeased")(function* (spec: LeaseRunS
             contentionFirstLook
           )
         )
-        // SPEC §13/§14: the lease stops holding the host's queue once Ray has placed it (its node's
-        // slot is held from then), not once its command starts: a lease of this host bound for
-        // another node never waits behind this one's clean-GPU wait or worker start.
+        // docs/design.md#fair-queue, docs/design.md#sweeps-at-cluster-scale: the lease stops
+        // holding the host's queue once Ray has placed it (its node's slot is held from then), not
+        // once its command starts: a lease of this host bound for another node never waits behind
+        // this one's clean-GPU wait or worker start.
         const holding =
           ticket === undefined
             ? undefined

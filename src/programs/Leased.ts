@@ -36,7 +36,7 @@ export const runLeasedCommand = Effect.fn("Leased.runLeasedCommand")(function* (
   const argv = command._tag === "Argv" ? command.argv : yield* runnerArgv(command, spec.cwd)
   const result: LeaseRunResult | GroupRunResult =
     nodes < 2
-      ? // A sweep's engine may run on a node without this folder (SPEC §14): its runner starts
+      ? // A sweep's engine may run on a node without this folder (docs/design.md#sweeps-at-cluster-scale): its runner starts
         // there in /, and runs the engine and the clients in `cwd` where the node has it.
         yield* runLeased({ ...lease, argv, cwd: command._tag === "Engine" ? "/" : lease.cwd })
       : command._tag === "Argv"

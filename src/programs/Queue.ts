@@ -1,7 +1,7 @@
 /**
- * The host's fair queue in the lease program (SPEC §13 "Fair"): a lease that asks for the serving
- * slot joins the host's queue before anything else and submits its actor only when no lease that
- * arrived before it is still waiting (services/HostQueue.ts, domain/Queue.ts).
+ * The host's fair queue in the lease program (docs/design.md#fair-queue): a lease that asks for the
+ * serving slot joins the host's queue before anything else and submits its actor only when no lease
+ * that arrived before it is still waiting (services/HostQueue.ts, domain/Queue.ts).
  */
 import { Clock, Duration, Effect } from "effect"
 import type { YieldWrap } from "effect/Utils"

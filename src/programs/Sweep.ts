@@ -1,6 +1,6 @@
 /**
- * The sweep program (SPEC §12): the best serving configuration under an SLO. The policy is pure
- * (domain/Sweep*.ts); this file is the loop around it, against service tags only.
+ * The sweep program (docs/design.md#sweeps): the best serving configuration under an SLO. The
+ * policy is pure (domain/Sweep*.ts); this file is the loop around it, against service tags only.
  *
  * One run of a session:
  * 1. Take the session lock, load `sweep.json`. A session of another experiment is refused
@@ -106,7 +106,10 @@ export interface SweepOptions {
   readonly pointTimeoutSec?: number | undefined
   readonly readyPath: string
   readonly readyTimeoutSec: number
-  /** Bounds each combination's wait for its lease (SPEC §13 `--wait`): past it the sweep stops, naming the holder. */
+  /**
+   * Bounds each combination's wait for its lease (`--wait`, docs/design.md#fair-queue): past it the
+   * sweep stops, naming the holder.
+   */
   readonly waitSec?: number | undefined
   /** Bounds the whole run; past it the sweep stops (resumable) as session_time_exhausted. */
   readonly deadlineSec?: number | undefined
@@ -114,14 +117,21 @@ export interface SweepOptions {
   readonly cwd: string
   /** hyperloom's version, for the session's environment record. */
   readonly version?: string | undefined
-  /** Combinations at once (SPEC §14 `--parallel`; default 1), each under its own lease. */
+  /**
+   * Combinations at once (`--parallel`, docs/design.md#sweeps-at-cluster-scale; default 1), each
+   * under its own lease.
+   */
   readonly parallel?: number | undefined
   /**
-   * Where the status line goes (SPEC §14): `redraw` is called at every change (a terminal redraws
-   * it in place); without it, the line is logged every `STATUS_EVERY`.
+   * Where the status line goes (docs/design.md#sweeps-at-cluster-scale): `redraw` is called at
+   * every change (a terminal redraws it in place); without it, the line is logged every
+   * `STATUS_EVERY`.
    */
   readonly redrawStatus?: ((line: string) => Effect.Effect<void>) | undefined
-  /** `--strategy` (SPEC §15): `grid` (default) runs every combination; `adaptive` searches. */
+  /**
+   * `--strategy` (docs/design.md#time-to-the-answer): `grid` (default) runs every combination;
+   * `adaptive` searches.
+   */
   readonly strategy?: Strategy | undefined
 }
 
@@ -174,7 +184,10 @@ interface Run {
   readonly fleet: Fleet
   /** Set on a combination's own view (`ownRun`): the only combination it writes. */
   readonly only?: number | undefined
-  /** The session's wall seconds before this invocation, and when this one began (SPEC §15). */
+  /**
+   * The session's wall seconds before this invocation, and when this one began
+   * (docs/design.md#time-to-the-answer).
+   */
   wallBefore: number
   startedMs: number
 }
@@ -238,7 +251,10 @@ const save = (run: Run, next: SweepDoc) =>
     )
   )
 
-/** The status line now (SPEC §14): combinations done / running / waiting, runs, elapsed, ETA. */
+/**
+ * The status line now (docs/design.md#sweeps-at-cluster-scale): combinations done / running /
+ * waiting, runs, elapsed, ETA.
+ */
 const statusNow = (run: Run) =>
   Effect.map(Clock.currentTimeMillis, (now) => {
     const doc = (run.fleet.root ?? run).doc
@@ -279,7 +295,10 @@ const fmt = (n: number | undefined, unit: string) =>
 // ---------------------------------------------------------------------------------------------
 // One client run
 
-/** A client run's outcome, classified (SPEC §6/§10; completed = 0 is never a measurement). */
+/**
+ * A client run's outcome, classified (docs/design.md#failure-classes; completed = 0 is never a
+ * measurement).
+ */
 const judgeRun = (
   run: Run,
   outcome: import("./SweepEngine.js").ClientOutcome,
@@ -528,10 +547,11 @@ const recordSweepEnvironment = (run: Run, index: number, node: NodeFacts | undef
 const DETERMINISTIC: ReadonlySet<string> = new Set(["kv_cache_oom", "fast_exit_arg_error"])
 
 /**
- * Whether the sweep takes the node it was granted (SPEC §14 "Comparable nodes"): the first node
- * granted sets the sweep's hardware class (a resumed sweep keeps its own); a node of another
- * class is left alone (its Ray id avoided by every later lease of the sweep) and named once. A
- * node that tells nothing, or no Ray id, is taken (it cannot be steered away from).
+ * Whether the sweep takes the node it was granted (docs/design.md#sweeps-at-cluster-scale,
+ * "Comparable nodes"): the first node granted sets the sweep's hardware class (a resumed sweep
+ * keeps its own); a node of another class is left alone (its Ray id avoided by every later lease of
+ * the sweep) and named once. A node that tells nothing, or no Ray id, is taken (it cannot be
+ * steered away from).
  */
 const admitNode = (run: Run, node: NodeRecord | undefined) =>
   Effect.gen(function* () {
@@ -652,7 +672,7 @@ const runCombination = (run: Run, index: number) =>
         }
         case "not_ready": {
           const r = outcome.result
-          // the engine's own telling line and its server.log, first (SPEC §15)
+          // the engine's own telling line and its server.log, first (docs/design.md#time-to-the-answer)
           const note = engineNote(r, `${dir}/${SERVER_LOG}`)
           yield* save(
             run,
@@ -719,12 +739,12 @@ const runCombination = (run: Run, index: number) =>
 class SweepStopped extends Data.TaggedError("SweepStopped")<{}> {}
 
 /**
- * The combinations not finished, up to `parallel` at once (SPEC §14), handed out in the sweep's
- * order: a finished one frees its place (and Ray its node's slot) for the next. Each runs under
- * its own lease; where it runs is Ray's to decide (the serving slot: one engine per node),
- * steered only away from the nodes the sweep leaves alone. One that stops the sweep stops the
- * others (their runs in flight become interrupted, their points run again on a resume); so
- * does a lease failure, which fails the run.
+ * The combinations not finished, up to `parallel` at once (docs/design.md#sweeps-at-cluster-scale),
+ * handed out in the sweep's order: a finished one frees its place (and Ray its node's slot) for the
+ * next. Each runs under its own lease; where it runs is Ray's to decide (the serving slot: one
+ * engine per node), steered only away from the nodes the sweep leaves alone. One that stops the
+ * sweep stops the others (their runs in flight become interrupted, their points run again on a
+ * resume); so does a lease failure, which fails the run.
  */
 const runCombinations = (run: Run, parallel: number) =>
   Effect.gen(function* () {
@@ -759,9 +779,9 @@ const runCombinations = (run: Run, parallel: number) =>
   })
 
 /**
- * `--strategy adaptive` (SPEC §15): the search (domain/Sweep/Adaptive.ts) names the next
- * combination after each one ends; what it rules out is `skipped` with the reason as soon as it
- * is known (monotone infeasibility), and what it never reached when it settles.
+ * `--strategy adaptive` (docs/design.md#time-to-the-answer): the search (domain/Sweep/Adaptive.ts)
+ * names the next combination after each one ends; what it rules out is `skipped` with the reason as
+ * soon as it is known (monotone infeasibility), and what it never reached when it settles.
  */
 const adaptiveLoop = (run: Run) =>
   Effect.gen(function* () {
@@ -877,7 +897,7 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     ]
     const added = addedLoads(experimentOf(run.doc.experiment), options.experiment, diffs)
     if (added !== undefined) {
-      // more --load values, nothing else changed: the new points only (SPEC §15)
+      // more --load values, nothing else changed: the new points only (docs/design.md#time-to-the-answer)
       run.doc = growLoads(
         run.doc,
         options.experiment.load.kind === "points" ? options.experiment.load.values : []

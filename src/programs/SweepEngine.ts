@@ -1,9 +1,9 @@
 /**
- * One engine per server combination (SPEC §12): a lease whose command is the sweep runner, which
- * starts the engine once, waits until it is ready, and then runs client invocations on request
- * (domain/Sweep/Runner.ts), until the scope closes: then it is asked to stop the engine (TERM,
- * grace, KILL of its process group) and exit, and the lease is released after it (interrupted if
- * the runner does not end in time).
+ * One engine per server combination (docs/design.md#combinations-and-points): a lease whose command
+ * is the sweep runner, which starts the engine once, waits until it is ready, and then runs client
+ * invocations on request (domain/Sweep/Runner.ts), until the scope closes: then it is asked to stop
+ * the engine (TERM, grace, KILL of its process group) and exit, and the lease is released after it
+ * (interrupted if the runner does not end in time).
  *
  * The sweep program sees only the `SweepEngine` tag: the live one (here) runs the lease through
  * the AttemptRunner (one node, or a group with `--nodes`); tests script one (`layerTest`).
@@ -37,7 +37,10 @@ export interface EngineSpec {
   readonly dir: string
   readonly readyPath: string
   readonly readyTimeoutSec: number
-  /** Bounds the wait for the lease (SPEC §13 `--wait`): past it LeaseWaitExpired names the holder. */
+  /**
+   * Bounds the wait for the lease (`--wait`, docs/design.md#fair-queue): past it LeaseWaitExpired
+   * names the holder.
+   */
   readonly waitSec?: number | undefined
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
@@ -46,7 +49,10 @@ export interface EngineSpec {
 
 export type EngineStarted = Data.TaggedEnum<{
   Ready: { readonly readySec: number | null; readonly status: EngineStatus | undefined }
-  /** The engine exited or timed out before it was ready: classified as SPEC §6 says. */
+  /**
+   * The engine exited or timed out before it was ready: classified as a baseline attempt's
+   * (docs/design.md#failure-classes).
+   */
   NotReady: { readonly result: AttemptResult }
 }>
 export const EngineStarted = Data.taggedEnum<EngineStarted>()
@@ -61,7 +67,7 @@ export interface ClientOutcome {
   readonly engineExitCode: number | null
   /** `--between` exited non-zero (the client did not run). */
   readonly betweenExitCode: number | null
-  /** `--between`'s own time (SPEC §15), when it ran. */
+  /** `--between`'s own time (docs/design.md#time-to-the-answer), when it ran. */
   readonly betweenSec?: number | null | undefined
 }
 
@@ -134,7 +140,10 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
           return nodeRecordOf(status, ray)
         })
 
-      /** The engine failed before ready: judged on server.log (SPEC §10), its class as §6 says. */
+      /**
+       * The engine failed before ready: judged on server.log
+       * (docs/design.md#classified-from-what-happened), its class as for a baseline attempt.
+       */
       const notReady = (
         spec: EngineSpec,
         status: EngineStatus | undefined,
@@ -316,7 +325,7 @@ export interface FakeEngineLog {
   readonly waits: ReadonlyArray<number | undefined>
   /** The most engines live at once. */
   readonly maxLive: number
-  /** Every start's nodes to avoid (SPEC §14), in order. */
+  /** Every start's nodes to avoid (docs/design.md#sweeps-at-cluster-scale), in order. */
   readonly avoids: ReadonlyArray<ReadonlyArray<string>>
 }
 

@@ -7,10 +7,10 @@ import { checkRegularFile, RESULT_FILE_MAX_BYTES, readRegularFile } from "./Boun
 import { StateIoFailed } from "./StateStore.js"
 
 /**
- * The files of a baseline session besides its state (SPEC §6): one folder per attempt,
- * `<session>/attempts/<n>/`, holding the result file the command writes (its path is handed over in
- * `HYPERLOOM_RESULT_FILE`) and, when the enablement lane runs, the launch log handed to the
- * enablement command (`HYPERLOOM_LAUNCH_LOG`).
+ * The files of a baseline session besides its state (docs/design.md#session-state): one folder per
+ * attempt, `<session>/attempts/<n>/`, holding the result file the command writes (its path is
+ * handed over in `HYPERLOOM_RESULT_FILE`) and, when the enablement lane runs, the launch log handed
+ * to the enablement command (`HYPERLOOM_LAUNCH_LOG`).
  *
  * The result file is `{"throughput": <number>}`. Reading it never fails: a missing file, text that
  * is not a JSON object, or an object without `throughput` all read as "no report" (`undefined`);

@@ -1,5 +1,5 @@
 /**
- * Which containment a lease gets on this host (SPEC §13), as `ray doctor` reports it. The
+ * Which containment a lease gets on this host (docs/design.md#contained), as `ray doctor` reports it. The
  * supervisor (python/hyperloom/supervisor.py) is always a child subreaper; where cgroup v2 is
  * mounted, its cgroup is writable and the kernel has `cgroup.kill`, each lease also gets a cgroup
  * of its own. Read-only: judged from hyperloom's own cgroup (the lease's is made beside the Ray

@@ -6,7 +6,7 @@ import { keepTail } from "../domain/Text.js"
 import { terminateTree } from "./Subprocess.js"
 
 /**
- * Runs the operator's enablement command (SPEC §6 rule 5, `--enablement-cmd`).
+ * Runs the operator's enablement command (`--enablement-cmd`, docs/design.md#the-enablement-lane).
  *
  * The operator gives it as ONE string, a shell command line: it runs as `/bin/sh -c <command>`, so
  * quoting, pipes, `&&` and `$HYPERLOOM_LAUNCH_LOG` work as in a terminal. This is the one place

@@ -1,5 +1,5 @@
 /**
- * GcsClient: reads a Ray cluster's snapshot from its GCS over gRPC (RAY.md "Reading the cluster"):
+ * GcsClient: reads a Ray cluster's snapshot from its GCS over gRPC (proto/gcs.proto):
  * the transport (one grpc-js client per GCS address, deadlines, auth metadata), the seven calls
  * and the decoding of their replies into the domain's `ClusterSnapshot`. Which cluster to read
  * (RAY_ADDRESS, the current-cluster file, /proc) is ClusterInspector's job, built on this one.

@@ -1,5 +1,5 @@
 /**
- * GpuScan: who holds this host's GPUs, for `ray doctor` (SPEC §13 "Clean GPUs"). It asks the
+ * GpuScan: who holds this host's GPUs, for `ray doctor` (docs/design.md#clean-gpus). It asks the
  * module the lease's supervisor gates with (`python -I <package>/python gpus --json`,
  * python/hyperloom/gpus.py), so each format (the /proc fd links, nvidia-smi's CSV, amd-smi's
  * JSON) keeps one parser. Only the presence check is here: a host with no GPU device file and no

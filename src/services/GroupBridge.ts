@@ -1,13 +1,13 @@
 /**
- * GroupBridge: holds serving groups (SPEC §11) through the Python group bridge shipped in the
- * package (`python/hyperloom/group.py`, its header documents the JSON-lines protocol). One bridge
- * process per group, started with the Ray installation's Python: it asks Ray for one placement
- * group of N bundles `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD), and once every bundle is
- * placed starts one rank actor per bundle, each the lease actor of `python/hyperloom/actor.py` (so
- * every rank's command is supervised exactly as a single lease's). The group lives as long as the
- * scope `open` runs in: closing it stops every rank, kills the actors and removes the placement
- * group; if hyperloom dies, the bridge sees EOF on its stdin and does the same; if the bridge dies,
- * Ray removes its job's placement group and actors.
+ * GroupBridge: holds serving groups (docs/design.md#serving-groups-across-nodes) through the Python
+ * group bridge shipped in the package (`python/hyperloom/group.py`, its header documents the
+ * JSON-lines protocol). One bridge process per group, started with the Ray installation's Python:
+ * it asks Ray for one placement group of N bundles `{"GPU": G, "serving_slot": 1}` (STRICT_SPREAD),
+ * and once every bundle is placed starts one rank actor per bundle, each the lease actor of
+ * `python/hyperloom/actor.py` (so every rank's command is supervised exactly as a single lease's).
+ * The group lives as long as the scope `open` runs in: closing it stops every rank, kills the
+ * actors and removes the placement group; if hyperloom dies, the bridge sees EOF on its stdin and
+ * does the same; if the bridge dies, Ray removes its job's placement group and actors.
  */
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Context, Deferred, type Duration, Effect, Fiber, Layer, Schema, Scope } from "effect"
@@ -49,7 +49,10 @@ export interface GroupSpec {
   /** The placement group's name (optional). */
   readonly name?: string | undefined
   readonly stopGraceSec?: number | undefined
-  /** Each rank's clean-GPU wait on its own node (SPEC §13; default 30 s), as in LeaseSpec. */
+  /**
+   * Each rank's clean-GPU wait on its own node (docs/design.md#clean-gpus; default 30 s), as in
+   * LeaseSpec.
+   */
   readonly gpuCleanTimeoutSec?: number | undefined
   readonly releaseTimeoutSec?: number | undefined
   readonly connectTimeoutSec?: number | undefined

@@ -1,5 +1,5 @@
 /**
- * The host's fair queue (SPEC §13 "Fair"): leases of this host that wait for the serving slot
+ * The host's fair queue (docs/design.md#fair-queue): leases of this host that wait for the serving slot
  * are granted in arrival order, whatever order Ray would grant them in, across the host's users.
  *
  * A queue entry is a ticket file in a directory every user can write and nobody can tamper with

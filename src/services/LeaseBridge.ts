@@ -1,10 +1,11 @@
 /**
- * LeaseBridge: holds serving leases (SPEC §5) through the Python bridge shipped in the package
- * (`python/hyperloom/bridge.py`, its header documents the JSON-lines protocol). One bridge process
- * per lease, started with the Ray installation's Python; the lease lives as long as the scope
- * `open` runs in: closing it (normal end, error, interruption) releases the lease — the command's
- * process tree is stopped, the actor killed — and the bridge is killed if it does not finish in
- * time. If hyperloom itself dies, the bridge sees EOF on its stdin and releases on its own.
+ * LeaseBridge: holds serving leases (docs/design.md#the-bridge-and-the-actor) through the Python
+ * bridge shipped in the package (`python/hyperloom/bridge.py`, its header documents the JSON-lines
+ * protocol). One bridge process per lease, started with the Ray installation's Python; the lease
+ * lives as long as the scope `open` runs in: closing it (normal end, error, interruption) releases
+ * the lease — the command's process tree is stopped, the actor killed — and the bridge is killed if
+ * it does not finish in time. If hyperloom itself dies, the bridge sees EOF on its stdin and
+ * releases on its own.
  */
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import {
@@ -102,7 +103,8 @@ export interface LeaseSpec {
   readonly stopGraceSec?: number | undefined
   /**
    * How long the supervisor waits, before CMD starts, for processes outside the lease to let go
-   * of its GPUs (SPEC §13; default 30 s); then the lease fails with GpuBusy and CMD never runs.
+   * of its GPUs (docs/design.md#clean-gpus; default 30 s); then the lease fails with GpuBusy and
+   * CMD never runs.
    */
   readonly gpuCleanTimeoutSec?: number | undefined
   /** Ray node ids the lease must not be placed on (Ray's `ray.io/node-id` label selector). */

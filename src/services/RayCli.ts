@@ -43,7 +43,7 @@ export interface RayCliShape {
 
 export class RayCli extends Context.Tag("hyperloom/services/RayCli")<RayCli, RayCliShape>() {}
 
-/** The argv (after the executable) of a head start, as SPEC §3 writes it. */
+/** The argv (after the executable) of a head start, as docs/design.md#ensuring-a-cluster writes it. */
 export const headStartArgs = (spec: HeadStartSpec): ReadonlyArray<string> => [
   "start",
   "--head",

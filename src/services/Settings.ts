@@ -23,9 +23,15 @@ export interface SettingsShape {
   readonly rayAddress: RayAddress
   /** Node count of the run: HYPERLOOM_NODES or --nodes; >= 2 is a multi-node run. */
   readonly nodes: number
-  /** A group's rank directory (`--rank-cwd`); undefined: DEFAULT_RANK_CWD (SPEC §11). */
+  /**
+   * A group's rank directory (`--rank-cwd`); undefined: DEFAULT_RANK_CWD
+   * (docs/design.md#what-each-node-is-given).
+   */
   readonly rankCwd?: string | undefined
-  /** Variables a group's ranks get besides HYPERLOOM_* (`--rank-env NAME`…, SPEC §11). */
+  /**
+   * Variables a group's ranks get besides HYPERLOOM_* (`--rank-env NAME`…,
+   * docs/design.md#what-each-node-is-given).
+   */
   readonly rankEnv?: ReadonlyArray<string> | undefined
   /** HYPERLOOM_RAY_STATUS_TIMEOUT_SEC, default 5. */
   readonly statusTimeoutSec: number

@@ -10,7 +10,7 @@ import { holdLockFile, type LockUnavailable, pidAlive } from "./LockFile.js"
 export { pidAlive }
 
 /**
- * Persists a baseline session's state in `<session>/state.json` (SPEC §6).
+ * Persists a baseline session's state in `<session>/state.json` (docs/design.md#session-state).
  *
  * - `load` never modifies the file: a missing file is `None`, an older version is migrated in
  *   memory, a corrupt file or one that fails the schema is `StateCorrupt`, a newer version is
@@ -121,7 +121,8 @@ export const makeFileStateStore = Effect.gen(function* () {
     const file = path.join(sessionDir, STATE_FILE)
     const body = renderState(state)
     yield* ensureDir(sessionDir)
-    // Never replace a state file that load would refuse (SPEC §6: never overwritten when unreadable).
+    // Never replace a state file that load would refuse (docs/design.md#session-state: never
+    // overwritten when unreadable).
     const existing = yield* readIfExists(file)
     if (Option.isSome(existing)) yield* fromProblem(file, existing.value)
     yield* writeFileAtomically(sessionDir, STATE_FILE, body).pipe(

@@ -13,11 +13,12 @@ import type { LeaseOutput } from "./LeaseBridge.js"
 
 /**
  * The sweep runner's control channel (domain/Sweep/Runner.ts), through the lease and nothing else
- * (SPEC §14: the leased node shares nothing with this host but Ray): requests go to the runner's
- * stdin, which the lease forwards; the runner's answers, its engine's status and the bytes of
- * every file it keeps come back as lines of its stdout that start with RUNNER_MESSAGE_PREFIX. Those
- * files are written here, under the engine's folder or a run's folder (the only places the
- * runner may name), as they come: a node that dies loses at most the run in flight.
+ * (docs/design.md#sweeps-at-cluster-scale: the leased node shares nothing with this host but Ray):
+ * requests go to the runner's stdin, which the lease forwards; the runner's answers, its engine's
+ * status and the bytes of every file it keeps come back as lines of its stdout that start with
+ * RUNNER_MESSAGE_PREFIX. Those files are written here, under the engine's folder or a run's folder
+ * (the only places the runner may name), as they come: a node that dies loses at most the run in
+ * flight.
  */
 export interface EngineChannel {
   /** The runner's stdin (give it to the lease: LeaseTerminal.stdin). */

@@ -15,7 +15,8 @@ import { readRegularFile, STATE_FILE_MAX_BYTES } from "./BoundedRead.js"
 import { StateCorrupt, StateFromFuture, StateIoFailed, type StateLoadError } from "./StateStore.js"
 
 /**
- * Persists a sweep session (SPEC §12): `<session>/sweep.json` and `<session>/summary.csv`.
+ * Persists a sweep session (docs/design.md#what-a-sweep-keeps): `<session>/sweep.json` and
+ * `<session>/summary.csv`.
  *
  * - `load` never modifies anything: a missing file is `None`, a corrupt one `StateCorrupt`, one
  *   from a newer hyperloom `StateFromFuture`.

@@ -146,7 +146,7 @@ describe("renderSession", () => {
   })
 })
 
-describe("state show: per-attempt serving metrics (SPEC §10)", () => {
+describe("state show: per-attempt serving metrics (docs/design.md#results-and-metrics)", () => {
   it("prints the format, throughputs and mean/median/p99 latencies under the attempt", () => {
     const s: SessionState = {
       ...initialState(),

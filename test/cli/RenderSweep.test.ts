@@ -1,8 +1,8 @@
 /**
- * `sweep show` as text (SPEC §12): the best's server and client command lines are complete and
- * ready to paste. The test pastes them: the lines after `best:` go to a real `sh` as they are
- * printed, with a server and a client that print their argv; what they print must be the argv
- * hyperloom ran (quotes, spaces, `$`, an apostrophe, `$HYPERLOOM_…` references expanded as
+ * `sweep show` as text (docs/design.md#best-and-tie): the best's server and client command lines
+ * are complete and ready to paste. The test pastes them: the lines after `best:` go to a real `sh`
+ * as they are printed, with a server and a client that print their argv; what they print must be
+ * the argv hyperloom ran (quotes, spaces, `$`, an apostrophe, `$HYPERLOOM_…` references expanded as
  * hyperloom would), in the directory the sweep ran in.
  */
 import { spawnSync } from "node:child_process"

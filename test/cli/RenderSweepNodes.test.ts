@@ -1,6 +1,7 @@
 /**
- * `sweep show` and the report name each combination's node(s) (SPEC §14), the sweep's hardware
- * class and the nodes it left alone; a sweep that recorded no node renders as before.
+ * `sweep show` and the report name each combination's node(s)
+ * (docs/design.md#sweeps-at-cluster-scale), the sweep's hardware class and the nodes it left alone;
+ * a sweep that recorded no node renders as before.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"

@@ -1,5 +1,5 @@
 /**
- * The report on a sweep (SPEC §12), on a document the sweep program made against a scripted
+ * The report on a sweep (docs/design.md#sweeps), on a document the sweep program made against a scripted
  * engine: failed points drawn as ×, the SLO lines, the Pareto front over the points that met every
  * SLO with the best on it and ringed once, its label inside the chart, one legend for the section
  * (HTML, so long labels wrap instead of overlapping in the charts), nothing fetched.
@@ -91,15 +91,17 @@ describe("the report on a sweep", () => {
       })
   )
 
-  it.effect("says where the time went (SPEC §15); an adaptive sweep states its assumption", () =>
-    Effect.gen(function* () {
-      const doc: SweepDoc = yield* sweepDoc
-      const html = renderSweepReport([{ name: "s", doc }], "2026-12-01T00:00:00.000Z")
-      assert.include(html, "time: wall ")
-      assert.include(html, "3 engine start(s)")
-      assert.notInclude(html, "assumed unimodal")
-      const adaptive = renderSweepReport([{ name: "s", doc: { ...doc, strategy: "adaptive" } }], "x")
-      assert.include(adaptive, "each numeric --param axis is assumed unimodal")
-    })
+  it.effect(
+    "says where the time went (docs/design.md#time-to-the-answer); an adaptive sweep states its assumption",
+    () =>
+      Effect.gen(function* () {
+        const doc: SweepDoc = yield* sweepDoc
+        const html = renderSweepReport([{ name: "s", doc }], "2026-12-01T00:00:00.000Z")
+        assert.include(html, "time: wall ")
+        assert.include(html, "3 engine start(s)")
+        assert.notInclude(html, "assumed unimodal")
+        const adaptive = renderSweepReport([{ name: "s", doc: { ...doc, strategy: "adaptive" } }], "x")
+        assert.include(adaptive, "each numeric --param axis is assumed unimodal")
+      })
   )
 })

@@ -1,7 +1,8 @@
 /**
  * A result with completed = 0 (vLLM's client after the engine died: exit 0, every metric 0) is
- * never a measurement (issue 14 item 3; SPEC §10): `state show` does not print its zeros as
- * figures, and the report draws it as a failed attempt (×), not a point at 0.
+ * never a measurement (issue 14 item 3; docs/design.md#classified-from-what-happened): `state show`
+ * does not print its zeros as figures, and the report draws it as a failed attempt (×), not a point
+ * at 0.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { renderReport } from "../../src/cli/RenderReport.js"

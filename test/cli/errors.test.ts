@@ -1,6 +1,6 @@
 /**
  * Bad input an operator can give without any Ray running: each is one clear line on stderr and a
- * documented exit code, never a stack trace (SPEC §8). Drives the real executable.
+ * documented exit code, never a stack trace (docs/design.md#bad-input). Drives the real executable.
  */
 import * as fs from "node:fs"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"

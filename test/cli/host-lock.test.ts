@@ -1,6 +1,6 @@
 /**
  * The shipped CLI (bundled by scripts/bundle-cli.mjs, as the package's bin) always takes the
- * host's one Ray lock (SPEC §9 "one repairer per host"): no variable moves it elsewhere. The
+ * host's one Ray lock (docs/design.md#one-repairer-per-host): no variable moves it elsewhere. The
  * unit tests' own bundles take a lock of their own name (test/support/bundle.ts), fixed at
  * bundle time, which this build does not have.
  */
@@ -95,7 +95,7 @@ describe("the shipped CLI and the host's lock", () => {
   })
 })
 
-describe("a foreign local user and the host's lock (SPEC §13)", () => {
+describe("a foreign local user and the host's lock (docs/design.md#fair-queue)", () => {
   it.skipIf(!canActAsForeignUser())(
     "uid 65534 claiming the host's lock first is neither waited for nor quoted",
     async () => {

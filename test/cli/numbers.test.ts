@@ -1,5 +1,5 @@
 /**
- * Number options are strict decimal (SPEC §8 "bad option values"; issue 13 item 8): JavaScript's
+ * Number options are strict decimal (docs/design.md#bad-input; issue 13 item 8): JavaScript's
  * Number() reads `0x10` as 16, `0b11` as 3, `1e1` as 10, ` 5` as 5 and `Infinity` as a number,
  * so `--gpus 0x10` asked Ray for 16 GPUs. Every integer and seconds option of every command must
  * refuse such values with one usage line (exit 2) and run nothing: no `ray` call, no CMD.

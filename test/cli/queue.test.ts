@@ -1,7 +1,7 @@
 /**
- * `hyperloom queue` and `--wait` on the command line (SPEC §13), without Ray: the unit bundle has
- * a host queue of its own name (test/support/bundle.ts), so it is empty here. The queue with
- * leases in it is tested on a real head (test/ray/queue.test.ts).
+ * `hyperloom queue` and `--wait` on the command line (docs/design.md#fair-queue), without Ray: the
+ * unit bundle has a host queue of its own name (test/support/bundle.ts), so it is empty here. The
+ * queue with leases in it is tested on a real head (test/ray/queue.test.ts).
  */
 import * as fs from "node:fs"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"

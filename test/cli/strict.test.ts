@@ -1,5 +1,5 @@
 /**
- * The strict command line (SPEC §7, after the table): options end at `--`, an unknown or misspelt
+ * The strict command line (docs/design.md#the-command-line): options end at `--`, an unknown or misspelt
  * option is a usage error (exit 2) and nothing runs, `--gpus` is required where a lease is held,
  * `lease run` keeps 125 for hyperloom's own failures, `--log-level` goes anywhere, usage errors are
  * JSON under `--json`, help shows the whole command path and fits the terminal.

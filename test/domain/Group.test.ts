@@ -269,7 +269,7 @@ describe("groupExitCode", () => {
   })
 })
 
-describe("what a rank is sent of the launching environment (SPEC §11)", () => {
+describe("what a rank is sent of the launching environment (docs/design.md#what-each-node-is-given)", () => {
   const launching = {
     PATH: "/launcher/bin:/usr/bin",
     LD_LIBRARY_PATH: "/launcher/lib",
@@ -302,7 +302,7 @@ describe("what a rank is sent of the launching environment (SPEC §11)", () => {
   })
 })
 
-describe("vLLM's ray executor backend is refused before anything starts (SPEC §11)", () => {
+describe("vLLM's ray executor backend is refused before anything starts (docs/design.md#serving-engines-in-a-group)", () => {
   it("in any spelling argparse takes", () => {
     for (const cmd of [
       "vllm serve M --distributed-executor-backend ray --port $HYPERLOOM_PORT",

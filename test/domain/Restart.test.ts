@@ -25,7 +25,7 @@ describe("restartPlan", () => {
   })
 
   it("keeps 0 as 0: a head that declared no GPUs is restarted with --num-gpus=0, not with every GPU Ray detects", () => {
-    // `ray start --head --num-gpus=0` gives no GPU key at all (RAY.md), so no key means 0 declared.
+    // `ray start --head --num-gpus=0` gives no GPU key at all (Ray 2.58), so no key means 0 declared.
     assert.strictEqual(restartPlan(head({ CPU: 2 }), 6379, undefined).numGpus, 0)
     assert.strictEqual(restartPlan(head({ CPU: 2, GPU: 0 }), 6379, undefined).numGpus, 0)
   })

@@ -9,7 +9,7 @@ const fixture = (name: string) =>
   fs.readFileSync(path.join(import.meta.dirname, "..", "fixtures", "serving", name), "utf8")
 
 describe("parseResult: the result formats, recognised by their keys", () => {
-  it("vLLM bench serve --save-result: output-token throughput and the SPEC §10 metrics", () => {
+  it("vLLM bench serve --save-result: output-token throughput and the serving metrics (docs/design.md#results-and-metrics)", () => {
     const r = parseResult(fixture("vllm-bench-serve.json"))!
     assert.strictEqual(r.format, "vllm")
     assert.strictEqual(r.throughput, 4101.9)
@@ -225,7 +225,7 @@ describe("the one-line summary of an engine's failure is the line that decided i
   })
 })
 
-describe("classified from what happened (issue 14 items 2, 3; SPEC §10)", () => {
+describe("classified from what happened (issue 14 items 2, 3; docs/design.md#classified-from-what-happened)", () => {
   const died = (log: string, exitCode: number, resultFile?: string, serverExitCode?: number) => {
     const parsed = resultFile === undefined ? undefined : parseResult(fixture(resultFile))
     return classifyAttempt(

@@ -106,7 +106,7 @@ describe("state schema", () => {
     assert.deepStrictEqual(s.baseline_attempts, [])
   })
 
-  it("renders exactly the SPEC §6 field names, and parses back to the same state", () => {
+  it("renders exactly the state's field names (docs/design.md#session-state), and parses back to the same state", () => {
     const s: SessionState = {
       ...initialState(),
       status: "stopped",

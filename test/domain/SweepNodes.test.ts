@@ -1,7 +1,7 @@
 /**
- * Sweeps at cluster scale (SPEC §14), the pure part: a node's hardware class, `--parallel auto`
- * read from the cluster, `--parallel`'s parsing, the status line and its ETA, and how one
- * combination's save is laid over the others'.
+ * Sweeps at cluster scale (docs/design.md#sweeps-at-cluster-scale), the pure part: a node's
+ * hardware class, `--parallel auto` read from the cluster, `--parallel`'s parsing, the status line
+ * and its ETA, and how one combination's save is laid over the others'.
  */
 import { describe, expect, it } from "vitest"
 import { mergeOwn, runCounts } from "../../src/domain/Sweep/Parallel.js"

@@ -1,11 +1,12 @@
 /**
- * The stand-in client fails as the real clients fail (issue 14 item 3; SPEC §10): an engine that
- * dies while the client runs makes vLLM's `bench serve` exit 0 with a result of completed 0
- * (vllm/benchmarks/serve.py: failed requests are counted, the result is still written), and
- * SGLang's bench_serving raise (python/sglang/bench_serving.py @ 0033168f: after the run it GETs
- * /get_server_info with `requests`, which raises ConnectionError against a dead engine). Both are
- * also checked to succeed against a live engine, SGLang's on its native /generate (`--backend
- * sglang`) without asking for the usage chunk.
+ * The stand-in client fails as the real clients fail (issue 14 item 3;
+ * docs/design.md#classified-from-what-happened): an engine that dies while the client runs makes
+ * vLLM's `bench serve` exit 0 with a result of completed 0 (vllm/benchmarks/serve.py: failed
+ * requests are counted, the result is still written), and SGLang's bench_serving raise
+ * (python/sglang/bench_serving.py @ 0033168f: after the run it GETs /get_server_info with
+ * `requests`, which raises ConnectionError against a dead engine). Both are also checked to succeed
+ * against a live engine, SGLang's on its native /generate (`--backend sglang`) without asking for
+ * the usage chunk.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"

@@ -1,6 +1,7 @@
 /**
  * The stand-in engine (examples/fake-engine.mjs) on the wire, parsed the way each real client's
- * code parses a stream (issue 14 item 1; SPEC §10). The parsers below are faithful ports:
+ * code parses a stream (issue 14 item 1; docs/design.md#classified-from-what-happened). The parsers
+ * below are faithful ports:
  *
  * - vLLM `vllm bench serve`: vllm-project/vllm vllm/benchmarks/lib/endpoint_request_func.py
  *   @ 02cfb534df5674737558730b10f23d1b7aef9b7c, `StreamedResponseHandler` and

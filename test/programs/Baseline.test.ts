@@ -980,7 +980,7 @@ describe("describeAttempt", () => {
   })
 })
 
-describe("Baseline.run with --server (SPEC §10, through test layers)", () => {
+describe("Baseline.run with --server (docs/design.md#the-engines-life-in-an-attempt, through test layers)", () => {
   const oomLog = fs.readFileSync(
     path.join(import.meta.dirname, "..", "fixtures", "serving", "vllm-kv-cache-oom.log"),
     "utf8"

@@ -114,7 +114,7 @@ const opened = Effect.gen(function* () {
 
 describe("the lease entry with --nodes 2 holds a group", () => {
   it.effect(
-    "every rank gets a directory every node has and, of this environment, only HYPERLOOM_* (SPEC §11)",
+    "every rank gets a directory every node has and, of this environment, only HYPERLOOM_* (docs/design.md#what-each-node-is-given)",
     () => {
       const { layer } = layers(() => ({}))
       return Effect.gen(function* () {

@@ -4,7 +4,7 @@
  * "lease submitted" is marked before the actor creation is sent (and stays marked when the open
  * fails); the lease is released on every exit path (exit, failure, timeout, interruption while
  * waiting and while running); the timeout counts from the command's start, never from the wait
- * for the slot (SPEC §9 "waiting is not failing"); while it waits, it says for whom at the named
+ * for the slot (docs/design.md#waiting-is-not-failing); while it waits, it says for whom at the named
  * contention pace, on the Clock.
  */
 import * as fs from "node:fs"
@@ -439,7 +439,7 @@ describe("runLeased: while it waits for the slot it says for whom, on the Clock"
   })
 })
 
-describe("runLeased: the host's queue (SPEC §13 fair)", () => {
+describe("runLeased: the host's queue (docs/design.md#fair-queue)", () => {
   it.effect("a lease submits its actor only once the lease that arrived before it holds the slot", () => {
     // (n counts opens from 0.) Lease 1 waits 5 s in Ray before its command starts; lease 2 arrives meanwhile.
     const { layer } = layers((_, n) =>

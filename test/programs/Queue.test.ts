@@ -1,9 +1,9 @@
 /**
  * The turn of a lease in the host's queue (programs/Queue.ts) when the head is another user's
- * lease (SPEC §13 "Fair": a queue that a foreign local user cannot squat): a foreign head that Ray
- * never shows asking for the slot is passed over once it has been the head for foreignHeadGrace;
- * one that Ray shows asking is waited for however long; a head of the same user is waited for as
- * before. TestClock drives the waits; Ray's answers are the test's.
+ * lease (docs/design.md#fair-queue: a queue that a foreign local user cannot squat): a foreign head
+ * that Ray never shows asking for the slot is passed over once it has been the head for
+ * foreignHeadGrace; one that Ray shows asking is waited for however long; a head of the same user
+ * is waited for as before. TestClock drives the waits; Ray's answers are the test's.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Logger, TestClock } from "effect"

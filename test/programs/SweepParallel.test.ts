@@ -1,9 +1,10 @@
 /**
- * Sweeps at cluster scale (SPEC §14) against the scripted engine: `--parallel N` runs at most N
- * combinations at once, handed out in the sweep's order, with the same points and best as one at
- * a time; a SIGKILL with several in flight resumes them all (no point twice); Ctrl-C stops every
- * engine; the hardware class of the first node granted holds, a node of another class is left
- * alone (avoided by every later lease) and named once; a resumed sweep keeps its class.
+ * Sweeps at cluster scale (docs/design.md#sweeps-at-cluster-scale) against the scripted engine:
+ * `--parallel N` runs at most N combinations at once, handed out in the sweep's order, with the
+ * same points and best as one at a time; a SIGKILL with several in flight resumes them all (no
+ * point twice); Ctrl-C stops every engine; the hardware class of the first node granted holds, a
+ * node of another class is left alone (avoided by every later lease) and named once; a resumed
+ * sweep keeps its class.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Logger } from "effect"

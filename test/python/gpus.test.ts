@@ -1,7 +1,7 @@
 /**
- * The clean-GPU gate's Python side (SPEC §13, python/hyperloom/gpus.py) without Ray, on the
- * recorded tool outputs (test/fixtures/gpu) printed by fake `nvidia-smi`/`amd-smi` executables
- * first on PATH: the formats are read once, here; the supervisor waits up to
+ * The clean-GPU gate's Python side (docs/design.md#clean-gpus, python/hyperloom/gpus.py) without
+ * Ray, on the recorded tool outputs (test/fixtures/gpu) printed by fake `nvidia-smi`/`amd-smi`
+ * executables first on PATH: the formats are read once, here; the supervisor waits up to
  * --gpu-clean-timeout for a holder outside the lease, then refuses naming it (gpu_busy on its
  * status pipe, CMD never started, the holder never signalled); a holder that lets go in time lets
  * CMD start; after CMD, the reclaim wait holds the exit back while a dead context of the lease is
@@ -270,11 +270,14 @@ describe("a group rank's hold (--hold-fd): no rank starts while another rank's G
     tools.setApps(undefined)
     for (const end of ["eof", "term"] as const) {
       const marker = path.join(work, `ran-held-${end}`)
-      const r = await held(["--gpus=0", "--", "touch", marker], async (status, hold, supervisor) => {
-        await waitFor("the hold's clean report", () => status.includes("clean"), 20_000, 20)
-        if (end === "eof") hold.end()
-        else supervisor.kill("SIGTERM")
-      })
+      const r = await held(
+        ["--gpus=0", "--gpu-clean-timeout", "30", "--", "touch", marker],
+        async (status, hold, supervisor) => {
+          await waitFor("the hold's clean report", () => status.includes("clean"), 20_000, 20)
+          if (end === "eof") hold.end()
+          else supervisor.kill("SIGTERM")
+        }
+      )
       assert.strictEqual(r.code, 143, `${end}: ${r.stderr}`)
       assert.isFalse(fs.existsSync(marker), `${end}: CMD never started`)
       assert.deepStrictEqual(r.status.slice(-2), ["failed", "exit 143"])
@@ -289,7 +292,8 @@ describe("the reclaim wait (after CMD ends)", () => {
     const dead = 4_000_000 // above any pid_max: never alive
     const line = appLine(dead, 0, "python3", 5000).trim()
     let ranAt = 0
-    const r = await supervise(["--gpus=0", "--", "sh", "-c", `echo '${line}' > ${apps}`], async (status) => {
+    const cmd = ["--gpus=0", "--gpu-clean-timeout", "30", "--", "sh", "-c", `echo '${line}' > ${apps}`]
+    const r = await supervise(cmd, async (status) => {
       await waitFor("CMD to run", () => fs.existsSync(apps), 20_000, 20)
       ranAt = Date.now()
       await new Promise((r) => setTimeout(r, 1500))

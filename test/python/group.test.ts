@@ -1,7 +1,7 @@
 /**
  * The group bridge's pure parts (python/hyperloom/group.py), without Ray: the heartbeat timeout
- * it picks from the cluster's health-check settings (below Ray's node-death time, SPEC §11), and
- * the request's env_base.
+ * it picks from the cluster's health-check settings (below Ray's node-death time,
+ * docs/design.md#fencing-an-unreachable-node), and the request's env_base.
  */
 import { spawnSync } from "node:child_process"
 import { assert, describe, it } from "@effect/vitest"
@@ -45,7 +45,8 @@ print(json.dumps({"deaths": deaths, "beats": beats + [group.heartbeat_sec(1.0, 3
     const r = py(`
 import json
 from hyperloom import group, endpoint
-base = {"op": "group", "address": "127.0.0.1:6379", "nodes": 2, "gpus": 1, "argv": ["true"], "env": {}, "cwd": "/tmp"}
+base = {"op": "group", "address": "127.0.0.1:6379", "nodes": 2, "gpus": 1, "argv": ["true"], "env": {}, "cwd": "/tmp",
+        "stop_grace_sec": 3, "gpu_clean_timeout_sec": 30}
 out = [group.parse_group(base)["env_base"], group.parse_group(dict(base, env_base="node"))["env_base"]]
 try:
     group.parse_group(dict(base, env_base="launcher"))

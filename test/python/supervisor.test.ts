@@ -190,7 +190,7 @@ describe("supervisor", () => {
     const code = [
       "import subprocess, sys, threading, time",
       "def go():",
-      `    subprocess.Popen([sys.executable, "-I", ${JSON.stringify(pythonDir)}, "supervise", "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
+      `    subprocess.Popen([sys.executable, ${supervisorArgv.map((a) => JSON.stringify(a)).join(", ")}, "--", "sleep", ${JSON.stringify(marker)}], start_new_session=True)`,
       "t = threading.Thread(target=go); t.start(); t.join()",
       "print('spawned', flush=True)",
       "time.sleep(600)"
@@ -205,8 +205,9 @@ describe("supervisor", () => {
     parent.kill("SIGKILL")
     await waitGone("the supervisor and CMD", () => pidsWithArg(marker), 5_000)
   })
-  // SPEC §9: the raylet SIGKILLs a dying worker's direct children (the supervisor), so the
-  // supervisor's own cleanup never runs; its keeper must take CMD's whole group with it.
+  // docs/design.md#the-slot-means-the-gpus-are-free: the raylet SIGKILLs a dying worker's direct
+  // children (the supervisor), so the supervisor's own cleanup never runs; its keeper must take
+  // CMD's whole group with it.
   const stubbornGroup = () => {
     const a = markerSleep()
     const b = markerSleep()
@@ -406,7 +407,7 @@ const stateOf = (pid: number): string | undefined => {
   }
 }
 
-describe("supervisor containment (SPEC §13)", () => {
+describe("supervisor containment (docs/design.md#contained)", () => {
   for (const mode of ["auto", "subreaper"]) {
     it(`--containment ${mode}: what left CMD's group or session is gone before the exit is reported`, async () => {
       const m = markers4()

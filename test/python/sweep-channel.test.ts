@@ -1,10 +1,10 @@
 /**
- * The sweep runner's channel (SPEC §14: the leased node shares nothing with hyperloom's host but
- * Ray): requests on its stdin, everything it tells hyperloom as messages on its stdout, files
- * included. The folders hyperloom names (the engine's, each run's) are ITS host's: the runner
- * never creates or writes them, it sends their files' bytes; the result file the client writes
- * (HYPERLOOM_RESULT_FILE, under the run's folder) comes back the same way. Without Ray: the runner
- * is run directly, with the stand-in engine and client.
+ * The sweep runner's channel (docs/design.md#sweeps-at-cluster-scale: the leased node shares
+ * nothing with hyperloom's host but Ray): requests on its stdin, everything it tells hyperloom as
+ * messages on its stdout, files included. The folders hyperloom names (the engine's, each run's)
+ * are ITS host's: the runner never creates or writes them, it sends their files' bytes; the result
+ * file the client writes (HYPERLOOM_RESULT_FILE, under the run's folder) comes back the same way.
+ * Without Ray: the runner is run directly, with the stand-in engine and client.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"

@@ -1,12 +1,13 @@
 /**
  * `hyperloom baseline run` on real heads, through the bundled CLI, with the example benchmark
- * (examples/fake-serving-bench.mjs): every stop scenario of SPEC §6 — infeasible at the first
- * attempt, the same failure twice, three different failures, two argument errors — success, a
- * missing command, an enablement command that fixes the failure, the deadline, a corrupt state,
- * and Ctrl-C mid-attempt. The scenarios that need a particular head (one without a slot) or none
- * own their setup and teardown; those that only lease from a slot head with one GPU (none of them
- * restarts or stops it) share one head, started in beforeAll, and each must leave no lease actor
- * behind. Ctrl-C keeps its own head: it checks that the next lease gets the slot at once. Each test prints one `[baseline scenario]` line with its attempts and wall time.
+ * (examples/fake-serving-bench.mjs): every stop scenario of docs/design.md#stop-rules — infeasible
+ * at the first attempt, the same failure twice, three different failures, two argument errors —
+ * success, a missing command, an enablement command that fixes the failure, the deadline, a corrupt
+ * state, and Ctrl-C mid-attempt. The scenarios that need a particular head (one without a slot) or
+ * none own their setup and teardown; those that only lease from a slot head with one GPU (none of
+ * them restarts or stops it) share one head, started in beforeAll, and each must leave no lease
+ * actor behind. Ctrl-C keeps its own head: it checks that the next lease gets the slot at once.
+ * Each test prints one `[baseline scenario]` line with its attempts and wall time.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -238,7 +239,8 @@ describe("baseline run on one shared slot head (1 GPU)", () => {
     const [a1, a2] = state.baseline_attempts
     assert.notStrictEqual(a1.error, a2.error, "the raw errors differ (pids, ports, ids)")
     assert.strictEqual(a1.signature, a2.signature)
-    // v1:<sha-256>: the digest of the whole output, folded line by line (SPEC §6 rule 4)
+    // v1:<sha-256>: the digest of the whole output, folded line by line
+    // (docs/design.md#failure-signatures)
     assert.match(state.baseline_last_failure_signature, /^v1:[0-9a-f]{64}$/)
     // Live output, prefixed, with the lease's GPU.
     assert.include(r.stderr, "[attempt 1] fake-serving-bench: attempt 1; CUDA_VISIBLE_DEVICES=0")

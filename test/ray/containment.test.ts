@@ -1,5 +1,5 @@
 /**
- * Containment (SPEC §13 "Contained", issue 13 items 1, 2 and 5) on one real head, through the
+ * Containment (docs/design.md#contained, issue 13 items 1, 2 and 5) on one real head, through the
  * bundled CLI: whatever a leased command starts is gone when its lease is released, also what
  * left its process group or session (setsid, GNU timeout, start_new_session, a double-forked
  * daemon); a command that signals its own process group does not take its supervision with it;

@@ -1,5 +1,5 @@
 /**
- * SPEC §9 "the slot means the GPUs are free", by fault injection on a real head (the harness is
+ * docs/design.md#the-slot-means-the-gpus-are-free, by fault injection on a real head (the harness is
  * test/support/faults.ts; bench/faults.mjs runs many more). One head for the file. Each iteration
  * takes a lease through the CLI and, at a seeded random moment of one phase, SIGKILLs the CLI,
  * the bridge, the supervisor or the actor's worker, or kills the actor through the GCS as

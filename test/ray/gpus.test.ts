@@ -1,8 +1,8 @@
 /**
- * Clean GPUs on a real head (SPEC §13), through the bundled CLI, on device files simulated on a
- * host of its own (test/support/fakeGpuDev.ts: /dev/nvidia0..3 over an overlay of /dev). One head
- * for the file, 4 GPUs declared, the slot. A "holder" is a process outside any lease with
- * /dev/nvidia<N> open, as a crashed engine's survivor keeps it.
+ * Clean GPUs on a real head (docs/design.md#clean-gpus), through the bundled CLI, on device files
+ * simulated on a host of its own (test/support/fakeGpuDev.ts: /dev/nvidia0..3 over an overlay of
+ * /dev). One head for the file, 4 GPUs declared, the slot. A "holder" is a process outside any
+ * lease with /dev/nvidia<N> open, as a crashed engine's survivor keeps it.
  *
  * On main before the gate, `lease run --gpus 4` started its command beside such a holder.
  */
@@ -107,7 +107,7 @@ describe.skipIf(!own)("clean GPUs (real head, fake device files on a host of its
     )
     assert.isTrue(isAlive(pid))
 
-    // ray doctor lists it under its GPU, beside the §7 fields, in --json and in text.
+    // ray doctor lists it under its GPU, beside the CLI contract's fields, in --json and in text.
     const d = await runCli(["ray", "doctor", "--json", "--gpus", "4"], { env: ENV })
     assert.strictEqual(d.code, 0, d.stderr)
     for (const name of ["feasible", "infeasible", "repair", "warnings"]) assert.property(d.json, name)

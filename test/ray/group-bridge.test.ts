@@ -6,6 +6,8 @@
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../../src/domain/GpuHolders.js"
+import { DEFAULT_STOP_GRACE_SEC } from "../../src/services/BridgeProcess.js"
 import { projectRoot, rayPython } from "../support/ray.js"
 
 const entry = [path.join(projectRoot, "python"), "group"]
@@ -57,6 +59,8 @@ const group = (fields: Record<string, unknown>) =>
     argv: ["true"],
     env: { PATH: "/usr/bin:/bin" },
     cwd: "/",
+    stop_grace_sec: DEFAULT_STOP_GRACE_SEC,
+    gpu_clean_timeout_sec: DEFAULT_GPU_CLEAN_TIMEOUT_SEC,
     ...fields
   })
 

@@ -1,15 +1,17 @@
 /**
- * Serving groups (SPEC §11) on one machine: a head and worker raylets joined to it are separate
- * Ray nodes. One cluster for the whole file (read-only checks and groups that clean up after
- * themselves): the head and worker A declare the slot and 2 GPUs, worker B declares 2 GPUs and no
- * slot. So `--nodes 2` places one rank on the head and one on worker A, and `--nodes 3` is
- * infeasible because of worker B.
+ * Serving groups (docs/design.md#serving-groups-across-nodes) on one machine: a head and worker
+ * raylets joined to it are separate Ray nodes. One cluster for the whole file (read-only checks and
+ * groups that clean up after themselves): the head and worker A declare the slot and 2 GPUs, worker
+ * B declares 2 GPUs and no slot. So `--nodes 2` places one rank on the head and one on worker A,
+ * and `--nodes 3` is infeasible because of worker B.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../../src/domain/GpuHolders.js"
+import { DEFAULT_STOP_GRACE_SEC } from "../../src/services/BridgeProcess.js"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { groupRun, markedSleeps, pgidOf, ppidOf, rayStatus, waitNothingHeld } from "../support/groups.js"
 import {
@@ -369,7 +371,9 @@ describe("serving groups across two Ray nodes on one host", () => {
       end_with_leader: true,
       rank_ports: true,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-      cwd: projectRoot
+      cwd: projectRoot,
+      stop_grace_sec: DEFAULT_STOP_GRACE_SEC,
+      gpu_clean_timeout_sec: DEFAULT_GPU_CLEAN_TIMEOUT_SEC
     })
     const ended = await g.waitEvent((e) => e.event === "ended", 60_000)
     assert.strictEqual(ended.code, 0)
@@ -400,7 +404,7 @@ describe("serving groups across two Ray nodes on one host", () => {
     await assertNothingHeld()
   })
 
-  it("SIGKILL of the group bridge (the driver) leaves no rank running and no placement group (SPEC §9 per rank)", async () => {
+  it("SIGKILL of the group bridge (the driver) leaves no rank running and no placement group (per rank: docs/design.md#the-slot-means-the-gpus-are-free)", async () => {
     const marker = markerSleep()
     const run = await startTwoRanks(["sleep", marker], [marker])
     const bridges = pidsRunning("group")

@@ -38,7 +38,8 @@ const expectRefused = async (
   id: string,
   env: Record<string, string> = {},
   extraArgs: string[] = [],
-  // A multi-node run's doctor gives the group's verdict (SPEC §11): one node, two wanted.
+  // A multi-node run's doctor gives the group's verdict (docs/design.md#group-feasibility): one
+  // node, two wanted.
   doctorReason = "no_serving_slot"
 ) => {
   const doctor = await runCli(["ray", "doctor", "--json", ...extraArgs], { env })

@@ -1,5 +1,5 @@
 /**
- * The host's fair queue on a real head (SPEC §13 "Fair"), through the bundled CLI. One head for
+ * The host's fair queue on a real head (docs/design.md#fair-queue), through the bundled CLI. One head for
  * the file (4 GPUs declared, the slot). A holder lease keeps the slot until the test lets it go;
  * waiters with mixed GPU requests (so Ray puts them in different scheduling classes, which it
  * serves in no fixed order) join one after another.

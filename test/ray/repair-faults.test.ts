@@ -1,10 +1,11 @@
 /**
- * One repairer per host, under faults (SPEC §9): the repairing process SIGKILLed at each step of a
- * repair (before `ray stop`, between stop and start, before the slot shows), then the next
- * `hyperloom ray ensure` leaves a healthy head with the slot, at once (the kernel released the
- * dead holder's lock: nobody waits for it); and two processes racing repairs never overlap.
- * The steps are reached deterministically with the test-only HYPERLOOM_TEST_REPAIR_PAUSE.
- * bench/repair-faults.mjs runs the same faults many times and prints the counts.
+ * One repairer per host, under faults (docs/design.md#one-repairer-per-host): the repairing process
+ * SIGKILLed at each step of a repair (before `ray stop`, between stop and start, before the slot
+ * shows), then the next `hyperloom ray ensure` leaves a healthy head with the slot, at once (the
+ * kernel released the dead holder's lock: nobody waits for it); and two processes racing repairs
+ * never overlap. The steps are reached deterministically with the test-only
+ * HYPERLOOM_TEST_REPAIR_PAUSE. bench/repair-faults.mjs runs the same faults many times and prints
+ * the counts.
  */
 import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
 import { runCli } from "../support/cli.js"

@@ -1,11 +1,12 @@
 /**
- * `hyperloom baseline run --server` on one real head (SPEC §10), through the bundled CLI, with the
- * stand-in engine (examples/fake-engine.mjs) and client (examples/fake-bench-client.mjs): a
- * successful serving attempt in both result formats (metrics recorded, logs kept, engine gone, slot
- * free), an engine dying with vLLM's real KV-cache message (classified, fast), one never ready
- * (bounded, engine gone), Ctrl-C and a SIGKILLed hyperloom while the engine runs (the engine gone
- * before the slot is free again). The tests share one head (each leaves it idle); each prints one
- * `[serving scenario]` line.
+ * `hyperloom baseline run --server` on one real head
+ * (docs/design.md#the-engines-life-in-an-attempt), through the bundled CLI, with the stand-in
+ * engine (examples/fake-engine.mjs) and client (examples/fake-bench-client.mjs): a successful
+ * serving attempt in both result formats (metrics recorded, logs kept, engine gone, slot free), an
+ * engine dying with vLLM's real KV-cache message (classified, fast), one never ready (bounded,
+ * engine gone), Ctrl-C and a SIGKILLed hyperloom while the engine runs (the engine gone before the
+ * slot is free again). The tests share one head (each leaves it idle); each prints one `[serving
+ * scenario]` line.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"

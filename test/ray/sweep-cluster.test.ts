@@ -1,10 +1,10 @@
 /**
- * `sweep run --parallel` on a real cluster (SPEC §14), through the bundled CLI: ONE cluster for
- * the file, of several Ray nodes on this host (a head and two worker raylets, each declaring
- * serving_slot and one GPU; the last test joins a node of two GPUs). Several nodes on one host
- * share its disk and checkout: what this file proves is the scheduling through Ray (each
- * combination under its own lease on a node no other holds, the sweep's leases from one host not
- * serialised, the hardware class, Ctrl-C); hosts that share nothing but Ray are
+ * `sweep run --parallel` on a real cluster (docs/design.md#sweeps-at-cluster-scale), through the
+ * bundled CLI: ONE cluster for the file, of several Ray nodes on this host (a head and two worker
+ * raylets, each declaring serving_slot and one GPU; the last test joins a node of two GPUs).
+ * Several nodes on one host share its disk and checkout: what this file proves is the scheduling
+ * through Ray (each combination under its own lease on a node no other holds, the sweep's leases
+ * from one host not serialised, the hardware class, Ctrl-C); hosts that share nothing but Ray are
  * test/ray/sweep-remote.test.ts's (scripts/hosts.sh).
  *
  * The stand-in engine's model (examples/engine-model.mjs): with n = 16 output tokens and the SLO

@@ -1,10 +1,11 @@
 /**
- * Sweeps on three hosts of their own that share nothing but Ray (SPEC §14, scripts/hosts.sh): the
- * head host runs Ray's head and hyperloom from the checkout and declares no GPU, so every
- * combination runs on another host (worker, worker2); those have the Ray installation and the
- * stand-in engine and client installed outside any checkout (STAND_INS), nothing of hyperloom and
- * no folder shared with the head. The three hosts and their cluster are started ONCE for the file;
- * Ray's health checks are shortened so that a node is declared dead in ~NODE_DEATH_SEC.
+ * Sweeps on three hosts of their own that share nothing but Ray
+ * (docs/design.md#sweeps-at-cluster-scale, scripts/hosts.sh): the head host runs Ray's head and
+ * hyperloom from the checkout and declares no GPU, so every combination runs on another host
+ * (worker, worker2); those have the Ray installation and the stand-in engine and client installed
+ * outside any checkout (STAND_INS), nothing of hyperloom and no folder shared with the head. The
+ * three hosts and their cluster are started ONCE for the file; Ray's health checks are shortened so
+ * that a node is declared dead in ~NODE_DEATH_SEC.
  */
 import * as fs from "node:fs"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"

@@ -1,13 +1,14 @@
 /**
- * `hyperloom sweep run` / `sweep show` / `report` on one real head (SPEC §12), through the bundled
- * CLI, against the stand-in engine's performance model (examples/engine-model.mjs: batch limit B =
- * --max-num-seqs, throughput 200·b/(4+b) at batch b = min(c, B), TTFT jumping by about a whole
- * wave and the queue's cost (seconds) once c > B, vLLM's KV-cache error when B × --max-model-len
- * exceeds the budget). The answers asserted come from the model's closed form: with n = 16 output
- * tokens, N ≥ c + 1 prompts and the SLO p99_ttft_ms<=1000 (c ≤ B: tens of ms, c > B: ≥ 1.8 s, so
- * a loaded machine's jitter decides nothing), the largest passing concurrency of a combination is exactly B, and the
- * best feasible combination is the largest B at c = B. The tests share one head (each leaves it
- * idle); the last one joins a worker raylet for `--nodes 2`. Each prints one `[sweep scenario]` line.
+ * `hyperloom sweep run` / `sweep show` / `report` on one real head (docs/design.md#sweeps), through
+ * the bundled CLI, against the stand-in engine's performance model (examples/engine-model.mjs:
+ * batch limit B = --max-num-seqs, throughput 200·b/(4+b) at batch b = min(c, B), TTFT jumping by
+ * about a whole wave and the queue's cost (seconds) once c > B, vLLM's KV-cache error when B ×
+ * --max-model-len exceeds the budget). The answers asserted come from the model's closed form: with
+ * n = 16 output tokens, N ≥ c + 1 prompts and the SLO p99_ttft_ms<=1000 (c ≤ B: tens of ms, c > B:
+ * ≥ 1.8 s, so a loaded machine's jitter decides nothing), the largest passing concurrency of a
+ * combination is exactly B, and the best feasible combination is the largest B at c = B. The tests
+ * share one head (each leaves it idle); the last one joins a worker raylet for `--nodes 2`. Each
+ * prints one `[sweep scenario]` line.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"

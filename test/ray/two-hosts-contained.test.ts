@@ -1,10 +1,10 @@
 /**
- * Serving groups across two hosts of their own (scripts/two-hosts.sh) under SPEC §13: the
- * clean-GPU gate on the node that runs a rank, and containment of what a rank's command starts,
- * on BOTH nodes. The worker host simulates /dev/nvidia0 (test/support/fakeGpuDev.ts: an overlay
- * over /dev in the worker host's own mount namespace); each node declares the slot and one GPU,
- * so `--nodes 2 --gpus 1` puts rank 0 on the head host and rank 1 on the worker host with GPU 0.
- * One cluster for the file.
+ * Serving groups across two hosts of their own (scripts/two-hosts.sh) under
+ * docs/design.md#the-shared-host: the clean-GPU gate on the node that runs a rank, and containment
+ * of what a rank's command starts, on BOTH nodes. The worker host simulates /dev/nvidia0
+ * (test/support/fakeGpuDev.ts: an overlay over /dev in the worker host's own mount namespace); each
+ * node declares the slot and one GPU, so `--nodes 2 --gpus 1` puts rank 0 on the head host and rank
+ * 1 on the worker host with GPU 0. One cluster for the file.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"

@@ -1,9 +1,10 @@
 /**
- * Serving groups across two hosts of their own (SPEC §11, scripts/two-hosts.sh): the head host
- * runs Ray's head and hyperloom from the checkout; the worker host runs a Ray node joined to it
- * over a veth pair and has the Ray installation but nothing of hyperloom (the checkout is hidden
- * there). Each node declares the slot and one GPU, so `--nodes 2` puts one rank on each host.
- * One cluster for the file; the partition test comes last (the cut-off node does not come back).
+ * Serving groups across two hosts of their own (docs/design.md#serving-groups-across-nodes,
+ * scripts/two-hosts.sh): the head host runs Ray's head and hyperloom from the checkout; the worker
+ * host runs a Ray node joined to it over a veth pair and has the Ray installation but nothing of
+ * hyperloom (the checkout is hidden there). Each node declares the slot and one GPU, so `--nodes 2`
+ * puts one rank on each host. One cluster for the file; the partition test comes last (the cut-off
+ * node does not come back).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"

@@ -1,5 +1,5 @@
 /**
- * SPEC §9 "Waiting is not failing" on a real head, through the bundled CLI: a lease that waits
+ * docs/design.md#waiting-is-not-failing on a real head, through the bundled CLI: a lease that waits
  * behind another holder of the slot is not timed out by `--attempt-timeout` / `--timeout`, which
  * count from the command's start. One head for the file; a holder lease keeps the slot busy for
  * HOLD_SEC while a baseline (attempt timeout 2 s) and a `lease run --timeout 2` wait behind it.

@@ -1,7 +1,7 @@
 /**
- * `npm test` protects the host too (SPEC §9): it refuses, in one line, to run `ray stop --force`
- * on a host where Ray processes it did not start are running, unless the host is declared
- * disposable (HYPERLOOM_TEST_DISPOSABLE_HOST=1).
+ * `npm test` protects the host too (docs/design.md#the-test-suite-protects-the-host-too): it
+ * refuses, in one line, to run `ray stop --force` on a host where Ray processes it did not start
+ * are running, unless the host is declared disposable (HYPERLOOM_TEST_DISPOSABLE_HOST=1).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"

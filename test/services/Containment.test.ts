@@ -1,4 +1,7 @@
-/** `ray doctor`'s containment (SPEC §13), judged from a recorded /proc and cgroup tree. */
+/**
+ * `ray doctor`'s containment (docs/design.md#contained), judged from a recorded /proc and cgroup
+ * tree.
+ */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"

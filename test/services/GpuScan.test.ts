@@ -1,7 +1,7 @@
 /**
- * `ray doctor`'s view of who holds this host's GPUs (SPEC §13): the live GpuScan asks
+ * `ray doctor`'s view of who holds this host's GPUs (docs/design.md#clean-gpus): the live GpuScan asks
  * python/hyperloom/gpus.py (fake `nvidia-smi` first on PATH printing the recorded output); the
- * doctor's report groups the holders per GPU in `gpu_holders` beside every §7 field, and its text
+ * doctor's report groups the holders per GPU in `gpu_holders` beside every field of the CLI contract, and its text
  * names each. The device-file half on a real head: test/ray/gpus.test.ts.
  */
 
@@ -79,7 +79,7 @@ describe("ray doctor's gpu_holders", () => {
     memory_mib: 900,
     alive: true
   }
-  it.effect("per GPU, beside every §7 field; the text names each holder", () =>
+  it.effect("per GPU, beside every field of the CLI contract; the text names each holder", () =>
     Effect.gen(function* () {
       const report = yield* Inspect.doctor({ gpus: 1, servingSlot: true })
       for (const name of ["feasible", "infeasible", "repair", "warnings"]) assert.property(report, name)

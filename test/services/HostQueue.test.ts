@@ -1,5 +1,5 @@
 /**
- * The host's queue on real files and locks (SPEC §13 "Fair"): arrival order, a holder does not
+ * The host's queue on real files and locks (docs/design.md#fair-queue): arrival order, a holder does not
  * block the next, leaving and dying free the place at once (the kernel released the member's
  * lock), the host's users meet in one queue in arrival order, and a foreign local user (uid
  * 65534) can neither forge a ticket nor keep a dead one alive nor jump the line.

@@ -268,7 +268,7 @@ describe("holdLockFile", () => {
   )
 })
 
-describe("a foreign local user cannot squat or lie through a lock (SPEC §13)", () => {
+describe("a foreign local user cannot squat or lie through a lock (docs/design.md#fair-queue)", () => {
   it.live.skipIf(!canActAsForeignUser())(
     "a session lock: uid 65534 claiming it first (its old abstract name, the file) is neither obeyed nor quoted",
     () =>

@@ -1,7 +1,7 @@
 /**
- * The live sweep store on disk (SPEC §12 "Kept"): sweep.json is versioned, written atomically
- * (nothing but sweep.json and summary.csv is left in the session), and a file it cannot read
- * (corrupt, from a newer hyperloom, not a file) is refused by load and by save and left
+ * The live sweep store on disk (docs/design.md#what-a-sweep-keeps): sweep.json is versioned,
+ * written atomically (nothing but sweep.json and summary.csv is left in the session), and a file it
+ * cannot read (corrupt, from a newer hyperloom, not a file) is refused by load and by save and left
  * byte-identical: an unreadable sweep is never overwritten.
  */
 import * as NodePath from "node:path"

@@ -1,5 +1,5 @@
 /**
- * Fake GPU device files for the clean-GPU tests (SPEC §13), only on a host of one's own
+ * Fake GPU device files for the clean-GPU tests (docs/design.md#clean-gpus), only on a host of one's own
  * (scripts/own-host.sh: private mount namespace): an overlay over /dev whose upper layer, in the
  * host's own /tmp, adds plain files /dev/nvidia0..N-1 and /dev/nvidiactl; the submounts of /dev
  * (/dev/shm, /dev/pts, …) are bound back on top. Opening /dev/nvidia1 then gives a descriptor

@@ -1,9 +1,10 @@
 /**
- * Fake `nvidia-smi` and `amd-smi` executables for the clean-GPU tests (SPEC §13): put `dir` first
- * on PATH and they print the recorded outputs in test/fixtures/gpu, as the real tools print them
- * for the queries python/hyperloom/gpus.py makes. What they list can change while a test runs:
- * `nvidia-smi --query-compute-apps` prints the file `apps` (nothing while it does not exist: an
- * idle host), `amd-smi process --json` prints the file `amd` and exits with the code in `amd.rc`.
+ * Fake `nvidia-smi` and `amd-smi` executables for the clean-GPU tests (docs/design.md#clean-gpus):
+ * put `dir` first on PATH and they print the recorded outputs in test/fixtures/gpu, as the real
+ * tools print them for the queries python/hyperloom/gpus.py makes. What they list can change while
+ * a test runs: `nvidia-smi --query-compute-apps` prints the file `apps` (nothing while it does not
+ * exist: an idle host), `amd-smi process --json` prints the file `amd` and exits with the code in
+ * `amd.rc`.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"

@@ -1,13 +1,13 @@
 /**
- * Fault injection for leases on a real head (SPEC §9 "the slot means the GPUs are free"), shared
+ * Fault injection for leases on a real head (docs/design.md#the-slot-means-the-gpus-are-free), shared
  * by test/ray/faults.test.ts (a few seeded iterations) and bench/faults.mjs (many).
  *
  * One iteration: a lease is taken through the bundled CLI (`hyperloom lease run --gpus 0`) for a
  * command that carries a unique marker in its environment (`HL_FAULT=<run>-<n>`, set by `env`
  * so only the command's process tree has it) and starts a child and a grandchild in its process
- * group and one escape of each kind (SPEC §13: `setsid`, GNU `timeout`, `start_new_session`, a
- * double-forked daemon), all carrying the marker. At a seeded random moment of one phase of the
- * lease —
+ * group and one escape of each kind (docs/design.md#contained: `setsid`, GNU `timeout`,
+ * `start_new_session`, a double-forked daemon), all carrying the marker. At a seeded random moment
+ * of one phase of the lease —
  *   waiting    (another lease holds the slot; ours is pending),
  *   starting   (the CLI runs, the command does not yet),
  *   running    (the command runs),
@@ -168,7 +168,7 @@ if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 trap = "trap '' TERM; " if mode == "stubborn" else ""
 subprocess.Popen(["sh", "-c", trap + "sleep 600 & sleep 600; wait"])
-# One escape of each kind (SPEC section 13), each out of this process group.
+# One escape of each kind (docs/design.md#contained), each out of this process group.
 subprocess.Popen(["setsid", "sleep", "600"])
 subprocess.Popen(["timeout", "600", "sleep", "600"])
 subprocess.Popen(["sleep", "600"], start_new_session=True)

@@ -1,7 +1,8 @@
 /**
- * Another local user (uid 65534, "nobody" on most systems) for the tests of SPEC §13's "locks and
- * queue that a foreign local user cannot squat or lie through". Only root can switch to it here
- * (setpriv from util-linux); elsewhere the tests that need it are skipped.
+ * Another local user (uid 65534, "nobody" on most systems) for the tests of "locks and
+ * queue that a foreign local user cannot squat or lie through" (docs/design.md#fair-queue). Only
+ * root can switch to it here (setpriv from util-linux); elsewhere the tests that need it are
+ * skipped.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 

@@ -7,13 +7,24 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
+import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../../src/domain/GpuHolders.js"
+import { DEFAULT_STOP_GRACE_SEC } from "../../src/services/BridgeProcess.js"
 import { type Head, projectRoot, rayPython, sleep, waitFor } from "./ray.js"
 
 /** PYDIR: the folder a Python runs as `python PYDIR COMMAND` (python/__main__.py). */
 export const pythonDir = path.join(projectRoot, "python")
 
-/** The supervisor's argv after the interpreter, as the lease actor starts it. */
-export const supervisorArgv = ["-I", pythonDir, "supervise"] as const
+/**
+ * The supervisor's argv after the interpreter, as the lease actor starts it: the grace is hyperloom's
+ * (the supervisor has no default of its own); a later `--grace` in a test's arguments wins.
+ */
+export const supervisorArgv = [
+  "-I",
+  pythonDir,
+  "supervise",
+  "--grace",
+  String(DEFAULT_STOP_GRACE_SEC)
+] as const
 
 /** True when `argv` (a process's) runs the Python side's `command` ("bridge", "group", "supervise"…). */
 export const runsPython = (argv: ReadonlyArray<string>, command: string): boolean =>
@@ -36,9 +47,10 @@ export const anyPython = fs.existsSync(rayPython) ? rayPython : "python3"
 export const markerSleep = (seconds = 300): string => `${seconds}.${Math.floor(Math.random() * 1e9)}`
 
 /**
- * Shell lines that leave the command's process group (SPEC §13), one of each kind: `setsid`, GNU
- * `timeout` (a group of its own), `start_new_session=True`, a double-forked daemon (fork, setsid,
- * fork again, the middle one exits). Each ends up running `sleep MARKER` (m[0] … m[3]).
+ * Shell lines that leave the command's process group (docs/design.md#contained), one of each kind:
+ * `setsid`, GNU `timeout` (a group of its own), `start_new_session=True`, a double-forked daemon
+ * (fork, setsid, fork again, the middle one exits). Each ends up running `sleep MARKER` (m[0] …
+ * m[3]).
  */
 export const escapingLines = (m: ReadonlyArray<string>): string =>
   [
@@ -56,7 +68,7 @@ if os.fork() == 0:
 /**
  * A Python command that ignores `sig` (so does its child, `sleep MARKER`), sends it to its own
  * process group (`kill -SIG 0`), waits `holdSec` and prints "survived": its supervision must
- * outlive that (SPEC §13), and nothing of it may outlive the lease.
+ * outlive that (docs/design.md#contained), and nothing of it may outlive the lease.
  */
 export const selfSignalCode = (sig: string, holdSec: number): string =>
   [
@@ -236,6 +248,9 @@ export const leaseOp = (head: Head, fields: Record<string, unknown>) => ({
   serving_slot: true,
   env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
   cwd: projectRoot,
+  // hyperloom's values, which the bridge requires (it keeps no default of its own)
+  stop_grace_sec: DEFAULT_STOP_GRACE_SEC,
+  gpu_clean_timeout_sec: DEFAULT_GPU_CLEAN_TIMEOUT_SEC,
   ...fields
 })
 

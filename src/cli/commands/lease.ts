@@ -30,8 +30,9 @@ const timeout = positiveSeconds(
   "Stop CMD once it has run S seconds, counted from when it starts (time spent waiting for a slot held by another lease is not counted; Ctrl-C ends the wait): CMD's process tree is stopped, the actor killed, and hyperloom exits 124."
 )
 
-// SPEC §7: with --json stdout is one JSON document, so CMD's stdout cannot share it: it goes to
-// stderr (its bytes unchanged), where a user who asked for the document on stdout still sees it.
+// docs/design.md#the-command-line: with --json stdout is one JSON document, so CMD's stdout cannot
+// share it: it goes to stderr (its bytes unchanged), where a user who asked for the document on
+// stdout still sees it.
 const json = Options.boolean("json").pipe(
   Options.withDescription(
     "Print one JSON document on stdout when CMD ends (its exit code, times, node and GPUs); the command's stdout goes to stderr then, its bytes unchanged, beside hyperloom's own lines."
@@ -171,7 +172,8 @@ export const leaseRun = Command.make(
           pid: r.started?.pid ?? null,
           node_id: r.started?.nodeId ?? null,
           cuda_visible_devices: r.started?.cudaVisibleDevices ?? null,
-          // A group (--nodes N >= 2, SPEC §11): its placement group and every rank.
+          // A group (--nodes N >= 2, docs/design.md#serving-groups-across-nodes): its placement
+          // group and every rank.
           group: isGroupResult(r)
             ? {
                 nodes: r.nodes,

@@ -6,13 +6,16 @@ import { HostQueue } from "../../services/HostQueue.js"
 import { present } from "../Run.js"
 import { json, positiveSeconds } from "../Shared.js"
 
-/** `--wait S` of the commands that hold leases (SPEC §13). */
+/** `--wait S` of the commands that hold leases (docs/design.md#fair-queue). */
 export const waitOption = positiveSeconds(
   "wait",
   "Give up if the lease is not granted within S seconds (its wait in the host's queue and for Ray's grant): nothing runs, the holder of the slot is named, and hyperloom exits 15 (lease run: 125, with code 15 in the error line). Single-node leases only (a group is not queued). Ctrl-C also ends the wait and leaves the queue."
 )
 
-/** `hyperloom queue` (SPEC §13): who holds the host's slot and who waits for it, in order. */
+/**
+ * `hyperloom queue` (docs/design.md#fair-queue): who holds the host's slot and who waits for it, in
+ * order.
+ */
 const queueReport = Effect.gen(function* () {
   const queue = yield* HostQueue
   const view = yield* queue.view

@@ -33,14 +33,18 @@ const out = Options.file("out").pipe(
 const isEnvironment = (v: unknown): v is EnvironmentRecord =>
   typeof v === "object" && v !== null && typeof (v as { node?: unknown }).node === "object"
 
-/** `hyperloom report --session A [--session B …] [--out FILE]` (SPEC §10). */
+/**
+ * `hyperloom report --session A [--session B …] [--out FILE]`
+ * (docs/design.md#what-a-serving-session-keeps).
+ */
 export const reportCommand = Command.make("report", { sessions, out, json }, (o) =>
   Effect.gen(function* () {
     const store = yield* StateStore
     const files = yield* AttemptFiles
     const file = path.resolve(Option.getOrElse(o.out, () => "hyperloom-report.html"))
     const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-    // Sweep sessions (SPEC §12: sweep.json) get the sweep report: per-combination charts against load, the Pareto chart.
+    // Sweep sessions (sweep.json, docs/design.md#what-a-sweep-keeps) get the sweep report:
+    // per-combination charts against load, the Pareto chart.
     const sweeps = yield* Effect.forEach(o.sessions, (dir) => Effect.flatMap(SweepStore, (s) => s.load(dir)))
     if (sweeps.some(Option.isSome)) {
       const docs = o.sessions.map((dir, i) => ({ dir, doc: sweeps[i]! }))

@@ -142,7 +142,10 @@ const readyPath = Options.text("ready-path").pipe(
   Options.withDescription(`The path polled for the engine's readiness (default ${DEFAULT_READY_PATH}).`),
   Options.optional
 )
-/** A sweep's engine gets less than a baseline's (1800 s): a sweep has many starts, and a hang is not retried (SPEC §15). */
+/**
+ * A sweep's engine gets less than a baseline's (1800 s): a sweep has many starts, and a hang is not
+ * retried (docs/design.md#time-to-the-answer).
+ */
 export const SWEEP_READY_TIMEOUT_SEC = 600
 
 const readyTimeout = positiveSeconds(

@@ -1,8 +1,8 @@
 /**
- * `--strategy adaptive` (SPEC §15): which server combination to start next, and which never to
- * start. Pure: the program asks `nextAdaptive` after every combination; the answer is replayed
- * from what the sweep has measured so far (nothing else is kept), so a resumed sweep asks the same
- * questions and gets the same answers.
+ * `--strategy adaptive` (docs/design.md#time-to-the-answer): which server combination to start
+ * next, and which never to start. Pure: the program asks `nextAdaptive` after every combination;
+ * the answer is replayed from what the sweep has measured so far (nothing else is kept), so a
+ * resumed sweep asks the same questions and gets the same answers.
  *
  * - A `--param` whose values are all numbers is an ordered axis (by value); the others are
  *   enumerated: each assignment of them gets a search of its own.

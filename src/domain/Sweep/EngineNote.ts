@@ -1,8 +1,8 @@
 /**
- * The note a sweep keeps for a combination whose engine never became ready (SPEC §15 "Say which
- * failure it was"): the class and what happened, the engine's own telling line quoted (the
- * argparse error, the KV-cache ValueError, an exception's message) and the path of its
- * `server.log`. Pure.
+ * The note a sweep keeps for a combination whose engine never became ready
+ * (docs/design.md#time-to-the-answer "Say which failure it was"): the class and what happened, the
+ * engine's own telling line quoted (the argparse error, the KV-cache ValueError, an exception's
+ * message) and the path of its `server.log`. Pure.
  */
 import { isTellingLine } from "../Failure.js"
 

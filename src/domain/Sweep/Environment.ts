@@ -1,9 +1,10 @@
 /**
- * A sweep's environment record (issue 27, item 14), as a baseline session keeps one (SPEC §10):
- * `<session>/environment.json`, rewritten each time a combination's engine is ready, with the
- * hyperloom and Ray versions, the node (host, GPUs, accelerator model), the serving engines the
- * node's Python imports with their versions, and that combination's server and client command
- * lines. The report shows it beside the sweep's duration (sweep.json's first and last write). Pure.
+ * A sweep's environment record (issue 27, item 14), as a baseline session keeps one
+ * (docs/design.md#what-a-serving-session-keeps): `<session>/environment.json`, rewritten each time
+ * a combination's engine is ready, with the hyperloom and Ray versions, the node (host, GPUs,
+ * accelerator model), the serving engines the node's Python imports with their versions, and that
+ * combination's server and client command lines. The report shows it beside the sweep's duration
+ * (sweep.json's first and last write). Pure.
  */
 import type { EnvironmentRecord, NodeFacts } from "../Serving.js"
 

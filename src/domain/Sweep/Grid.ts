@@ -1,7 +1,8 @@
 /**
- * The grid of a sweep (SPEC §12): `--param NAME=V1,V2,…` values, the `--load NAME=V1,…` points or
- * `--search NAME[:MAX]`, the Cartesian product of the params (one server combination each) and the
- * `{name}` placeholders in the server string and the client's arguments. Pure.
+ * The grid of a sweep (docs/design.md#combinations-and-points): `--param NAME=V1,V2,…` values, the
+ * `--load NAME=V1,…` points or `--search NAME[:MAX]`, the Cartesian product of the params (one
+ * server combination each) and the `{name}` placeholders in the server string and the client's
+ * arguments. Pure.
  *
  * Values are used as written (`inf` is a valid rate). A placeholder is `{name}` with a name of
  * letters, digits, `_` and `-`, not preceded by `$` (so `${HYPERLOOM_PORT}` stays the shell's and
@@ -115,9 +116,10 @@ export const comboRef = (index: number, combo: Combination): string =>
   Object.keys(combo).length === 0 ? `#${index}` : `#${index} (${comboLabel(combo)})`
 
 /**
- * The usage checks of SPEC §12 (nothing runs when one fails): names used once, every placeholder
- * has a value (a param's in the server; a param's or the load's in the client), every param appears
- * somewhere, the load's name appears in the client, the load not in the server.
+ * The usage checks of docs/design.md#combinations-and-points (nothing runs when one fails): names
+ * used once, every placeholder has a value (a param's in the server; a param's or the load's in the
+ * client), every param appears somewhere, the load's name appears in the client, the load not in
+ * the server.
  */
 export const checkPlaceholders = (input: {
   readonly server: string

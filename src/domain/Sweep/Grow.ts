@@ -1,7 +1,7 @@
 /**
- * Growing a finished sweep (SPEC §15): the same command with more `--load` values (nothing else
- * changed) adds only the new points and keeps everything measured; and a best at the edge of what
- * was tried is flagged, since the true capacity may lie beyond it. Pure.
+ * Growing a finished sweep (docs/design.md#time-to-the-answer): the same command with more `--load`
+ * values (nothing else changed) adds only the new points and keeps everything measured; and a best
+ * at the edge of what was tried is flagged, since the true capacity may lie beyond it. Pure.
  */
 import { loadNumber } from "./Grid.js"
 import type { Difference, Experiment } from "./Identity.js"

@@ -1,9 +1,10 @@
 /**
- * What makes two `sweep run` invocations the same experiment (SPEC §12): the server string, the
- * client's argv, the grid (params with their values, in order), the load points or the search, the
- * SLOs, the repeats and the lease's shape (GPUs, nodes). Resuming a session with any of them
- * changed would mix two experiments' points: it is refused, naming each difference. Operational
- * options (`--between`, `--point-timeout`, `--ready-*`, `--deadline`) may change between runs. Pure.
+ * What makes two `sweep run` invocations the same experiment (docs/design.md#resume): the server
+ * string, the client's argv, the grid (params with their values, in order), the load points or the
+ * search, the SLOs, the repeats and the lease's shape (GPUs, nodes). Resuming a session with any of
+ * them changed would mix two experiments' points: it is refused, naming each difference.
+ * Operational options (`--between`, `--point-timeout`, `--ready-*`, `--deadline`) may change
+ * between runs. Pure.
  */
 import type { Combination, LoadSpec, Param } from "./Grid.js"
 import type { Link } from "./GridForms.js"

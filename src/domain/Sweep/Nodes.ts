@@ -1,9 +1,9 @@
 /**
- * Sweeps at cluster scale (SPEC §14), as data and decisions: the facts of the node that ran a
- * combination, the sweep's hardware class and whether a node belongs to it, how many
- * combinations the cluster can hold at once (`--parallel auto`), and the status line (done /
- * running / waiting, runs done of planned, elapsed, an ETA from the times measured so far).
- * Pure: the sweep program (programs/Sweep.ts) decides when.
+ * Sweeps at cluster scale (docs/design.md#sweeps-at-cluster-scale), as data and decisions: the
+ * facts of the node that ran a combination, the sweep's hardware class and whether a node belongs
+ * to it, how many combinations the cluster can hold at once (`--parallel auto`), and the status
+ * line (done / running / waiting, runs done of planned, elapsed, an ETA from the times measured so
+ * far). Pure: the sweep program (programs/Sweep.ts) decides when.
  */
 import { Schema } from "effect"
 import type { ClusterSnapshot } from "../Snapshot.js"

@@ -1,8 +1,8 @@
 /**
- * Several combinations at once (SPEC §14 `--parallel`), as data: each combination in flight
- * writes only its own record (and, when it stops the sweep, the sweep's status), so the document
- * a combination saves is merged into the latest one instead of replacing it; and what the status
- * line counts. Pure.
+ * Several combinations at once (`--parallel`, docs/design.md#sweeps-at-cluster-scale), as data:
+ * each combination in flight writes only its own record (and, when it stops the sweep, the sweep's
+ * status), so the document a combination saves is merged into the latest one instead of replacing
+ * it; and what the status line counts. Pure.
  */
 import type { CombinationRecord, SweepDoc } from "../Sweep.js"
 import { nodeName } from "./Nodes.js"

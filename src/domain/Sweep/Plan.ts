@@ -1,8 +1,8 @@
 /**
- * `sweep run --dry-run` (SPEC §15): the plan of a sweep — combinations, points, runs, the command
- * lines of the first combination — and an estimate of the time it will take, from
- * `--estimate-start S` and `--estimate-run S`, else from what the session itself has measured (a
- * resumed sweep: the median engine start and client run so far). Nothing runs. Pure.
+ * `sweep run --dry-run` (docs/design.md#time-to-the-answer): the plan of a sweep — combinations,
+ * points, runs, the command lines of the first combination — and an estimate of the time it will
+ * take, from `--estimate-start S` and `--estimate-run S`, else from what the session itself has
+ * measured (a resumed sweep: the median engine start and client run so far). Nothing runs. Pure.
  */
 import type { Strategy } from "./Adaptive.js"
 import { ascendingLoads, combinations, shellLine, substitute } from "./Grid.js"

@@ -2,8 +2,8 @@
  * The protocol between the sweep program and the sweep runner (the leased command of one server
  * combination, `python PYDIR sweep`, on the leased node). The runner starts the engine once, waits
  * until it is ready, then runs client invocations one at a time on request, until asked to stop.
- * The node shares nothing with hyperloom's host but Ray (SPEC §14), so everything goes through the
- * lease (services/SweepControl.ts):
+ * The node shares nothing with hyperloom's host but Ray (docs/design.md#sweeps-at-cluster-scale),
+ * so everything goes through the lease (services/SweepControl.ts):
  *
  * - requests, one JSON line each on the runner's stdin: a client run `{"seq", "argv", "dir",
  *   "env", "between", "timeout_sec"}` (`dir` is the run's folder on hyperloom's host) or

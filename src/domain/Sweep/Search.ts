@@ -1,8 +1,8 @@
 /**
- * The load search of `--search NAME[:MAX]` (SPEC §12): for one combination, the largest integer
- * load that meets every SLO. Start at 1, double until an SLO fails or MAX is reached (the last step
- * is MAX itself when doubling would pass it), then bisect between the last pass and the first
- * fail. Every evaluated point is recorded by the caller.
+ * The load search of `--search NAME[:MAX]` (docs/design.md#slo-and-search): for one combination,
+ * the largest integer load that meets every SLO. Start at 1, double until an SLO fails or MAX is
+ * reached (the last step is MAX itself when doubling would pass it), then bisect between the last
+ * pass and the first fail. Every evaluated point is recorded by the caller.
  *
  * The policy is a pure function of the points evaluated so far, so a resumed sweep continues the
  * search exactly where it was (the points on disk are the search's whole state). A point that
@@ -43,6 +43,9 @@ export const nextSearchStep = (max: number, evaluated: ReadonlyArray<Evaluated>)
   return { _tag: "evaluate", load: Math.floor((lastPass + firstFail) / 2) }
 }
 
-/** The bound of SPEC §12 / issue 16 on evaluations per combination: ⌈log2 MAX⌉ + ⌈log2 gap⌉ + 1. */
+/**
+ * The bound on evaluations per combination (issue 16, docs/design.md#slo-and-search):
+ * ⌈log2 MAX⌉ + ⌈log2 gap⌉ + 1.
+ */
 export const evaluationBound = (max: number, gap: number): number =>
   Math.ceil(Math.log2(max)) + (gap > 1 ? Math.ceil(Math.log2(gap)) : 0) + 1

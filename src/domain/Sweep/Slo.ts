@@ -1,6 +1,7 @@
 /**
- * Service-level objectives of a sweep (SPEC §12): `--slo 'p99_ttft_ms<=500'`, any metric of §10,
- * `<=` or `>=`, repeatable; all must hold, judged on the median over a point's repeats. Pure.
+ * Service-level objectives of a sweep (docs/design.md#slo-and-search): `--slo 'p99_ttft_ms<=500'`,
+ * any serving metric (docs/design.md#results-and-metrics), `<=` or `>=`, repeatable; all must hold,
+ * judged on the median over a point's repeats. Pure.
  */
 import { parseDecimal } from "../Numbers.js"
 import { METRIC_KEYS, type MetricKey, type Metrics } from "../Results.js"

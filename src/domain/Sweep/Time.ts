@@ -1,6 +1,7 @@
 /**
- * Where a sweep's time went (SPEC §15), per combination and in total. Pure accounting over what
- * the sweep document records (older documents, without the newer fields, account what they can):
+ * Where a sweep's time went (docs/design.md#time-to-the-answer), per combination and in total. Pure
+ * accounting over what the sweep document records (older documents, without the newer fields,
+ * account what they can):
  *
  * - `lease_wait_sec`: from asking for a combination's lease to its engine's launch (the host's
  *   queue, Ray's grant, the bridge): a ready start's span up to ready less the engine's own

@@ -26,7 +26,10 @@ export interface BaselineOptions {
    * deadline and interruption only.
    */
   readonly attemptTimeoutSec?: number | undefined
-  /** Bounds each attempt's wait for its lease (SPEC §13 `--wait`): past it the run fails, naming the holder. */
+  /**
+   * Bounds each attempt's wait for its lease (`--wait`, docs/design.md#fair-queue): past it the run
+   * fails, naming the holder.
+   */
   readonly waitSec?: number | undefined
   /** Bounds the whole run, from its start; past it the run stops as `session_time_exhausted`. */
   readonly deadlineSec?: number | undefined
