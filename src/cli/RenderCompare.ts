@@ -1,8 +1,8 @@
 /**
- * `hyperloom compare A B` as text and as JSON (SPEC §16): what differs between the two sessions'
- * records first, then per metric the matched points with A, B, the change and its 95 % interval
- * and a verdict, the overall geometric-mean change and best against best, the unmatched points,
- * and the gates. Pure.
+ * `hyperloom compare A B` as text and as JSON (docs/design.md#trusted-answers): what differs
+ * between the two sessions' records first, then per metric the matched points with A, B, the change
+ * and its 95 % interval and a verdict, the overall geometric-mean change and best against best, the
+ * unmatched points, and the gates. Pure.
  */
 import { type Comparison, formatChange, type GateResult } from "../domain/Compare.js"
 import type { Summary } from "../domain/Stats.js"

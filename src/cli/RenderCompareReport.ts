@@ -1,10 +1,11 @@
 /**
- * `hyperloom report --session A --session B` on two sweep sessions (SPEC §16): both drawn on shared
- * axes, with the deltas. Two charts: output throughput against load (A solid, B dashed, one colour
- * per combination the two share, the 95 % interval of each mean as a bar), and the change B ÷ A − 1
- * per point with its 95 % interval (Welch), the zero line and the overall geometric-mean change as
- * a band. Then the comparison's table (the same numbers `hyperloom compare` prints). Pure: an HTML
- * section (inline SVG and CSS, nothing fetched) that the report page places first.
+ * `hyperloom report --session A --session B` on two sweep sessions
+ * (docs/design.md#trusted-answers): both drawn on shared axes, with the deltas. Two charts: output
+ * throughput against load (A solid, B dashed, one colour per combination the two share, the 95 %
+ * interval of each mean as a bar), and the change B ÷ A − 1 per point with its 95 % interval
+ * (Welch), the zero line and the overall geometric-mean change as a band. Then the comparison's
+ * table (the same numbers `hyperloom compare` prints). Pure: an HTML section (inline SVG and CSS,
+ * nothing fetched) that the report page places first.
  */
 import { compareSessions, formatChange, sweepSide } from "../domain/Compare.js"
 import { describe, ratioChange, type Summary } from "../domain/Stats.js"

@@ -40,7 +40,10 @@ const bestLatencies = (doc: SweepDoc): string => {
   return `${t === undefined ? "" : `, p99 TTFT ${num(t)} ms`}${o === undefined ? "" : `, p99 TPOT ${num(o)} ms`}`
 }
 
-/** SPEC §16: a point whose output throughput varies by more than 5 % over its repeats. */
+/**
+ * docs/design.md#trusted-answers: a point whose output throughput varies by more than 5 % over its
+ * repeats.
+ */
 const noisyNote = (p: PointRecord) =>
   `noisy: CV ${Math.round((p.stats.output_throughput?.cv ?? 0) * 1000) / 10} % > 5 %`
 
@@ -191,7 +194,8 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
       doc.status === "done" ? `best: ${statementOf(doc)}` : `${title}: none — no point has met every SLO yet`
     )
   } else {
-    // The verdict's one sentence (SPEC §16): the JSON's summary.statement, the report's
+    // The verdict's one sentence (docs/design.md#trusted-answers): the JSON's summary.statement,
+    // the report's
     out.push(`${title}: ${statementOf(doc).replace(" output tok/s", ` output tok/s${bestLatencies(doc)}`)}`)
     if (s.edge !== undefined) out.push(`  # note: ${s.edge}`)
     // Every line below is a shell line (comments included): the block pastes as it is.

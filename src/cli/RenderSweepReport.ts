@@ -392,7 +392,8 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
     loadChart("p99 TTFT against load", "ms", loadName, lineOf("p99_ttft_ms"), sloRules(doc, "p99_ttft_ms")),
     loadChart("p99 TPOT against load", "ms", loadName, lineOf("p99_tpot_ms"), sloRules(doc, "p99_tpot_ms"))
   ]
-  // Only a declared best is marked as one (SPEC §16): a tie marks its points as tied.
+  // Only a declared best is marked as one (docs/design.md#trusted-answers): a tie marks its points
+  // as tied.
   const best = doc.summary.verdict === "best" ? doc.summary.best : null
   const tied = doc.summary.verdict === "tie" ? [doc.summary.best!, ...doc.summary.tied_with] : []
   const pareto: Array<ParetoPoint> = combos.flatMap(({ c, color, label }) =>

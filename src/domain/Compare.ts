@@ -1,6 +1,7 @@
 /**
- * `hyperloom compare A B` (SPEC §16): two sweep sessions, or two baseline sessions, side by side
- * with confidence intervals and a verdict. Pure: the sessions' documents in, the comparison out.
+ * `hyperloom compare A B` (docs/design.md#trusted-answers): two sweep sessions, or two baseline
+ * sessions, side by side with confidence intervals and a verdict. Pure: the sessions' documents in,
+ * the comparison out.
  *
  * - What differs between the two sessions' records (engine and client command lines, node facts,
  *   hyperloom version, repeats, SLOs) comes first: a difference in speed means little without it.

@@ -1,12 +1,12 @@
 /**
- * The statistics behind a trusted answer (SPEC §16). Pure, no dependencies.
+ * The statistics behind a trusted answer (docs/design.md#trusted-answers). Pure, no dependencies.
  *
  * - `describe`: per sample (one metric of one point over its repeats) the median, min, max, mean,
  *   sample standard deviation (n − 1), coefficient of variation (sd ÷ mean) and the 95 % confidence
  *   interval of the mean from Student's t with n − 1 degrees of freedom. With n < 2 there is no
  *   noise estimate: sd, cv and the interval are null.
  * - `tQuantile`: Student's t quantile for any (also fractional) degrees of freedom, from the
- *   regularized incomplete beta function (continued fraction, as Numerical Recipes §6.4) solved by
+ *   regularized incomplete beta function (continued fraction, as Numerical Recipes docs/design.md#baselines-and-stop-rules.4) solved by
  *   bisection: exact to ~1e-9, where the normal approximation is 6× too narrow at df = 1.
  * - `welch`: Welch's unequal-variance t-test on two samples' summaries: the difference of the
  *   means, its standard error, the Welch–Satterthwaite degrees of freedom and the 95 % interval.

@@ -116,7 +116,7 @@ const Stat = Schema.Struct({
   median: Schema.Finite,
   min: Schema.Finite,
   max: Schema.Finite,
-  // The noise (SPEC §16); absent in documents written before, which still load.
+  // The noise (docs/design.md#trusted-answers); absent in documents written before, which still load.
   n: Schema.optional(Schema.Int.pipe(Schema.positive())),
   mean: Schema.optional(Schema.Finite),
   sd: Schema.optional(Schema.NullOr(Schema.Finite)),
@@ -173,7 +173,10 @@ export const PointRecord = Schema.Struct({
   interrupted_runs: Schema.Array(RunRecord),
   stats: MetricStatsSchema,
   slo: Schema.Array(SloVerdictSchema),
-  /** Its output throughput's CV over the repeats exceeds 5 % (SPEC §16); absent before. */
+  /**
+   * Its output throughput's CV over the repeats exceeds 5 % (docs/design.md#trusted-answers);
+   * absent before.
+   */
   noisy: Schema.optional(Schema.Boolean)
 })
 export type PointRecord = typeof PointRecord.Type
@@ -276,7 +279,10 @@ const BestRecord = Schema.Struct({
   load: Schema.String,
   output_throughput: Schema.Finite,
   spread: Schema.Finite,
-  /** Runs measured, the mean and its 95 % interval (null with one run); absent before SPEC §16. */
+  /**
+   * Runs measured, the mean and its 95 % interval (null with one run); absent before
+   * docs/design.md#trusted-answers.
+   */
   runs: Schema.optional(Schema.NonNegativeInt),
   mean: Schema.optional(Schema.Finite),
   ci95: Schema.optional(Schema.NullOr(Schema.Tuple(Schema.Finite, Schema.Finite))),
@@ -296,11 +302,15 @@ export const SweepSummary = Schema.Struct({
    * the capacity may be higher.
    */
   edge: Schema.optional(Schema.String),
-  /** Where the time went (SPEC §15, Sweep/Time.ts); absent in documents written before. */
+  /**
+   * Where the time went (docs/design.md#time-to-the-answer, Sweep/Time.ts); absent in documents
+   * written before.
+   */
   time: Schema.optional(TimeSchema),
   /**
    * The best was tested against every other combination's best by Welch's t-test at 95 % (false
-   * with one run per point: no noise estimate). Absent in documents written before SPEC §16.
+   * with one run per point: no noise estimate). Absent in documents written before
+   * docs/design.md#trusted-answers.
    */
   significant: Schema.optional(Schema.Boolean),
   /** The verdict as one sentence, the same in `sweep show`, `--json` and the report. */
@@ -514,7 +524,7 @@ const mapPoint = (doc: SweepDoc, index: number, load: string, f: (p: PointRecord
 /**
  * Runs and engine starts a dead process left open become `interrupted`; their points and
  * combinations pending. Only the run in flight is lost (moved to `interrupted_runs`): the runs a
- * point finished stay, and the point goes on from its next repeat (SPEC §16).
+ * point finished stay, and the point goes on from its next repeat (docs/design.md#trusted-answers).
  */
 export const recoverInterrupted = (doc: SweepDoc, now: string): SweepDoc => {
   const combos = doc.combinations.map((c) => ({
@@ -870,8 +880,8 @@ const named = (loadName: string, b: BestRow) =>
   `#${b.combination}${b.label === "(no params)" ? "" : ` (${ellipsize(b.label, 60)})`} at ${loadName}=${ellipsize(b.load, 60)}: ${tput(b.output_throughput)} output tok/s (median${interval(b)})`
 
 /**
- * The verdict in one sentence (SPEC §16), the same wherever it is shown: `sweep show`, `--json`
- * (`summary.statement`) and the report.
+ * The verdict in one sentence (docs/design.md#trusted-answers), the same wherever it is shown:
+ * `sweep show`, `--json` (`summary.statement`) and the report.
  */
 export const verdictStatement = (
   loadName: string,
@@ -893,7 +903,7 @@ export const verdictStatement = (
 
 /**
  * The statement of a document's verdict: the one it carries, else (a document written before
- * SPEC §16) one made from its stored verdict, claiming no significance.
+ * docs/design.md#trusted-answers) one made from its stored verdict, claiming no significance.
  */
 export const statementOf = (doc: SweepDoc): string => {
   const s = doc.summary

@@ -12,7 +12,7 @@
  *      deterministic), any other class is retried once (then `failed`); `ray_cluster_infeasible`
  *      stops the whole sweep; any other lease failure ends the run (the sweep stays resumable);
  *    - ready: its points in ascending load (grid), in rounds of one run each until every point has
- *      `--repeats` runs (SPEC §16: interleaved), or as the search picks them, each point's runs in
+ *      `--repeats` runs (docs/design.md#trusted-answers: interleaved), or as the search picks them, each point's runs in
  *      a row; `--between` before each client run; a failed client run is retried once; an engine
  *      that dies during a point fails it and ends the combination (the rest `not_run`);
  *    - the document (with its summary and the best) and summary.csv are saved after every run.
@@ -490,7 +490,8 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
       const c = combo(run, index)
       let load: string
       if (spec.kind === "points") {
-        // In rounds (SPEC §16): the point with the fewest runs next, the lowest load first.
+        // In rounds (docs/design.md#trusted-answers): the point with the fewest runs next, the
+        // lowest load first.
         const next = nextRoundPoint(c.points, isFinalPoint)
         if (next === undefined) return "done" as const
         load = next.load

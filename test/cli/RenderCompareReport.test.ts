@@ -1,7 +1,7 @@
 /**
- * The report on two sweep sessions (SPEC §16): both on shared axes with the deltas — A solid, B
- * dashed, each mean's 95 % interval; the change per point with its interval and the overall band;
- * the comparison's table with the verdicts `hyperloom compare` gives.
+ * The report on two sweep sessions (docs/design.md#trusted-answers): both on shared axes with the
+ * deltas — A solid, B dashed, each mean's 95 % interval; the change per point with its interval and
+ * the overall band; the comparison's table with the verdicts `hyperloom compare` gives.
  */
 import * as fs from "node:fs"
 import { assert, describe, it } from "@effect/vitest"

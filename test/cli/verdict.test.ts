@@ -1,7 +1,7 @@
 /**
- * The sweep's verdict is the same wherever it is shown (SPEC §16): `sweep show`'s text, the JSON
- * (`summary.verdict`, `summary.statement`) and the report. A tie is never drawn as a best; one run
- * per point says that there is no noise estimate.
+ * The sweep's verdict is the same wherever it is shown (docs/design.md#trusted-answers): `sweep
+ * show`'s text, the JSON (`summary.verdict`, `summary.statement`) and the report. A tie is never
+ * drawn as a best; one run per point says that there is no noise estimate.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"

@@ -1,9 +1,9 @@
 /**
- * `hyperloom compare` (SPEC §16) on sweeps the sweep program made against the scripted stand-in
- * with a seeded noise (test/support/compare.ts): the same model twice finds no difference; the
- * model slowed by 10 % is found slower with 95 % confidence and trips `--fail-on`; one run per
- * point claims no confidence and judges the raw change; unmatched points and differing records
- * are listed.
+ * `hyperloom compare` (docs/design.md#trusted-answers) on sweeps the sweep program made against the
+ * scripted stand-in with a seeded noise (test/support/compare.ts): the same model twice finds no
+ * difference; the model slowed by 10 % is found slower with 95 % confidence and trips `--fail-on`;
+ * one run per point claims no confidence and judges the raw change; unmatched points and differing
+ * records are listed.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"

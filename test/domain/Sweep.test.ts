@@ -256,7 +256,7 @@ describe("best and ties", () => {
     assert.isUndefined(beatsClearly(c(1, [110]), c(0, [100, 101])))
   })
 
-  it("median and stats, with the noise of SPEC §16", () => {
+  it("median and stats, with the noise of docs/design.md#trusted-answers", () => {
     assert.strictEqual(median([3, 1, 2]), 2)
     assert.strictEqual(median([4, 1, 2, 3]), 2.5)
     const s = statsOf([{ output_throughput: 10 }, { output_throughput: 30 }, {}])

@@ -1,6 +1,7 @@
 /**
- * Interleaved repeats (SPEC §16): a combination's load points run in rounds, and a point
- * interrupted by a dead process keeps the runs it finished (only the run in flight is lost).
+ * Interleaved repeats (docs/design.md#trusted-answers): a combination's load points run in rounds,
+ * and a point interrupted by a dead process keeps the runs it finished (only the run in flight is
+ * lost).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"

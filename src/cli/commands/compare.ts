@@ -1,7 +1,8 @@
 /**
- * `hyperloom compare A B [--metric M…] [--fail-on 'M<-3%'…] [--json]` (SPEC §16): two sweep
- * sessions, or two baseline sessions, side by side with 95 % intervals and a verdict; a gate for CI
- * (exit 18 when a metric regresses past its threshold). Reads the sessions, never modifies them.
+ * `hyperloom compare A B [--metric M…] [--fail-on 'M<-3%'…] [--json]`
+ * (docs/design.md#trusted-answers): two sweep sessions, or two baseline sessions, side by side with
+ * 95 % intervals and a verdict; a gate for CI (exit 18 when a metric regresses past its threshold).
+ * Reads the sessions, never modifies them.
  */
 import * as path from "node:path"
 import * as Args from "@effect/cli/Args"

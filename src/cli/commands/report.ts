@@ -58,7 +58,7 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
         }))
       )
       const page = renderSweepReport(withEnv, now)
-      // Two sweeps (SPEC §16): both on shared axes with the deltas, first
+      // Two sweeps (docs/design.md#trusted-answers): both on shared axes with the deltas, first
       const html =
         withEnv.length === 2 ? withCompareSection(page, renderCompareSection(withEnv[0]!, withEnv[1]!)) : page
       yield* files.writeText(file, html)

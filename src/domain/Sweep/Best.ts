@@ -1,5 +1,6 @@
 /**
- * Statistics over a point's repeats and the best point of a sweep (SPEC §12, §16). Pure.
+ * Statistics over a point's repeats and the best point of a sweep (docs/design.md#best-and-tie,
+ * docs/design.md#trusted-answers). Pure.
  *
  * - A point's metrics: per metric the median over its measured repeats, min and max, and the
  *   noise (Stats.ts): mean, standard deviation, coefficient of variation and the 95 % interval of
@@ -21,7 +22,7 @@ export interface Stat {
   readonly median: number
   readonly min: number
   readonly max: number
-  /** The rest are absent in documents written before SPEC §16. */
+  /** The rest are absent in documents written before docs/design.md#trusted-answers. */
   readonly n?: number | undefined
   readonly mean?: number | undefined
   /** Sample standard deviation; null with one run. */

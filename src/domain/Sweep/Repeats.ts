@@ -1,8 +1,8 @@
 /**
- * Interleaved repeats (SPEC §16). With `--repeats R` ≥ 2 a combination runs its load points in
- * rounds — every point once, then again — not each point R times in a row, so drift (heat, a
- * neighbour's job) spreads over all points instead of landing on the last ones. Pure: the state is
- * the points' runs on disk, so a resumed sweep goes on exactly where it was.
+ * Interleaved repeats (docs/design.md#trusted-answers). With `--repeats R` ≥ 2 a combination runs
+ * its load points in rounds — every point once, then again — not each point R times in a row, so
+ * drift (heat, a neighbour's job) spreads over all points instead of landing on the last ones.
+ * Pure: the state is the points' runs on disk, so a resumed sweep goes on exactly where it was.
  *
  * - `nextRun`: the next run of a point — its next repeat, or the retry of a run that failed (a
  *   failed run is retried once, at once); null once it has R measured runs.
