@@ -16,7 +16,7 @@ import {
   statementOf
 } from "../domain/Sweep.js"
 import { ellipsize } from "../domain/Text.js"
-import { bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
+import { bestStatement, bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
 
 /** A value the user wrote (a combination's params, a load), cut in a text table; --json has it whole. */
 const cut = (text: string): string => ellipsize(text, 60)
@@ -31,15 +31,6 @@ const spread = (p: PointRecord, key: "output_throughput" | "p99_ttft_ms" | "p99_
 }
 
 /** `, p99 TTFT 60 ms, p99 TPOT 60 ms`: the best point's medians, beside its throughput. */
-const bestLatencies = (doc: SweepDoc): string => {
-  const b = doc.summary.best
-  const p = doc.combinations.find((c) => c.index === b?.combination)?.points.find((x) => x.load === b?.load)
-  if (p === undefined) return ""
-  const t = p.stats.p99_ttft_ms?.median
-  const o = p.stats.p99_tpot_ms?.median
-  return `${t === undefined ? "" : `, p99 TTFT ${num(t)} ms`}${o === undefined ? "" : `, p99 TPOT ${num(o)} ms`}`
-}
-
 /**
  * docs/design.md#trusted-answers: a point whose output throughput varies by more than 5 % over its
  * repeats.
@@ -196,7 +187,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   } else {
     // The verdict's one sentence (docs/design.md#trusted-answers): the JSON's summary.statement,
     // the report's
-    out.push(`${title}: ${statementOf(doc).replace(" output tok/s", ` output tok/s${bestLatencies(doc)}`)}`)
+    out.push(`${title}: ${bestStatement(doc)}`)
     if (s.edge !== undefined) out.push(`  # note: ${s.edge}`)
     // Every line below is a shell line (comments included): the block pastes as it is.
     out.push("  # by hand: hyperloom picks a free port and sets these itself for the engine and the client")

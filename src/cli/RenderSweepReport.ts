@@ -22,7 +22,7 @@ import {
   sweepDuration
 } from "../domain/Sweep.js"
 import { escapeHtml } from "./RenderReport.js"
-import { bestTitle } from "./RenderSweepStatus.js"
+import { bestStatement, bestTitle } from "./RenderSweepStatus.js"
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
 
@@ -454,7 +454,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
   const verdict =
     shown === null
       ? `<p class="bad">best: ${escapeHtml(statementOf(doc))}</p>`
-      : `<p><b>${doc.summary.verdict === "tie" ? "Tie" : escapeHtml(bestTitle(doc).replace(/^best/, "Best"))}:</b> ${escapeHtml(statementOf(doc))}</p>
+      : `<p><b>${doc.summary.verdict === "tie" ? "Tie" : escapeHtml(bestTitle(doc).replace(/^best/, "Best"))}:</b> ${escapeHtml(bestStatement(doc))}</p>
 <pre>server: ${escapeHtml(shown.server_cmd)}
 client: ${escapeHtml(shown.client_cmd)}</pre>`
   return `<section>

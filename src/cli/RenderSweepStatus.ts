@@ -4,7 +4,7 @@
  * the title of its best line: `best` once it is done, `best so far (…)` while it is not, so a
  * cancelled or stopped sweep's best never reads as the answer. Shared by `sweep show` and the report.
  */
-import type { SweepDoc, SweepStopReason } from "../domain/Sweep.js"
+import { type SweepDoc, type SweepStopReason, statementOf } from "../domain/Sweep.js"
 
 const REASONS: Readonly<Record<SweepStopReason, string>> = {
   orchestrator_cancelled: "cancelled",
@@ -39,3 +39,22 @@ export const sweepStatusText = (doc: SweepDoc): string =>
 /** `best` when the sweep is done; `best so far (cancelled after 1 of 9 points)` when it is not. */
 export const bestTitle = (doc: SweepDoc): string =>
   doc.status === "done" ? "best" : `best so far (${unfinished(doc)})`
+
+const ms = (n: number): string => String(n >= 100 ? Math.round(n) : Math.round(n * 10) / 10)
+
+/**
+ * The verdict's sentence, then the best point's p99 TTFT and TPOT (issue 27 item 14): what
+ * `sweep show` and the report print as the best line.
+ */
+export const bestStatement = (doc: SweepDoc): string => {
+  const b = doc.summary.best
+  const p = doc.combinations.find((c) => c.index === b?.combination)?.points.find((x) => x.load === b?.load)
+  const t = p?.stats.p99_ttft_ms?.median
+  const o = p?.stats.p99_tpot_ms?.median
+  const latencies = [
+    ...(t === undefined ? [] : [`p99 TTFT ${ms(t)} ms`]),
+    ...(o === undefined ? [] : [`p99 TPOT ${ms(o)} ms`])
+  ]
+  // the sentence stays whole (it is summary.statement, word for word); the latencies follow it
+  return `${statementOf(doc)}${latencies.length === 0 ? "" : `; at the best point: ${latencies.join(", ")}`}`
+}

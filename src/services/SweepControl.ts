@@ -49,6 +49,9 @@ export class SweepControl extends Context.Tag("hyperloom/services/SweepControl")
 
 export const POLL_MS = 20
 
+/** Where the engine's last status is kept, under the engine's folder. */
+export const ENGINE_STATUS_FILE = "engine.json"
+
 /** Where each answer is kept, under the engine's folder (`<seq>.done.json`). */
 export const ANSWERS_DIR = "control"
 
@@ -95,10 +98,18 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
           return Effect.as(Effect.logWarning(`sweep runner: a message not understood`), true)
         switch (m._tag) {
           case "engine":
-            return Effect.sync(() => {
-              status = m.status
-              return true
-            })
+            // kept beside the engine's files too: the engine's state, port and node, as last said
+            return Effect.zipRight(
+              files.write(
+                `${engineDir}/${ENGINE_STATUS_FILE}`,
+                0,
+                Buffer.from(`${JSON.stringify(m.status)}\n`)
+              ),
+              Effect.sync(() => {
+                status = m.status
+                return true
+              })
+            )
           case "done":
             // kept beside the engine's files as before (bench/sweep.mjs reads the runs' epochs)
             return Effect.zipRight(

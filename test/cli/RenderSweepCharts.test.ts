@@ -74,6 +74,17 @@ const pathXs = (svg: string, color: string): Array<number> => {
 }
 
 describe("charts that show what matters", () => {
+  it.effect("the report's best line gives the best point's p99 TTFT and TPOT after its throughput", () =>
+    Effect.gen(function* () {
+      const html = renderSweepReport([{ name: "s", doc: yield* userSweep }], "now")
+      // the best is #2 at c=8: 133 tok/s, p99 TTFT 60 ms, p99 TPOT 60 ms (the scripted model)
+      assert.match(
+        html,
+        /<b>Best:<\/b> #2 \(seqs=8\) at c=8: 133 output tok\/s[^<]*; at the best point: p99 TTFT 60 ms, p99 TPOT 60 ms<\/p>/
+      )
+    })
+  )
+
   it.effect("a search's points are drawn and listed by load, not in the order they ran", () =>
     Effect.gen(function* () {
       const html = renderSweepReport([{ name: "s", doc: yield* userSweep }], "now")

@@ -50,6 +50,8 @@ describe("SweepControl's channel", () => {
         )
         assert.isTrue(yield* ch.take(msg({ file: "/etc/passwd", at: 0, data: b64("no") })))
         assert.deepStrictEqual(Object.fromEntries(files), {
+          // the engine's last status, kept beside its files
+          "/s/c1/engine-1/engine.json": `${JSON.stringify(status)}\n`,
           "/s/c1/engine-1/server.log": "one\ntwo\n",
           "/s/c1/run-1/client.log": "x"
         })
