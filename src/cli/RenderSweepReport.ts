@@ -507,7 +507,7 @@ td.good { color: #176b1f; } td.bad, p.bad { color: #a33; } tr.bestrow { backgrou
 pre { background: #f6f6f6; padding: 8px; white-space: pre-wrap; overflow-wrap: anywhere; }
 div.key { margin: 6px 0; font-size: 13px; }
 table { max-width: 100%; } td:first-child { overflow-wrap: anywhere; min-width: 12em; }
-div.legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 6px 0; font-size: 13px; } td.num { white-space: nowrap; }
+div.legend { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 6px 0; font-size: 13px; } div.legend > span { min-width: 0; overflow-wrap: anywhere; } td.num { white-space: nowrap; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; border-radius: 2px; }
 </style>
 </head>
