@@ -69,7 +69,7 @@ export const benchHosts = () => {
         "--parallel",
         String(parallel),
         "--server",
-        "fake-engine --load-sec 0.2 --max-num-seqs {seqs}",
+        "fake-engine --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}",
         "--param",
         "seqs=1,2,3,4,5,6",
         "--load",

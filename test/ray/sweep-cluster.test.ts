@@ -30,7 +30,7 @@ import {
 const PORT = 6401
 const SLO = "p99_ttft_ms<=1000"
 const engine = (tag: string) =>
-  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --tag=${tag} --max-num-seqs {seqs}`
+  `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --queue-ms 1500 --tag=${tag} --max-num-seqs {seqs}`
 const client = [
   process.execPath,
   "examples/fake-bench-client.mjs",
