@@ -182,7 +182,7 @@ describe("sweep run --parallel on a cluster of several nodes", () => {
     assert.strictEqual(new Set(b.combinations.map((c: any) => c.engine_starts[0].node.node_id)).size, 3)
     assert.deepStrictEqual(b.hardware_class, { gpu_count: 1, gpu_model: null, cpu_model: null })
     // every progress line of a point names its node; sweep show names each combination's node
-    assert.match(r3.stderr, /combination \d\/3 \(seqs=\d\) on \S+, c=\d/)
+    assert.match(r3.stderr, /combination #\d \(seqs=\d\) on \S+, c=\d/)
     const show = await runCli(["sweep", "show", "--session", three])
     assert.include(show.stdout, "node(s)")
     await assertSlotsFree()
