@@ -5,31 +5,14 @@ import { LeaseWaitExpired } from "../../src/domain/Queue.js"
 import { type Experiment, parseSweep, type SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
-import { flag, model, seqsOf, setup } from "../support/sweep.js"
+import { flag, model, seqsOf, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const DIR = "/s/sweep"
 
-const experiment = (over: Partial<Experiment> = {}): Experiment => ({
-  server: "engine --max-num-seqs {seqs}",
-  client: ["client", "--max-concurrency", "{c}"],
-  params: [{ name: "seqs", values: ["2", "4", "8"] }],
-  load: { kind: "points", name: "c", values: ["1", "2", "4", "8", "16"] },
-  slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
-  repeats: 1,
-  gpus: 0,
-  nodes: 1,
-  ...over
-})
+const experiment = (over: Partial<Experiment> = {}): Experiment =>
+  sweepExperiment({ load: { kind: "points", name: "c", values: ["1", "2", "4", "8", "16"] }, ...over })
 
-const options = (e: Experiment = experiment()): SweepOptions => ({
-  sessionDir: DIR,
-  experiment: e,
-  request: { gpus: 0, servingSlot: true },
-  readyPath: "/health",
-  readyTimeoutSec: 10,
-  env: {},
-  cwd: "/"
-})
+const options = (e: Experiment = experiment()): SweepOptions => sweepOptions(DIR, e)
 
 const engineLog = Effect.flatten(SweepEngine.FakeSweepEngineLog)
 

@@ -10,33 +10,22 @@ import { exitCodeForSweep } from "../../src/cli/commands/sweep.js"
 import { combinations, type Experiment } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import type * as SweepEngine from "../../src/programs/SweepEngine.js"
-import { setup } from "../support/sweep.js"
+import { setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const DIR = "/s/adaptive"
 const server = `engine ${THREE_AXES.engineArgs.join(" ")} ${THREE_AXES.params.map((p) => `--${p.name} {${p.name}}`).join(" ")}`
 
-const experiment = (over: Partial<Experiment> = {}): Experiment => ({
-  server,
-  client: ["client", "--max-concurrency", "{c}"],
-  params: THREE_AXES.params,
-  load: { kind: "points", name: "c", values: [String(THREE_AXES.load.concurrency)] },
-  slos: [],
-  repeats: 1,
-  gpus: 0,
-  nodes: 1,
-  ...over
-})
+const experiment = (over: Partial<Experiment> = {}): Experiment =>
+  sweepExperiment({
+    server,
+    params: THREE_AXES.params,
+    load: { kind: "points", name: "c", values: [String(THREE_AXES.load.concurrency)] },
+    slos: [],
+    ...over
+  })
 
-const options = (strategy: "grid" | "adaptive", e: Experiment = experiment()): SweepOptions => ({
-  sessionDir: DIR,
-  experiment: e,
-  request: { gpus: 0, servingSlot: true },
-  readyPath: "/health",
-  readyTimeoutSec: 10,
-  env: {},
-  cwd: "/",
-  strategy
-})
+const options = (strategy: "grid" | "adaptive", e: Experiment = experiment()): SweepOptions =>
+  sweepOptions(DIR, e, { strategy })
 
 const settingsOf = (cmd: string) => modelFlags(cmd.split(/\s+/))
 

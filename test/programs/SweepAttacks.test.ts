@@ -11,32 +11,15 @@ import * as SweepEngine from "../../src/programs/SweepEngine.js"
 import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import * as StateStore from "../../src/services/StateStore.js"
 import * as SweepStore from "../../src/services/SweepStore.js"
-import { model, setup } from "../support/sweep.js"
+import { model, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const DIR = "/s/attacks"
 const SWEEP = `${DIR}/sweep.json`
 
-const experiment = (over: Partial<Experiment> = {}): Experiment => ({
-  server: "engine --max-num-seqs {seqs}",
-  client: ["client", "--max-concurrency", "{c}"],
-  params: [{ name: "seqs", values: ["2", "4", "8"] }],
-  load: { kind: "points", name: "c", values: ["1", "2", "4"] },
-  slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
-  repeats: 1,
-  gpus: 0,
-  nodes: 1,
-  ...over
-})
+const experiment = (over: Partial<Experiment> = {}): Experiment =>
+  sweepExperiment({ load: { kind: "points", name: "c", values: ["1", "2", "4"] }, ...over })
 
-const options = (e: Experiment = experiment()): SweepOptions => ({
-  sessionDir: DIR,
-  experiment: e,
-  request: { gpus: 0, servingSlot: true },
-  readyPath: "/health",
-  readyTimeoutSec: 10,
-  env: {},
-  cwd: "/"
-})
+const options = (e: Experiment = experiment()): SweepOptions => sweepOptions(DIR, e)
 
 const failure = (exit: Exit.Exit<unknown, unknown>) => {
   assert.isTrue(Exit.isFailure(exit), "expected the run to be refused")

@@ -8,29 +8,14 @@ import type { Experiment } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
 import * as AttemptFiles from "../../src/services/AttemptFiles.js"
-import { flag, model, seqsOf, setup } from "../support/sweep.js"
+import { flag, model, seqsOf, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
-const run = (e: Experiment) =>
-  runSweep({
-    sessionDir: "/s/forms",
-    experiment: e,
-    request: { gpus: 0, servingSlot: true },
-    readyPath: "/health",
-    readyTimeoutSec: 10,
-    env: {},
-    cwd: "/"
-  })
+const run = (e: Experiment) => runSweep(sweepOptions("/s/forms", e))
 
-const base: Experiment = {
-  server: "engine --max-num-seqs {seqs}",
-  client: ["client", "--max-concurrency", "{c}"],
-  params: [{ name: "seqs", values: ["2", "4", "8"] }],
+const base: Experiment = sweepExperiment({
   load: { kind: "points", name: "c", values: ["2", "4", "8"] },
-  slos: [],
-  repeats: 1,
-  gpus: 0,
-  nodes: 1
-}
+  slos: []
+})
 
 describe("grid forms in the sweep program", () => {
   it.effect("--combo: exactly the listed engines start, in order", () =>

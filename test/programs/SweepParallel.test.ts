@@ -11,32 +11,15 @@ import { Effect, Fiber, Logger } from "effect"
 import { type Experiment, type NodeRecord, parseSweep, type SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
-import { flag, model, seqsOf, setup } from "../support/sweep.js"
+import { flag, model, seqsOf, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const DIR = "/s/parallel"
 
-const experiment = (over: Partial<Experiment> = {}): Experiment => ({
-  server: "engine --max-num-seqs {seqs}",
-  client: ["client", "--max-concurrency", "{c}"],
-  params: [{ name: "seqs", values: ["2", "3", "4", "6", "8"] }],
-  load: { kind: "points", name: "c", values: ["1", "2", "4", "8"] },
-  slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
-  repeats: 1,
-  gpus: 1,
-  nodes: 1,
-  ...over
-})
+const experiment = (over: Partial<Experiment> = {}): Experiment =>
+  sweepExperiment({ params: [{ name: "seqs", values: ["2", "3", "4", "6", "8"] }], gpus: 1, ...over })
 
-const options = (parallel: number, e: Experiment = experiment()): SweepOptions => ({
-  sessionDir: DIR,
-  experiment: e,
-  request: { gpus: 1, servingSlot: true },
-  readyPath: "/health",
-  readyTimeoutSec: 10,
-  env: {},
-  cwd: "/",
-  parallel
-})
+const options = (parallel: number, e: Experiment = experiment()): SweepOptions =>
+  sweepOptions(DIR, e, { request: { gpus: 1, servingSlot: true }, parallel })
 
 const engineLog = Effect.flatten(SweepEngine.FakeSweepEngineLog)
 

@@ -13,31 +13,20 @@ import {
   type SweepDoc
 } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
-import { flag, model, seqsOf, setup } from "../support/sweep.js"
+import { flag, model, seqsOf, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const DIR = "/s/rounds"
 
-const experiment = (over: Partial<Experiment> = {}): Experiment => ({
-  server: "engine --max-num-seqs {seqs}",
-  client: ["client", "--max-concurrency", "{c}"],
-  params: [{ name: "seqs", values: ["4", "8"] }],
-  load: { kind: "points", name: "c", values: ["4", "1", "2"] },
-  slos: [],
-  repeats: 3,
-  gpus: 0,
-  nodes: 1,
-  ...over
-})
+const experiment = (over: Partial<Experiment> = {}): Experiment =>
+  sweepExperiment({
+    params: [{ name: "seqs", values: ["4", "8"] }],
+    load: { kind: "points", name: "c", values: ["4", "1", "2"] },
+    slos: [],
+    repeats: 3,
+    ...over
+  })
 
-const options = (e: Experiment = experiment()): SweepOptions => ({
-  sessionDir: DIR,
-  experiment: e,
-  request: { gpus: 0, servingSlot: true },
-  readyPath: "/health",
-  readyTimeoutSec: 10,
-  env: {},
-  cwd: "/"
-})
+const options = (e: Experiment = experiment()): SweepOptions => sweepOptions(DIR, e)
 
 const docOf = (text: string | undefined): SweepDoc => {
   const d = parseSweep(text!)

@@ -5,8 +5,8 @@
  * p99_ttft_ms<=300; the best is seqs=8 at c=8.
  */
 import { Effect, Layer } from "effect"
-import type { SweepDoc } from "../../src/domain/Sweep.js"
-import { runSweep } from "../../src/programs/Sweep.js"
+import type { Experiment, SweepDoc } from "../../src/domain/Sweep.js"
+import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
 import * as AttemptFiles from "../../src/services/AttemptFiles.js"
 import * as StateStore from "../../src/services/StateStore.js"
@@ -14,6 +14,39 @@ import * as SweepStore from "../../src/services/SweepStore.js"
 
 export const flag = (argv: ReadonlyArray<string>, name: string) => Number(argv[argv.indexOf(name) + 1])
 export const seqsOf = (server: string) => Number(/--max-num-seqs (\d+)/.exec(server)![1])
+
+/**
+ * The tests' experiment: `engine --max-num-seqs {seqs}` with seqs = 2, 4, 8, the client at
+ * `--max-concurrency {c}` with c = 1, 2, 4, 8, the SLO p99_ttft_ms<=300, one run per point, no GPU,
+ * one node; `over` replaces any of it (the keys keep this order).
+ */
+export const sweepExperiment = (over: Partial<Experiment> = {}): Experiment => ({
+  server: "engine --max-num-seqs {seqs}",
+  client: ["client", "--max-concurrency", "{c}"],
+  params: [{ name: "seqs", values: ["2", "4", "8"] }],
+  load: { kind: "points", name: "c", values: ["1", "2", "4", "8"] },
+  slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
+  repeats: 1,
+  gpus: 0,
+  nodes: 1,
+  ...over
+})
+
+/** The sweep program's options for `experiment` in `sessionDir`: no GPU, ready at /health within 10 s, no env, cwd /; `over` adds or replaces. */
+export const sweepOptions = (
+  sessionDir: string,
+  experiment: Experiment,
+  over: Partial<SweepOptions> = {}
+): SweepOptions => ({
+  sessionDir,
+  experiment,
+  request: { gpus: 0, servingSlot: true },
+  readyPath: "/health",
+  readyTimeoutSec: 10,
+  env: {},
+  cwd: "/",
+  ...over
+})
 
 /** The stand-in model in small: throughput 200·b/(4+b), b = min(c, B); TTFT jumps once c > B. */
 export const model = (server: string, argv: ReadonlyArray<string>): SweepEngine.FakeRun => {
@@ -52,24 +85,12 @@ export const scriptedSweep = (o: {
   readonly cwd?: string | undefined
 }): Effect.Effect<SweepDoc, unknown> =>
   Effect.gen(function* () {
-    const r = yield* runSweep({
-      sessionDir: "/s/scripted",
-      experiment: {
-        server: o.server,
-        client: o.client,
-        params: [{ name: "seqs", values: ["2", "4", "8"] }],
-        load: { kind: "points", name: "c", values: ["1", "2", "4", "8"] },
-        slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
-        repeats: 1,
-        gpus: o.gpus,
-        nodes: 1
-      },
-      request: { gpus: o.gpus, servingSlot: true },
-      readyPath: "/health",
-      readyTimeoutSec: 10,
-      env: {},
-      cwd: o.cwd ?? "/"
-    })
+    const r = yield* runSweep(
+      sweepOptions("/s/scripted", sweepExperiment({ server: o.server, client: o.client, gpus: o.gpus }), {
+        request: { gpus: o.gpus, servingSlot: true },
+        cwd: o.cwd ?? "/"
+      })
+    )
     return r.doc
   }).pipe(
     Effect.provide(
