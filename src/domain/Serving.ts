@@ -143,6 +143,12 @@ const decodeStatus = Schema.decodeUnknownEither(Schema.parseJson(ServeStatus))
 export const parseServeStatus = (text: string): ServeStatus | undefined =>
   Either.getOrUndefined(decodeStatus(text))
 
+/** A session's environment.json as read (unknown JSON): its record when it has one (a `node` object), else undefined. */
+export const environmentOf = (v: unknown): EnvironmentRecord | undefined =>
+  typeof v === "object" && v !== null && typeof (v as { node?: unknown }).node === "object"
+    ? (v as EnvironmentRecord)
+    : undefined
+
 /** The session's environment record (docs/design.md#what-a-serving-session-keeps): what ran on what. */
 export interface EnvironmentRecord {
   readonly recorded_at: string

@@ -20,7 +20,7 @@ import {
 } from "../../domain/Compare.js"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { METRIC_KEYS, type MetricKey } from "../../domain/Results.js"
-import { ENVIRONMENT_FILE, type EnvironmentRecord } from "../../domain/Serving.js"
+import { ENVIRONMENT_FILE, environmentOf } from "../../domain/Serving.js"
 import type { SweepDoc } from "../../domain/Sweep.js"
 import { AttemptFiles } from "../../services/AttemptFiles.js"
 import { StateStore } from "../../services/StateStore.js"
@@ -52,9 +52,6 @@ const failOn = Options.text("fail-on").pipe(
   Options.repeated
 )
 
-const isEnvironment = (v: unknown): v is EnvironmentRecord =>
-  typeof v === "object" && v !== null && typeof (v as { node?: unknown }).node === "object"
-
 /**
  * The facts of the nodes a sweep's engines ran on, from each ready engine start's record in
  * sweep.json (the runner's own files stay on its node: nothing is read from there).
@@ -85,7 +82,7 @@ const loadSide = (dir: string) =>
     const state = yield* Effect.flatMap(StateStore, (s) => s.load(dir))
     if (Option.isNone(state)) return yield* new SessionNotFound({ sessionDir: dir })
     const env = yield* Effect.flatMap(AttemptFiles, (f) => f.readJson(path.join(dir, ENVIRONMENT_FILE)))
-    return baselineSide(dir, state.value, isEnvironment(env) ? env : undefined)
+    return baselineSide(dir, state.value, environmentOf(env))
   })
 
 export const compareCommand = Command.make(

@@ -3,7 +3,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Clock, Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
-import { ENVIRONMENT_FILE, type EnvironmentRecord } from "../../domain/Serving.js"
+import { ENVIRONMENT_FILE, environmentOf } from "../../domain/Serving.js"
 import { AttemptFiles } from "../../services/AttemptFiles.js"
 import { StateStore } from "../../services/StateStore.js"
 import { SweepStore } from "../../services/SweepStore.js"
@@ -30,9 +30,6 @@ const out = Options.file("out").pipe(
   Options.optional
 )
 
-const isEnvironment = (v: unknown): v is EnvironmentRecord =>
-  typeof v === "object" && v !== null && typeof (v as { node?: unknown }).node === "object"
-
 /**
  * `hyperloom report --session A [--session B …] [--out FILE]`
  * (docs/design.md#what-a-serving-session-keeps).
@@ -54,7 +51,7 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
         Effect.map(files.readJson(path.join(d.dir, ENVIRONMENT_FILE)), (env) => ({
           name: d.dir,
           doc: Option.getOrThrow(d.doc),
-          environment: isEnvironment(env) ? env : undefined
+          environment: environmentOf(env)
         }))
       )
       const page = renderSweepReport(withEnv, now)
@@ -71,7 +68,7 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
       const state = yield* store.load(dir)
       if (Option.isNone(state)) return yield* new SessionNotFound({ sessionDir: dir })
       const env = yield* files.readJson(path.join(dir, ENVIRONMENT_FILE))
-      loaded.push({ name: dir, state: state.value, environment: isEnvironment(env) ? env : undefined })
+      loaded.push({ name: dir, state: state.value, environment: environmentOf(env) })
     }
     const html = renderReport(loaded, now)
     yield* files.writeText(file, html)
