@@ -9,30 +9,15 @@ import { Effect } from "effect"
 import { renderSweepReport, yScale } from "../../src/cli/RenderSweepReport.js"
 import { type PointRecord, type SweepDoc, withSummary } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
-import { model, setup } from "../support/sweep.js"
+import { model, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const svgs = (html: string) => [...html.matchAll(/<svg[\s\S]*?<\/svg>/g)].map((m) => m[0])
 
 /** The scripted sweep, made into what a new user meets. */
 const userSweep = Effect.map(
-  runSweep({
-    sessionDir: "/s/user",
-    experiment: {
-      server: "engine --max-num-seqs {seqs}",
-      client: ["client", "--max-concurrency", "{c}"],
-      params: [{ name: "seqs", values: ["2", "4", "8"] }],
-      load: { kind: "points", name: "c", values: ["1", "2", "4", "8"] },
-      slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
-      repeats: 1,
-      gpus: 1,
-      nodes: 1
-    },
-    request: { gpus: 1, servingSlot: true },
-    readyPath: "/health",
-    readyTimeoutSec: 10,
-    env: {},
-    cwd: "/"
-  }).pipe(
+  runSweep(
+    sweepOptions("/s/user", sweepExperiment({ gpus: 1 }), { request: { gpus: 1, servingSlot: true } })
+  ).pipe(
     Effect.map((r) => r.doc),
     Effect.provide(setup({ run: model }))
   ),

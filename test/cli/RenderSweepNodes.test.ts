@@ -9,7 +9,7 @@ import { renderSweepText } from "../../src/cli/RenderSweep.js"
 import { renderSweepReport } from "../../src/cli/RenderSweepReport.js"
 import type { NodeRecord } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
-import { model, setup } from "../support/sweep.js"
+import { model, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const node = (name: string, gpus: number): NodeRecord => ({
   hostname: name,
@@ -25,25 +25,13 @@ const node = (name: string, gpus: number): NodeRecord => ({
 })
 
 const sweep = (nodes: boolean) =>
-  runSweep({
-    sessionDir: "/s/nodes",
-    experiment: {
-      server: "engine --max-num-seqs {seqs}",
-      client: ["client", "--max-concurrency", "{c}"],
-      params: [{ name: "seqs", values: ["2", "4", "8"] }],
-      load: { kind: "points", name: "c", values: ["1", "4"] },
-      slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
-      repeats: 1,
-      gpus: 1,
-      nodes: 1
-    },
-    request: { gpus: 1, servingSlot: true },
-    readyPath: "/health",
-    readyTimeoutSec: 10,
-    env: {},
-    cwd: "/",
-    parallel: 2
-  }).pipe(
+  runSweep(
+    sweepOptions(
+      "/s/nodes",
+      sweepExperiment({ load: { kind: "points", name: "c", values: ["1", "4"] }, gpus: 1 }),
+      { request: { gpus: 1, servingSlot: true }, parallel: 2 }
+    )
+  ).pipe(
     Effect.map((r) => r.doc),
     Effect.provide(
       setup({

@@ -9,29 +9,24 @@ import { renderSweepText } from "../../src/cli/RenderSweep.js"
 import { renderSweepReport } from "../../src/cli/RenderSweepReport.js"
 import type { SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
-import { flag, seqsOf, setup } from "../support/sweep.js"
+import { flag, seqsOf, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 /** Two combinations, one load; output throughput per run from `values(seqs)` in turn. */
 const sweep = (repeats: number, values: (seqs: number) => ReadonlyArray<number>) => {
   const seen = new Map<number, number>()
-  return runSweep({
-    sessionDir: "/s/verdict",
-    experiment: {
-      server: "engine --max-num-seqs {seqs}",
-      client: ["client", "--max-concurrency", "{c}"],
-      params: [{ name: "seqs", values: ["7", "8"] }],
-      load: { kind: "points", name: "c", values: ["4"] },
-      slos: [],
-      repeats,
-      gpus: 1,
-      nodes: 1
-    },
-    request: { gpus: 1, servingSlot: true },
-    readyPath: "/health",
-    readyTimeoutSec: 10,
-    env: {},
-    cwd: "/"
-  }).pipe(
+  return runSweep(
+    sweepOptions(
+      "/s/verdict",
+      sweepExperiment({
+        params: [{ name: "seqs", values: ["7", "8"] }],
+        load: { kind: "points", name: "c", values: ["4"] },
+        slos: [],
+        repeats,
+        gpus: 1
+      }),
+      { request: { gpus: 1, servingSlot: true } }
+    )
+  ).pipe(
     Effect.map((r) => r.doc),
     Effect.provide(
       setup({

@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import type { SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
-import { model, setup } from "./sweep.js"
+import { model, setup, sweepExperiment, sweepOptions } from "./sweep.js"
 
 /** mulberry32: a small seeded generator, so a test's "noise" is the same on every run. */
 export const seeded = (seed: number) => {
@@ -37,25 +37,20 @@ export const noisySweep = (o: {
   const z = normal(seeded(o.seed))
   const slow = o.slow ?? 1
   const cv = o.cv ?? 0.02
-  return runSweep({
-    sessionDir: o.dir,
-    experiment: {
-      server: o.server ?? "engine --max-num-seqs {seqs}",
-      client: ["client", "--max-concurrency", "{c}"],
-      params: [{ name: "seqs", values: ["2", "8"] }],
-      load: { kind: "points", name: "c", values: [...(o.loads ?? ["1", "2", "4"])] },
-      slos: [],
-      repeats: o.repeats,
-      gpus: 1,
-      nodes: 1
-    },
-    request: { gpus: 1, servingSlot: true },
-    readyPath: "/health",
-    readyTimeoutSec: 10,
-    env: {},
-    cwd: "/",
-    version: "0.1.0"
-  }).pipe(
+  return runSweep(
+    sweepOptions(
+      o.dir,
+      sweepExperiment({
+        server: o.server ?? "engine --max-num-seqs {seqs}",
+        params: [{ name: "seqs", values: ["2", "8"] }],
+        load: { kind: "points", name: "c", values: [...(o.loads ?? ["1", "2", "4"])] },
+        slos: [],
+        repeats: o.repeats,
+        gpus: 1
+      }),
+      { request: { gpus: 1, servingSlot: true }, version: "0.1.0" }
+    )
+  ).pipe(
     Effect.map((r) => r.doc),
     Effect.provide(
       setup(
