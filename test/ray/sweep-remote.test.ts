@@ -32,7 +32,8 @@ const withStandIns = { PATH: `${STAND_IN_BIN}:${process.env.PATH}` }
 let tagN = 0
 const newTag = () => `hl-remote-${process.pid}-${tagN++}`
 /** The stand-in engine (examples/engine-model.mjs: the largest passing concurrency is B = --max-num-seqs). */
-const engine = (tag: string, extra = "") => `fake-engine --load-sec 0.2 --queue-ms 1500 --tag=${tag} ${extra}`.trim()
+const engine = (tag: string, extra = "") =>
+  `fake-engine --load-sec 0.2 --queue-ms 1500 --tag=${tag} ${extra}`.trim()
 const client = (prompts: number) => [
   "fake-bench-client",
   "--num-prompts",
