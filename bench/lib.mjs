@@ -11,6 +11,24 @@ export const ray = process.env.HYPERLOOM_RAY ?? path.join(root, ".venv/bin/ray")
 /** The bundled CLI to measure (HYPERLOOM_BENCH_CLI: another build, e.g. of an older commit). */
 export const cli = process.env.HYPERLOOM_BENCH_CLI ?? path.join(root, "dist/hyperloom.mjs")
 
+/** The stand-in client's arguments in the sweep benches: 8 prompts at concurrency {c}, 16 tokens out. */
+export const FAKE_CLIENT_ARGS = ["--num-prompts", "8", "--max-concurrency", "{c}", "--output-len", "16"]
+
+/** `hyperloom sweep run --session SESSION --gpus GPUS ARGS… -- CLIENT…` as one argv, run by this node. */
+export const sweepRunArgv = (session, gpus, args, client) => [
+  process.execPath,
+  cli,
+  "sweep",
+  "run",
+  "--session",
+  session,
+  "--gpus",
+  gpus,
+  ...args,
+  "--",
+  ...client
+]
+
 /**
  * CPU ms (user + sys) of the children this process has waited for, their own waited-for children
  * included (/proc/self/stat's cutime + cstime, 10 ms ticks); undefined without /proc.

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { cli, ray, root, time } from "./lib.mjs"
+import { FAKE_CLIENT_ARGS, ray, root, sweepRunArgv, time } from "./lib.mjs"
 
 const script = path.join(root, "scripts/hosts.sh")
 const realRay = fs.realpathSync(ray)
@@ -57,34 +57,27 @@ export const benchHosts = () => {
         ])
       )
     const sweep = (session, parallel) =>
-      on(dir, "head", [
-        process.execPath,
-        cli,
-        "sweep",
-        "run",
-        "--session",
-        session,
-        "--gpus",
-        "1",
-        "--parallel",
-        String(parallel),
-        "--server",
-        "fake-engine --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}",
-        "--param",
-        "seqs=1,2,3,4,5,6",
-        "--load",
-        "c=1,2,4",
-        "--slo",
-        "p99_ttft_ms<=1000",
-        "--",
-        "fake-bench-client",
-        "--num-prompts",
-        "8",
-        "--max-concurrency",
-        "{c}",
-        "--output-len",
-        "16"
-      ])
+      on(
+        dir,
+        "head",
+        sweepRunArgv(
+          session,
+          "1",
+          [
+            "--parallel",
+            String(parallel),
+            "--server",
+            "fake-engine --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}",
+            "--param",
+            "seqs=1,2,3,4,5,6",
+            "--load",
+            "c=1,2,4",
+            "--slo",
+            "p99_ttft_ms<=1000"
+          ],
+          ["fake-bench-client", ...FAKE_CLIENT_ARGS]
+        )
+      )
     const results = {}
     for (const [name, parallel] of [
       ["parallel 1", 1],

@@ -21,41 +21,15 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { THREE_AXES } from "../examples/engine-model.mjs"
-import { cli, median, must, root, startHead, stopRay, time } from "./lib.mjs"
+import { FAKE_CLIENT_ARGS, median, must, root, startHead, stopRay, sweepRunArgv, time } from "./lib.mjs"
 
 const PORT = 6393
 const engine = `${process.execPath} ${path.join(root, "examples/fake-engine.mjs")} --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}`
-const client = [
-  process.execPath,
-  "examples/fake-bench-client.mjs",
-  "--num-prompts",
-  "8",
-  "--max-concurrency",
-  "{c}",
-  "--output-len",
-  "16"
-]
+const client = [process.execPath, "examples/fake-bench-client.mjs", ...FAKE_CLIENT_ARGS]
 const sweep = (session, args) =>
-  time(
-    [
-      process.execPath,
-      cli,
-      "sweep",
-      "run",
-      "--session",
-      session,
-      "--gpus",
-      "0",
-      "--server",
-      engine,
-      ...args,
-      "--",
-      ...client
-    ],
-    {
-      HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: "5"
-    }
-  )
+  time(sweepRunArgv(session, "0", ["--server", engine, ...args], client), {
+    HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: "5"
+  })
 
 const ceilLog2 = (x) => (x > 1 ? Math.ceil(Math.log2(x)) : 0)
 
@@ -84,25 +58,12 @@ const adaptiveVsGrid = () => {
     for (const strategy of ["adaptive", "grid"]) {
       const session = path.join(dir, strategy)
       const r = time(
-        [
-          process.execPath,
-          cli,
-          "sweep",
-          "run",
-          "--session",
+        sweepRunArgv(
           session,
-          "--gpus",
           "0",
-          "--server",
-          server,
-          ...params,
-          "--load",
-          `c=${concurrency}`,
-          "--strategy",
-          strategy,
-          "--",
-          ...loadClient
-        ],
+          ["--server", server, ...params, "--load", `c=${concurrency}`, "--strategy", strategy],
+          loadClient
+        ),
         { HYPERLOOM_RAY_STATUS_TIMEOUT_SEC: "5" }
       )
       if (r.code !== 0) throw new Error(`${strategy} sweep exited ${r.code}: ${r.stderr.slice(-3000)}`)
