@@ -75,8 +75,11 @@ export const isUnder = (file: string, root: string) => {
 
 /** Where the channel's files go: a platform FileSystem (live) or a map (tests). */
 export interface ChannelFiles {
-  /** Writes `bytes` at offset `at` of `file` (0: the file starts anew, its folder made). */
-  readonly write: (file: string, at: number, bytes: Uint8Array) => Effect.Effect<void>
+  /**
+   * Writes `bytes` at offset `at` of `file` (0: the file starts anew, its folders made below
+   * `root`, the engine's or the run's folder it belongs to, which must still be there).
+   */
+  readonly write: (file: string, at: number, bytes: Uint8Array, root: string) => Effect.Effect<void>
 }
 
 /** A channel over `files`. */
@@ -103,7 +106,8 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
               files.write(
                 `${engineDir}/${ENGINE_STATUS_FILE}`,
                 0,
-                Buffer.from(`${JSON.stringify(m.status)}\n`)
+                Buffer.from(`${JSON.stringify(m.status)}\n`),
+                engineDir
               ),
               Effect.sync(() => {
                 status = m.status
@@ -116,7 +120,8 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
               files.write(
                 `${engineDir}/${ANSWERS_DIR}/${m.done.seq}.done.json`,
                 0,
-                Buffer.from(`${JSON.stringify(m.done)}\n`)
+                Buffer.from(`${JSON.stringify(m.done)}\n`),
+                engineDir
               ),
               Effect.sync(() => {
                 answers.set(m.done.seq, m.done)
@@ -124,7 +129,8 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
               })
             )
           case "file":
-            if (!roots.some((r) => isUnder(m.file, r))) {
+            const root = roots.find((r) => isUnder(m.file, r))
+            if (root === undefined) {
               refused++
               return Effect.as(
                 refused === 1
@@ -133,7 +139,7 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
                 true
               )
             }
-            return Effect.as(files.write(m.file, m.at, Buffer.from(m.data, "base64")), true)
+            return Effect.as(files.write(m.file, m.at, Buffer.from(m.data, "base64"), root), true)
         }
       })
     const channel: EngineChannel = {
@@ -160,10 +166,17 @@ export const layer: Layer.Layer<SweepControl, never, FileSystem.FileSystem> = La
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     const failed = new Set<string>()
-    const write: ChannelFiles["write"] = (file, at, bytes) =>
+    const write: ChannelFiles["write"] = (file, at, bytes, root) =>
       (at === 0
         ? Effect.zipRight(
-            fs.makeDirectory(parentOf(file), { recursive: true }),
+            // folders are made below the engine's or the run's folder only, which exist (made
+            // before their requests): a session folder deleted under a running sweep is never
+            // made again here (issue 27 item 5: the sweep stops, saying the folder vanished)
+            Effect.flatMap(fs.exists(root), (there) =>
+              there
+                ? fs.makeDirectory(parentOf(file), { recursive: true })
+                : Effect.fail(new Error(`its folder ${root} is gone`))
+            ),
             fs.writeFile(file, bytes, { flag: "w" })
           )
         : fs.writeFile(file, bytes, { flag: "a" })

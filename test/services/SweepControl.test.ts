@@ -3,10 +3,14 @@
  * are taken out of its output (also a group's rank 0 lines), its files written under the engine's
  * folder or a run's folder as they come, and nothing elsewhere; requests go to its stdin.
  */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { NodeFileSystem } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { RUNNER_MESSAGE_PREFIX } from "../../src/domain/Sweep/Runner.js"
-import { makeChannel, memoryFiles } from "../../src/services/SweepControl.js"
+import { layer, makeChannel, memoryFiles, SweepControl } from "../../src/services/SweepControl.js"
 
 const msg = (m: unknown) => ({
   stream: "stdout" as const,
@@ -84,5 +88,27 @@ describe("SweepControl's channel", () => {
           ]
         )
       })
+  )
+
+  it.scoped(
+    "on disk: a session folder deleted under a running sweep is not made again by a run's files",
+    () =>
+      Effect.gen(function* () {
+        const session = fs.mkdtempSync(path.join(os.tmpdir(), "hl-control-"))
+        const engineDir = path.join(session, "combinations", "0", "engine-1")
+        const runDir = path.join(session, "combinations", "0", "runs", "1-c_2")
+        const ch = yield* Effect.flatMap(SweepControl, (c) => c.open(engineDir))
+        fs.mkdirSync(runDir, { recursive: true })
+        yield* ch.send(1, { argv: ["c"], dir: runDir, env: {}, between: null, timeout_sec: null })
+        assert.isTrue(yield* ch.take(msg({ file: path.join(runDir, "client.log"), at: 0, data: b64("x") })))
+        assert.strictEqual(fs.readFileSync(path.join(runDir, "client.log"), "utf8"), "x")
+        // a file a client wrote deeper in its run's folder still comes back, its folders made
+        const deep = path.join(runDir, "out", "2026", "r.json")
+        assert.isTrue(yield* ch.take(msg({ file: deep, at: 0, data: b64("{}") })))
+        assert.strictEqual(fs.readFileSync(deep, "utf8"), "{}")
+        fs.rmSync(session, { recursive: true, force: true })
+        assert.isTrue(yield* ch.take(msg({ file: path.join(runDir, "result.json"), at: 0, data: b64("{}") })))
+        assert.isFalse(fs.existsSync(session), "the deleted session folder was made again")
+      }).pipe(Effect.provide(layer), Effect.provide(NodeFileSystem.layer))
   )
 })
