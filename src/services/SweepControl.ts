@@ -128,7 +128,7 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
                 return true
               })
             )
-          case "file":
+          case "file": {
             const root = roots.find((r) => isUnder(m.file, r))
             if (root === undefined) {
               refused++
@@ -140,6 +140,7 @@ export const makeChannel = (engineDir: string, files: ChannelFiles) =>
               )
             }
             return Effect.as(files.write(m.file, m.at, Buffer.from(m.data, "base64"), root), true)
+          }
         }
       })
     const channel: EngineChannel = {
