@@ -46,6 +46,16 @@ import {
 } from "../domain/Sweep/Nodes.js"
 import { mergeOwn, runCounts } from "../domain/Sweep/Parallel.js"
 import {
+  afterSetback,
+  avoidIds,
+  emptyRequeue,
+  interruptCombination,
+  isNotInstalled,
+  type RequeueState,
+  renderSetback,
+  type Setback
+} from "../domain/Sweep/Requeue.js"
+import {
   adaptiveView,
   addedLoads,
   addPoint,
@@ -90,6 +100,7 @@ import {
   withSummary
 } from "../domain/Sweep.js"
 import { AttemptFiles, type AttemptFilesShape } from "../services/AttemptFiles.js"
+import type { LeaseActorFailed } from "../services/BridgeProcess.js"
 import { StateStore } from "../services/StateStore.js"
 import { SweepStore, type SweepStoreShape } from "../services/SweepStore.js"
 import type { AttemptError } from "./AttemptRunner.js"
@@ -205,6 +216,8 @@ interface Fleet {
   readonly runSecs: Array<number>
   readonly startedAt: number
   readonly parallel: number
+  /** What each combination met of its nodes' faults in this run (domain/Sweep/Requeue.ts). */
+  readonly requeue: Map<number, RequeueState>
 }
 
 /** A combination's own view of the run: it writes its own record only (domain/Sweep/Parallel.ts). */
@@ -414,6 +427,26 @@ const runRepeat = (run: Run, index: number, load: string, handle: EngineHandle, 
         between: run.options.between ?? null,
         timeout_sec: run.options.pointTimeoutSec ?? null
       })
+      if (outcome.leaseLost !== undefined)
+        // its node was lost, not its engine: the run stays in flight, to become interrupted
+        return yield* new NodeSetback({
+          setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
+        })
+      if (
+        isNotInstalled(outcome.betweenExitCode) ||
+        (!outcome.engineDied && isNotInstalled(outcome.exitCode))
+      )
+        return yield* new NodeSetback({
+          setback: {
+            _tag: "Missing",
+            what: isNotInstalled(outcome.betweenExitCode) ? "--between command" : "client",
+            node: handle.node,
+            line: yield* lastLine(
+              run,
+              `${runDir}/${isNotInstalled(outcome.betweenExitCode) ? "between.log" : CLIENT_LOG}`
+            )
+          }
+        })
       if (!outcome.engineDied) run.fleet.runSecs.push(outcome.runtimeSec)
       const r = yield* judgeRun(run, outcome, runDir, resultFile)
       yield* save(
@@ -450,6 +483,25 @@ const runRepeat = (run: Run, index: number, load: string, handle: EngineHandle, 
     }
     return "measured" as const
   })
+
+/**
+ * A fault of the combination's node, not of its engine (domain/Sweep/Requeue.ts): caught by
+ * runCombination, which sends the combination back to the queue.
+ */
+class NodeSetback extends Data.TaggedError("NodeSetback")<{ readonly setback: Setback }> {}
+
+/** A log's last non-empty line (the shell's `not found`), when it has one. */
+const lastLine = (run: Run, file: string) =>
+  Effect.map(
+    run.files.scanLog(file, () => undefined, 2000).pipe(Effect.orElseSucceed(() => undefined)),
+    (tail) =>
+      (tail ?? "")
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) => l !== "")
+        .at(-1)
+        ?.slice(0, 300)
+  )
 
 /** Ends a point that has all its runs: its stats and SLO verdicts. */
 const closePoint = (run: Run, index: number, load: string, where: string) =>
@@ -595,7 +647,10 @@ const runCombination = (run: Run, index: number) =>
       )
       const outcome = yield* Effect.scoped(
         Effect.gen(function* () {
-          const avoid = run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id]))
+          const avoid = avoidIds(
+            run.fleet.requeue.get(index),
+            run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id]))
+          )
           const handle = yield* run.engine.start({
             request: avoid.length === 0 ? run.options.request : { ...run.options.request, avoidNodes: avoid },
             // what runs is the experiment as given; the document keeps it redacted (Redact.ts)
@@ -610,8 +665,25 @@ const runCombination = (run: Run, index: number) =>
           })
           if (handle.node !== undefined) yield* save(run, updateEngine(run.doc, index, { node: handle.node }))
           if (!(yield* admitNode(run, handle.node))) return { _tag: "left_alone" as const }
-          if (handle.started._tag === "NotReady")
-            return { _tag: "not_ready" as const, result: handle.started.result }
+          if (handle.started._tag === "NotReady") {
+            const r = handle.started.result
+            if (isNotInstalled(r.exitCode))
+              // the node lacks the engine's command: a fault of the node, not of the combination
+              return yield* new NodeSetback({
+                setback: {
+                  _tag: "Missing",
+                  what: "engine",
+                  node: handle.node,
+                  line: (r.launchLog || r.error || "")
+                    .split("\n")
+                    .filter((l) => l.trim() !== "")
+                    .at(-1)
+                    ?.trim()
+                    .slice(0, 300)
+                }
+              })
+            return { _tag: "not_ready" as const, result: r }
+          }
           if (handle.started.readySec !== null) run.fleet.startSecs.push(handle.started.readySec)
           yield* save(
             run,
@@ -630,6 +702,22 @@ const runCombination = (run: Run, index: number) =>
       ).pipe(
         Effect.catchTag("RayClusterInfeasible", (e) =>
           Effect.succeed({ _tag: "infeasible" as const, error: e.message })
+        ),
+        Effect.catchTag("NodeSetback", (e) =>
+          Effect.succeed({ _tag: "setback" as const, setback: e.setback })
+        ),
+        // the lease's actor died before the engine was ready: its node was lost (not the engine)
+        Effect.catchIf(
+          (e): e is LeaseActorFailed => e._tag === "LeaseActorFailed" && e.kind === "actor_died",
+          (e) =>
+            Effect.succeed({
+              _tag: "setback" as const,
+              setback: {
+                _tag: "NodeLost",
+                node: combo(run, index).engine_starts.at(-1)?.node,
+                reason: e.message
+              } satisfies Setback
+            })
         ),
         Effect.tapError((e) =>
           Effect.gen(function* () {
@@ -654,6 +742,35 @@ const runCombination = (run: Run, index: number) =>
       )
       const ended = yield* nowIso
       switch (outcome._tag) {
+        case "setback": {
+          const why = renderSetback(outcome.setback)
+          const verdict = afterSetback(run.fleet.requeue.get(index) ?? emptyRequeue, outcome.setback, {
+            eligible: yield* run.engine.eligibleNodes(run.options.request.gpus),
+            leftAlone: run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id])),
+            perCombination: run.doc.experiment.nodes
+          })
+          yield* save(run, interruptCombination(run.doc, index, ended, why))
+          if (verdict._tag === "give_up") {
+            yield* save(
+              run,
+              skipRemaining(
+                setCombination(run.doc, index, {
+                  status: "failed",
+                  class: null,
+                  error: `${why}; ${verdict.error}`
+                }),
+                index
+              )
+            )
+            yield* Effect.logWarning(`sweep: combination #${index}: ${why}; ${verdict.error}`)
+            return "next" as const
+          }
+          run.fleet.requeue.set(index, verdict.state)
+          yield* Effect.logWarning(
+            `sweep: combination #${index}: ${why}; its run in flight is interrupted, and the combination goes back to the queue to run again from its first point not done${outcome.setback._tag === "Missing" ? " (avoiding that node)" : ""}`
+          )
+          return "requeue" as const
+        }
         case "left_alone": {
           yield* save(run, updateEngine(run.doc, index, { ended_at: ended, outcome: "left_alone" }))
           continue
@@ -759,6 +876,8 @@ const runCombinations = (run: Run, parallel: number) =>
           Effect.ensuring(Effect.sync(() => run.fleet.running.delete(index)))
         )
         if (end === "stop") return yield* new SweepStopped()
+        // back to the queue, after the combinations already waiting (domain/Sweep/Requeue.ts)
+        if (end === "requeue") order.push(index)
       }
     })
     const workers = Math.max(1, Math.min(parallel, order.length))
@@ -858,7 +977,8 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     startSecs: [],
     runSecs: [],
     startedAt: yield* Clock.currentTimeMillis,
-    parallel: Math.max(1, Math.floor(options.parallel ?? 1))
+    parallel: Math.max(1, Math.floor(options.parallel ?? 1)),
+    requeue: new Map()
   }
   const run: Run = {
     options,

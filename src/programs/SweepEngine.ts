@@ -8,7 +8,19 @@
  * The sweep program sees only the `SweepEngine` tag: the live one (here) runs the lease through
  * the AttemptRunner (one node, or a group with `--nodes`); tests script one (`layerTest`).
  */
-import { Context, Data, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, type Scope } from "effect"
+import {
+  Cause,
+  Context,
+  Data,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  type Scope
+} from "effect"
 import type { AttemptResult } from "../domain/Failure.js"
 import {
   AttemptOutcome,
@@ -21,6 +33,7 @@ import type { LeaseRequest } from "../domain/Feasibility.js"
 import { LeasedCommand, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import { type NodeRecord, rayNodeFacts } from "../domain/Sweep/Nodes.js"
+import { eligibleNodes } from "../domain/Sweep/Requeue.js"
 import type { ClientRequest, EngineStatus, RunDone } from "../domain/Sweep/Runner.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
 import { ClusterInspector } from "../services/ClusterInspector.js"
@@ -69,6 +82,12 @@ export interface ClientOutcome {
   readonly betweenExitCode: number | null
   /** `--between`'s own time (docs/design.md#time-to-the-answer), when it ran. */
   readonly betweenSec?: number | null | undefined
+  /**
+   * The lease itself failed while the client ran (its actor died with its node: the raylet killed,
+   * the node declared dead after a cut), what it said: the engine did not fail, its node was lost
+   * (domain/Sweep/Requeue.ts).
+   */
+  readonly leaseLost?: string | undefined
 }
 
 export interface EngineHandle {
@@ -82,6 +101,12 @@ export interface EngineHandle {
 export interface SweepEngineShape {
   /** Leases, starts the engine and waits for it; stopped and released when the scope closes. */
   readonly start: (spec: EngineSpec) => Effect.Effect<EngineHandle, AttemptError, Scope.Scope>
+  /**
+   * Ray's ids of the alive nodes that could hold a lease of `gpus` GPUs and the slot; undefined
+   * when the cluster cannot be read (domain/Sweep/Requeue.ts: is any node left for a combination
+   * that avoids some?).
+   */
+  readonly eligibleNodes: (gpus: number) => Effect.Effect<ReadonlyArray<string> | undefined>
 }
 
 export class SweepEngine extends Context.Tag("hyperloom/programs/SweepEngine")<
@@ -257,7 +282,8 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
               engineExitCode: null,
               betweenExitCode: null
             })
-            if (leaseFiber.unsafePoll() !== null) return gone()
+            const polled = leaseFiber.unsafePoll()
+            if (polled !== null) return { ...gone(), leaseLost: lostBy(polled) }
             yield* channel.send(mine, request)
             const answer = yield* Effect.raceFirst(
               Effect.map(channel.awaitDone(mine), (d) => ({ _tag: "done" as const, d })),
@@ -269,7 +295,11 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
               const d = yield* channel.done(mine)
               if (d === undefined) {
                 const s = yield* channel.engine
-                return { ...gone(), engineExitCode: s?.exit_code ?? null }
+                return {
+                  ...gone(),
+                  engineExitCode: s?.exit_code ?? null,
+                  leaseLost: lostBy(yield* Deferred.await(leaseEnded))
+                }
               }
               return outcomeOf(d)
             }
@@ -278,9 +308,30 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
         const node = yield* nodeOf(seen?.node !== undefined ? seen : yield* channel.engine)
         return { started, node, run } satisfies EngineHandle
       })
-      return SweepEngine.of({ start })
+      const eligible = (gpus: number) =>
+        Option.isNone(inspector)
+          ? Effect.succeed(undefined)
+          : inspector.value.resolve.pipe(
+              Effect.flatMap((r) => inspector.value.snapshot(r.gcsAddress)),
+              Effect.map((snap): ReadonlyArray<string> | undefined => eligibleNodes(snap, gpus)),
+              Effect.timeout(Duration.seconds(5)),
+              Effect.orElseSucceed(() => undefined)
+            )
+      return SweepEngine.of({ start, eligibleNodes: eligible })
     })
   )
+
+/**
+ * The lease failed (not interrupted, not ended by its command): its node was lost, as its error
+ * tells; undefined when the lease ended as leases do.
+ */
+const lostBy = (exit: Exit.Exit<LeaseRunResult, AttemptError>): string | undefined => {
+  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return undefined
+  return Option.match(Cause.failureOption(exit.cause), {
+    onNone: () => "the lease failed",
+    onSome: (e) => e.message
+  })
+}
 
 const outcomeOf = (d: RunDone): ClientOutcome => ({
   exitCode: d.exit_code,
@@ -312,6 +363,8 @@ export interface FakeRun {
   readonly hang?: boolean | undefined
   /** Seconds the run takes, on the Clock (TestClock works). */
   readonly runFor?: number | undefined
+  /** The lease is lost while the client runs (its node died): no answer, `leaseLost` said. */
+  readonly nodeLost?: boolean | undefined
 }
 
 export interface FakeEngineLog {
@@ -345,6 +398,8 @@ export const layerTest = (script: {
   /** Seconds each start takes before the engine is ready, on the Clock (default 0). */
   readonly startFor?: number | undefined
   readonly run: (server: string, argv: ReadonlyArray<string>) => FakeRun
+  /** What `eligibleNodes` answers (default: undefined, the cluster not read). */
+  readonly eligible?: (() => ReadonlyArray<string> | undefined) | undefined
 }): Layer.Layer<SweepEngine | FakeSweepEngineLog, never, AttemptFiles> =>
   Layer.effectContext(
     Effect.gen(function* () {
@@ -405,6 +460,18 @@ export const layerTest = (script: {
               const r = script.run(spec.server, request.argv)
               if (r.hang === true) return yield* Effect.never
               if (r.runFor !== undefined) yield* Effect.sleep(Duration.seconds(r.runFor))
+              if (r.nodeLost === true) {
+                dead = true
+                return {
+                  exitCode: null,
+                  timedOut: false,
+                  runtimeSec: r.runFor ?? 1,
+                  engineDied: true,
+                  engineExitCode: null,
+                  betweenExitCode: null,
+                  leaseLost: "the lease actor died: the node was marked dead"
+                } satisfies ClientOutcome
+              }
               const resultFile = request.env.HYPERLOOM_RESULT_FILE
               if (r.metrics !== undefined && resultFile !== undefined)
                 yield* Effect.orDie(
@@ -430,7 +497,8 @@ export const layerTest = (script: {
             run
           } satisfies EngineHandle
         })
-      return Context.make(SweepEngine, SweepEngine.of({ start })).pipe(
+      const eligibleNodes = () => Effect.sync(() => script.eligible?.())
+      return Context.make(SweepEngine, SweepEngine.of({ start, eligibleNodes })).pipe(
         Context.add(
           FakeSweepEngineLog,
           Effect.sync(() => ({
