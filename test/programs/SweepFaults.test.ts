@@ -136,6 +136,10 @@ describe("a sweep survives its nodes' faults", () => {
         doc.combinations[1]!.engine_starts.map((s) => s.outcome),
         ["interrupted", "ready"]
       )
+      assert.include(
+        doc.combinations[1]!.engine_starts[0]!.error ?? "",
+        "its node was lost while the combination ran (the lease actor a1 died: The actor died because its node has died.)"
+      )
     })
   )
 

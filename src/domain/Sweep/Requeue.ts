@@ -52,7 +52,7 @@ export const emptyRequeue: RequeueState = { lost: [], avoid: [] }
 /** One line for the log and the engine start's error. */
 export const renderSetback = (s: Setback): string =>
   s._tag === "NodeLost"
-    ? `node ${nodeName(s.node)} was lost while the combination ran (${s.reason.split("\n")[0]})`
+    ? `${s.node === undefined ? "its node" : `node ${nodeName(s.node)}`} was lost while the combination ran (${s.reason.split("\n")[0]})`
     : `the ${s.what} is not installed on node ${nodeName(s.node)}${s.line === undefined ? "" : ` ("${s.line}")`}`
 
 export type RequeueVerdict =
