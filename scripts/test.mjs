@@ -178,7 +178,7 @@ const RAY_SECONDS = {
   sweep: 550,
   "sweep-cluster": 300,
   "sweep-remote": 180,
-  "sweep-faults": 200,
+  "sweep-faults": 525,
   repair: 182,
   guards: 176,
   group: 147,
