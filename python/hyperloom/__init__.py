@@ -12,6 +12,7 @@ this package and its __main__.py). One job per module:
     endpoint     the JSON-lines plumbing both bridges share
     bridge       one lease (`python PYDIR bridge`)
     group        one serving group, a rank actor per node (`python PYDIR group`)
+    engine       the serving engine's life on the leased node: start, alive, ready, stop (both runners)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
     sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
     tee          the runners' one copy of a client's output to theirs and to client.log

@@ -48,6 +48,7 @@ RUNNER_FILES = (
     "hyperloom/tee.py",
     "hyperloom/jsonfile.py",
     "hyperloom/listener.py",
+    "hyperloom/engine.py",
     "hyperloom/serve.py",
     "hyperloom/sweep.py",
 )

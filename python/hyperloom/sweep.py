@@ -43,13 +43,11 @@ OFFSET; at 0 the file starts anew), {"done": ANSWER}.
 Standard library only; Python >= 3.8; Linux.
 """
 
-import argparse
 import base64
 import json
 import os
 import queue
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -57,20 +55,16 @@ import tempfile
 import threading
 import time
 
-from hyperloom import keeper, listener, procgroup
-from hyperloom.serve import add_runner_flags, expand, free_port, last_line, node_facts, probe
+from hyperloom import engine, keeper, listener, procgroup
+from hyperloom.engine import CLIENT_LOG, NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 from hyperloom.tee import Tee
 
 PROTO = "\x1ehyperloom-sweep "
 # A file's bytes per message: its base64 and the rest of the line stay under the lease's
 # 64 KiB line (hyperloom.actor.MAX_LINE_BYTES).
 FILE_CHUNK = 32 * 1024
-SERVER_LOG = "server.log"
 PORT_TAKEN_EXIT = 3  # a client run refused: a process outside the lease listens on the engine's port
-CLIENT_LOG = "client.log"
-NOT_READY_EXIT = 3
 ENGINE_DIED_EXIT = 4
-STOPPED_EXIT = 143
 POLL_SEC = 0.01
 # A client still running this long after the engine died is stopped (the real clients end fast).
 AFTER_DEATH_GRACE_SEC = 10.0
@@ -152,18 +146,11 @@ def read_requests(into):
 class Runner:
     def __init__(self, a):
         self.a = a
+        self.log = log
         self.stop_requested = threading.Event()
-        self.server = None
-        self.server_group = None
-        self.server_started = None
-        self.server_exit = None
-        self.server_runtime = None
-        self.ready_sec = None
         self.state = "starting"
         self.outcome = None
         self.gone = False
-        self.port = None
-        self.base_url = None
         self.node = {}
         self.client = None
         self.client_group = None
@@ -172,83 +159,20 @@ class Runner:
         self.server_log = os.path.join(self.work, SERVER_LOG)
         self.server_log_sent = 0
         self.cwd = a.cwd if os.path.isdir(a.cwd) else "/"
+        self.engine = engine.Engine(a.server, self.cwd, self.server_log, "engine", log)
         self.requests = queue.Queue()
 
     def status(self):
+        e = self.engine
         emit({"engine": {
-            "version": 1, "state": self.state, "outcome": self.outcome, "port": self.port,
-            "base_url": self.base_url, "ready_sec": self.ready_sec, "exit_code": self.server_exit,
-            "runtime_sec": self.server_runtime, "gone": self.gone, "node": self.node,
+            "version": 1, "state": self.state, "outcome": self.outcome, "port": e.port,
+            "base_url": e.base_url, "ready_sec": e.ready_sec, "exit_code": e.exit_code,
+            "runtime_sec": e.runtime_sec, "gone": self.gone, "node": self.node,
         }})
 
     def send_server_log(self):
         """What server.log gained since it was last sent."""
         self.server_log_sent = send_file(self.server_log, os.path.join(self.a.dir, SERVER_LOG), self.server_log_sent)
-
-    # -- the engine
-
-    def server_alive(self):
-        if self.server is None:
-            return False
-        if self.server.poll() is None:
-            return True
-        if self.server_exit is None:
-            self.server_exit = procgroup.exit_code(self.server.returncode)
-            self.server_runtime = round(time.monotonic() - self.server_started, 3)
-        return False
-
-    def start_server(self, env):
-        self.server_group = keeper.Group()
-        logf = open(self.server_log, "ab", buffering=0)
-        try:
-            self.server = subprocess.Popen(
-                ["sh", "-c", self.a.server], stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                env=env, cwd=self.cwd, close_fds=True, preexec_fn=self.server_group.join(),
-            )
-        finally:
-            logf.close()
-        self.server_started = time.monotonic()
-
-    def stop_server(self):
-        if self.server_group is None:
-            return True
-        _, gone = self.server_group.stop(self.a.stop_grace, poll=self.server_alive)
-        self.server_alive()
-        return gone
-
-    def wait_ready(self):
-        url = self.base_url + self.a.ready_path
-        log("engine started (pid %d, process group %d, port %d); waiting for %s to answer 200"
-            % (self.server.pid, self.server_group.pgid, self.port, url))
-        next_progress = time.monotonic() + self.a.progress_every
-        self.port_watch = listener.Watch(self.port, self.server_log)
-        while True:
-            if self.stop_requested.is_set():
-                self.outcome = "stopped"
-                return False
-            if self.port_watch.check(self.server.pid, self.server_group.pgid, now=not self.server_alive()):
-                log(self.port_watch.taken)  # another process took the engine's port
-                self.outcome = "port_taken"
-                return False
-            if not self.server_alive():
-                log("the engine exited with code %d after %.1f s, before it was ready; server.log ends: %s"
-                    % (self.server_exit, self.server_runtime, last_line(self.server_log)))
-                self.outcome = "server_exited"
-                return False
-            elapsed = time.monotonic() - self.server_started
-            if probe(url) and not self.port_watch.check(self.server.pid, self.server_group.pgid, now=True):
-                self.ready_sec = round(elapsed, 3)
-                log("engine ready after %.1f s" % self.ready_sec)
-                return True
-            if elapsed >= self.a.ready_timeout:
-                log("the engine was not ready within %s s; stopping it" % self.a.ready_timeout)
-                self.outcome = "ready_timeout"
-                return False
-            if time.monotonic() >= next_progress:
-                next_progress = time.monotonic() + self.a.progress_every
-                log("waiting for the engine: %d s; server.log: %s"
-                    % (elapsed, last_line(self.server_log) or "(empty)"))
-            self.stop_requested.wait(0.1)
 
     # -- one client run
 
@@ -271,11 +195,11 @@ class Runner:
 
     def run_client(self, req, env, run_dir):
         """Runs one client; returns (exit_code, timed_out, runtime_sec, t0, t1)."""
-        argv = [expand(x, env) for x in req["argv"]]
+        argv = [engine.expand(x, env) for x in req["argv"]]
         tee = Tee(os.path.join(run_dir, CLIENT_LOG), log)
         t0 = time.time()
         started = time.monotonic()
-        taken = listener.foreign_listener(self.port, self.server.pid, self.server_group.pgid)
+        taken = listener.foreign_listener(self.engine.port, self.engine.pid, self.engine.pgid)
         if taken:  # the run would measure another process: the client does not run
             tee.note(("hyperloom-sweep: %s\n" % taken).encode())
             tee.close()
@@ -308,9 +232,9 @@ class Runner:
                 timed_out = True
                 log("the client ran past the point timeout (%s s); stopping it" % timeout)
                 break
-            if died_at is None and not self.server_alive():
+            if died_at is None and not self.engine.alive():
                 died_at = now
-                log("the engine exited with code %s while the client ran" % self.server_exit)
+                log("the engine exited with code %s while the client ran" % self.engine.exit_code)
             if died_at is not None and now - died_at >= AFTER_DEATH_GRACE_SEC:
                 break
         if self.client.poll() is None:
@@ -350,8 +274,8 @@ class Runner:
         while True:
             if self.stop_requested.is_set():
                 return None
-            if not self.server_alive():
-                log("the engine exited with code %s while idle" % self.server_exit)
+            if not self.engine.alive():
+                log("the engine exited with code %s while idle" % self.engine.exit_code)
                 self.state = "exited"
                 return None
             try:
@@ -384,36 +308,34 @@ class Runner:
                 code, timed_out, runtime, t0, t1 = self.run_client(req, run_env, run_dir)
             if self.stop_requested.is_set():
                 return STOPPED_EXIT
-            alive = self.server_alive()
+            alive = self.engine.alive()
             self.send_run(run_dir, remote)
             shutil.rmtree(run_dir, ignore_errors=True)
             self.send_server_log()
             emit({"done": {
                 "seq": seq, "exit_code": code, "timed_out": timed_out, "runtime_sec": runtime,
                 "between_exit_code": between_code, "between_sec": between_sec, "engine_alive": alive,
-                "engine_exit_code": self.server_exit, "client_started": t0, "client_ended": t1,
+                "engine_exit_code": self.engine.exit_code, "client_started": t0, "client_ended": t1,
             }})
             if not alive:
                 self.state = "exited"
                 return ENGINE_DIED_EXIT
 
     def run(self):
-        self.node = node_facts()
-        self.port = free_port("127.0.0.1")
-        self.base_url = "http://127.0.0.1:%d" % self.port
-        env = dict(os.environ)
-        env["HYPERLOOM_PORT"] = str(self.port)
-        env["HYPERLOOM_BASE_URL"] = self.base_url
+        self.node = engine.node_facts()
+        env = self.engine.environment()
         self.status()
         try:
-            self.start_server(env)
+            self.engine.start(env)
         except OSError as e:
             log("cannot start the engine: %s" % (e.strerror or e))
             self.state, self.outcome = "failed", "start_failed"
             return self.finish(NOT_READY_EXIT)
-        if not self.wait_ready():
-            self.state = "stopped" if self.outcome == "stopped" else "failed"
-            return self.finish(STOPPED_EXIT if self.outcome == "stopped" else NOT_READY_EXIT)
+        why_not = self.engine.wait_ready(self.a.ready_path, self.a.ready_timeout, self.a.progress_every, self.stop_requested)
+        if why_not is not None:
+            self.outcome = why_not
+            self.state = "stopped" if why_not == "stopped" else "failed"
+            return self.finish(STOPPED_EXIT if why_not == "stopped" else NOT_READY_EXIT)
         self.state = "ready"
         self.status()
         code = self.serve_requests(env)
@@ -424,7 +346,7 @@ class Runner:
     def finish(self, code):
         if self.client_group is not None:
             self.client_group.stop(self.a.stop_grace)
-        self.gone = self.stop_server()
+        self.gone = self.engine.stop(self.a.stop_grace)
         if not self.gone:
             log("could not confirm that the engine's process group is gone")
         self.send_server_log()
@@ -433,30 +355,18 @@ class Runner:
         return code
 
 
-def parse(argv):
-    p = argparse.ArgumentParser(prog="python PYDIR sweep", description="the sweep runner (one server combination)")
-    add_runner_flags(p)
-    a = p.parse_args(argv)
-    if not a.ready_path.startswith("/"):
-        a.ready_path = "/" + a.ready_path
-    return a
-
-
 def main(argv):
-    a = parse(argv)
+    try:
+        a = engine.parse("python PYDIR sweep", argv)
+    except ValueError as e:
+        log("usage: %s" % e)
+        return 2
     runner = Runner(a)
     if runner.cwd != a.cwd:
         log("%s is not a folder on this node: the engine and the clients run in /" % a.cwd)
 
-    def on_stop(signum, frame):
-        runner.stop_requested.set()
-
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, on_stop)
-    try:
-        return runner.run()
-    except BaseException as e:  # a bug here must still take the engine down
-        log("internal error: %r" % (e,))
+    def on_error():  # a bug here must still take the engine down
         runner.state = "failed" if runner.state == "starting" else "stopped"
         runner.finish(1)
-        return 1
+
+    return engine.run_stoppable(runner, on_error)
