@@ -9,6 +9,9 @@ this package and its __main__.py). One job per module:
     gone         what is left of a lease on its host, by the lease's token, and ending it
     gpus         who holds a lease's GPUs: the clean-GPU gate before CMD, the reclaim wait after
     actor        the lease actor (Ray): holds the resources, runs the supervisor, streams events
+    shipping     what travels with a lease: the package by value, the supervisor's and runners' files
+    leasename    a lease's names in Ray: its token, its placement group's name, its actor's name
+    deadlease    the end of what a lease left on its nodes; the sweep of dead bridges' leases
     endpoint     the JSON-lines plumbing both bridges share
     bridge       one lease (`python PYDIR bridge`)
     group        one serving group, a rank actor per node (`python PYDIR group`)
@@ -21,7 +24,7 @@ this package and its __main__.py). One job per module:
     tidy         ends what a dead bridge's lease left, then frees its resources (`python PYDIR tidy`)
 
 procgroup, keeper and supervisor are standard library only; the bridges import Ray. The package
-is pickled by value with the actor class (actor.register_by_value), so a Ray node that runs a
+is pickled by value with the actor class (shipping.register_by_value), so a Ray node that runs a
 lease's actor needs only Ray, never these files.
 
 The actor, the supervisor and the keeper

@@ -2,144 +2,26 @@
 runs the lease's command through the supervisor (hyperloom.supervisor) and streams the command's
 output and exit back to the bridge that owns it.
 
-This module is pickled by value with the actor class (see `register_by_value`): a node that has
-only Ray runs it. The supervisor is started as `python -I PYDIR supervise ...`, PYDIR being this
-package's folder when the node has it unchanged, else a copy of the supervisor's files (which
-travel with the class) in a folder of this user's under the node's temporary directory."""
+This module is pickled by value with the actor class (hyperloom.shipping.register_by_value): a
+node that has only Ray runs it. The supervisor is started as `python -I PYDIR supervise ...`,
+PYDIR being this package's folder when the node has it unchanged, else a copy of the
+supervisor's files (which travel with the class: hyperloom.shipping) in a folder of this user's
+under the node's temporary directory."""
 
-import hashlib
 import json
 import os
-import re
 import queue
 import signal
 import sys
-import tempfile
 import threading
 import time
 
 from hyperloom import gone, gpus, procgroup
+from hyperloom.gone import END_PATIENCE_SEC, END_TIMEOUT_SEC
+from hyperloom.shipping import RUNNER_FILES, package_files, runnable_dir, supervisor_files
 
 DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 MAX_LINE_BYTES = 64 * 1024
-# How long a lease's end waits for its keepers on a node before it kills what is left itself, and
-# how long it may take in all before the lease's resources are let go regardless (said on stderr).
-END_PATIENCE_SEC = 0.5
-END_TIMEOUT_SEC = 30.0
-# What `python -I PYDIR supervise` imports, relative to PYDIR (stdlib besides these).
-SUPERVISOR_FILES = (
-    "__main__.py",
-    "hyperloom/__init__.py",
-    "hyperloom/cgroup.py",
-    "hyperloom/gone.py",
-    "hyperloom/procgroup.py",
-    "hyperloom/keeper.py",
-    "hyperloom/gpus.py",
-    "hyperloom/supervisor.py",
-)
-# What `python -I PYDIR serve|sweep` imports, relative to PYDIR: the runners travel with the lease
-# like the supervisor (a node without the package runs them from a copy).
-RUNNER_FILES = (
-    "__main__.py",
-    "hyperloom/__init__.py",
-    "hyperloom/cgroup.py",
-    "hyperloom/procgroup.py",
-    "hyperloom/keeper.py",
-    "hyperloom/tee.py",
-    "hyperloom/jsonfile.py",
-    "hyperloom/listener.py",
-    "hyperloom/engine.py",
-    "hyperloom/serve.py",
-    "hyperloom/sweep.py",
-)
-
-
-def register_by_value(ray):
-    """Pickle this package by value (its functions' and classes' code, not an import of them):
-    the actor's node then needs only Ray, never these files. Call before `ray.remote`."""
-    import hyperloom
-
-    ray.cloudpickle.register_pickle_by_value(hyperloom)
-
-
-def package_dir():
-    """PYDIR: the folder holding __main__.py and hyperloom/, on this host."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def package_files(names):
-    """Files of this package as this host has them: (PYDIR, {relative path: bytes})."""
-    root = package_dir()
-    contents = {}
-    for rel in names:
-        with open(os.path.join(root, rel), "rb") as f:
-            contents[rel] = f.read()
-    return root, contents
-
-
-def supervisor_files():
-    """The supervisor's files as this host has them: (PYDIR, {relative path: bytes})."""
-    return package_files(SUPERVISOR_FILES)
-
-
-def is_own_entry(argv):
-    """Is argv hyperloom's own Python entry on this host: [PYTHON, PYDIR, COMMAND, ...]?"""
-    if not argv or len(argv) < 3:
-        return False
-    try:
-        return os.path.samefile(argv[1], package_dir())
-    except OSError:
-        return False
-
-
-def _holds(root, contents):
-    """True when folder `root` holds exactly these files' bytes."""
-    for rel, data in contents.items():
-        try:
-            with open(os.path.join(root, rel), "rb") as f:
-                if f.read() != data:
-                    return False
-        except OSError:
-            return False
-    return True
-
-
-def runnable_dir(files):
-    """A PYDIR on this node that runs the supervisor: the bridge's own when this node has it
-    unchanged (the same host, or a shared file system), else a private copy, written once per
-    content (the folder's name is its digest) under this user's folder in the temporary directory."""
-    root, contents = files
-    if _holds(root, contents):
-        return root
-    digest = hashlib.sha256()
-    for rel in sorted(contents):
-        digest.update(rel.encode() + b"\0" + contents[rel] + b"\0")
-    base = os.path.join(tempfile.gettempdir(), "hyperloom-py-%d" % os.getuid())
-    target = os.path.join(base, digest.hexdigest()[:20])
-    if _holds(target, contents):
-        return target
-    try:
-        os.mkdir(base, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(base)
-    if not os.path.isdir(base) or os.path.islink(base) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise RuntimeError("%s is not a private folder of this user's: cannot place the supervisor" % base)
-    tmp = tempfile.mkdtemp(dir=base)
-    for rel, data in contents.items():
-        path = os.path.join(tmp, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
-    try:
-        os.rename(tmp, target)
-    except OSError:  # another lease placed it first
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    if not _holds(target, contents):
-        raise RuntimeError("cannot place the supervisor's files in %s" % target)
-    return target
 
 
 def supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean=None, hold_fd=None, token=None):
@@ -179,6 +61,90 @@ def leased_gpus(ray, timeout_sec):
     return {"gpus": ids, "timeout_sec": float(timeout_sec)}
 
 
+def command_env(ray, env):
+    """CMD's environment: `env`, the node's Ray id (HYPERLOOM_RAY_NODE_ID, for what the command
+    records of its node: a sweep's node facts), and this actor's device variables (set by Ray for
+    its GPUs) laid over it: they win."""
+    merged = dict(env or {})
+    try:
+        merged["HYPERLOOM_RAY_NODE_ID"] = ray.get_runtime_context().get_node_id()
+    except Exception:
+        pass
+    for k in DEVICE_VARS:
+        v = os.environ.get(k)
+        if v is not None:
+            merged[k] = v
+    return merged
+
+
+def read_output(events, name, pipe, raw_output):
+    """CMD's `name` stream ("stdout", "stderr") as events on `events`: byte chunks exactly as CMD
+    wrote them (`raw_output`), else lines without their end (at most MAX_LINE_BYTES each); then
+    its end."""
+    try:
+        while raw_output:
+            data = os.read(pipe.fileno(), MAX_LINE_BYTES)
+            if not data:
+                return
+            events.put(("data", name, data))
+        while True:
+            raw = pipe.readline(MAX_LINE_BYTES)
+            if not raw:
+                break
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+            events.put(("line", name, raw.decode("utf-8", "replace")))
+    finally:
+        events.put(("eof", name, None))
+
+
+def read_status(events, fd, containment):
+    """The supervisor's status pipe (`fd`) as events: "pid N" or "failed", "gpu_busy"/"gpu_wait"
+    (hyperloom.gpus.supervisor_gate), "clean", "exit N"; then its end. How CMD is contained
+    ("cgroup" or "subreaper") goes to containment[0]."""
+    try:
+        with os.fdopen(fd, "rb") as f:
+            for raw in f:
+                text = raw.decode("utf-8", "replace")
+                word = text.split(" ", 1)[0]
+                if word in ("gpu_busy", "gpu_wait"):
+                    events.put((word, json.loads(text[len(word) + 1 :]), None))
+                    continue
+                parts = text.split()
+                if len(parts) == 2 and parts[0] in ("pid", "exit"):
+                    events.put((parts[0], int(parts[1]), None))
+                elif len(parts) == 2 and parts[0] == "containment":
+                    containment[0] = parts[1]
+                elif parts == ["failed"]:
+                    events.put(("pid", None, None))
+                elif parts == ["clean"]:
+                    events.put(("clean", None, None))
+    finally:
+        events.put(("eof", "status", None))
+
+
+def watch_supervisor(proc, status_fd, raw_output):
+    """Everything the supervisor tells, as one queue of (kind, a, b) events, each source read by
+    a thread of its own: CMD's stdout and stderr, the status pipe, the supervisor's own exit
+    ("proc_exit"). And the list whose one item becomes the containment it reports."""
+    events = queue.Queue()
+    containment = [None]
+
+    def wait_proc():
+        events.put(("proc_exit", proc.wait(), None))
+
+    for target, args in (
+        (read_output, (events, "stdout", proc.stdout, raw_output)),
+        (read_output, (events, "stderr", proc.stderr, raw_output)),
+        (read_status, (events, status_fd, containment)),
+        (wait_proc, ()),
+    ):
+        threading.Thread(target=target, args=args, daemon=True).start()
+    return events, containment
+
+
 def make_actor_class(ray, with_runner=False):
     """The lease actor's class (each group rank's too), for `ray.remote`. Built here, on the
     bridge's host, with the supervisor's files read from this package: they travel with the
@@ -214,16 +180,7 @@ def make_actor_class(ray, with_runner=False):
             if own_entry and runner is not None:
                 argv = [sys.executable, "-I", runnable_dir(runner)] + list(argv[2:])
             gpu_clean = leased_gpus(ray, gpu_clean_timeout)
-            merged = dict(env or {})
-            # The node's Ray id, for what the command records of its node (a sweep's node facts).
-            try:
-                merged["HYPERLOOM_RAY_NODE_ID"] = ray.get_runtime_context().get_node_id()
-            except Exception:
-                pass
-            for k in DEVICE_VARS:
-                v = os.environ.get(k)
-                if v is not None:
-                    merged[k] = v
+            merged = command_env(ray, env)
             r, w = os.pipe()
             hold_r, hold_w = os.pipe() if hold else (None, None)
             try:
@@ -264,60 +221,7 @@ def make_actor_class(ray, with_runner=False):
                 self._proc = proc
                 self._hold = hold_w
                 self._spawned.set()
-            events = queue.Queue()
-
-            def read_stream(name, pipe):
-                try:
-                    while raw_output:
-                        data = os.read(pipe.fileno(), MAX_LINE_BYTES)
-                        if not data:
-                            return
-                        events.put(("data", name, data))
-                    while True:
-                        raw = pipe.readline(MAX_LINE_BYTES)
-                        if not raw:
-                            break
-                        if raw.endswith(b"\n"):
-                            raw = raw[:-1]
-                            if raw.endswith(b"\r"):
-                                raw = raw[:-1]
-                        events.put(("line", name, raw.decode("utf-8", "replace")))
-                finally:
-                    events.put(("eof", name, None))
-
-            containment = [None]  # "cgroup" or "subreaper", as the supervisor reports it
-
-            def read_status():
-                try:
-                    with os.fdopen(r, "rb") as f:
-                        for raw in f:
-                            text = raw.decode("utf-8", "replace")
-                            word = text.split(" ", 1)[0]
-                            if word in ("gpu_busy", "gpu_wait"):  # hyperloom.gpus.supervisor_gate
-                                events.put((word, json.loads(text[len(word) + 1 :]), None))
-                                continue
-                            parts = text.split()
-                            if len(parts) == 2 and parts[0] in ("pid", "exit"):
-                                events.put((parts[0], int(parts[1]), None))
-                            elif len(parts) == 2 and parts[0] == "containment":
-                                containment[0] = parts[1]
-                            elif parts == ["failed"]:
-                                events.put(("pid", None, None))
-                            elif parts == ["clean"]:
-                                events.put(("clean", None, None))
-                finally:
-                    events.put(("eof", "status", None))
-
-            def wait_proc():
-                events.put(("proc_exit", proc.wait(), None))
-
-            for target, args in (
-                (read_stream, ("stdout", proc.stdout)),
-                (read_stream, ("stderr", proc.stderr)),
-                (read_status, ()),
-                (wait_proc, ()),
-            ):
-                threading.Thread(target=target, args=args, daemon=True).start()
+            events, containment = watch_supervisor(proc, r, raw_output)
 
             started = False
             pending = []  # output seen before the supervisor said whether CMD started
@@ -495,10 +399,6 @@ def make_actor_class(ray, with_runner=False):
     return HyperloomLease
 
 
-# ---------------------------------------------------------------------------------------------
-# The bridge
-
-
 def actor_options(spec, **extra):
     """The lease actor's options (each group rank's too): no CPU, the request's GPUs and serving
     slot, no restarts or retries (a dead actor ends the lease), room for `stop` beside `run`."""
@@ -516,145 +416,6 @@ def lease_bundle(spec):
     if spec["serving_slot"]:
         bundle["serving_slot"] = 1
     return bundle
-
-
-def new_token():
-    """A lease's token (hyperloom.gone): unique on every host, one word in an argv."""
-    import secrets
-
-    return "hl-" + secrets.token_hex(8)
-
-
-def bundle_nodes(info, count):
-    """The node of each of a placement group's `count` bundles, from its placement_group_table
-    entry (keys are ints, or strings in some Ray versions); None for a bundle not placed."""
-    nodes = info.get("bundles_to_node_id") or {}
-    return [nodes.get(i, nodes.get(str(i))) or None for i in range(count)]
-
-
-def end_on_node(ray, node_id, token, patience=END_PATIENCE_SEC, timeout=END_TIMEOUT_SEC):
-    """Ends what is left of a lease on its node (hyperloom.gone.end): here when the node is this
-    driver's own, else by a task on that node. What is left then, [] when gone; None when it could
-    not be checked (the node is gone: so is all that ran on it)."""
-    if node_id is None:
-        return []
-    try:
-        own = ray.get_runtime_context().get_node_id()
-    except Exception:
-        own = None
-    if node_id == own:
-        return gone.end(token, patience, timeout)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    try:
-        task = ray.remote(num_cpus=0, max_retries=0)(gone.end).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-        )
-        return ray.get(task.remote(token, patience, timeout), timeout=timeout + 30.0)
-    except Exception as e:
-        sys.stderr.write("hyperloom: cannot check what is left of the lease on node %s: %s\n" % (node_id, e))
-        return None
-
-
-def end_before_letting_go(ray, node_id, token, who, whose):
-    """end_on_node before `whose` resources are let go (by `who`, for the stderr line): says what
-    still runs when the end ran out of time."""
-    left = end_on_node(ray, node_id, token)
-    if left:
-        sys.stderr.write(
-            "%s: letting %s resources go with %s still running after %g s\n" % (who, whose, ", ".join(left), END_TIMEOUT_SEC)
-        )
-
-
-# A lease's placement group is named for its lease and its tokens, one per bundle in bundle
-# order (a single lease has one, a group one per rank): "<lease name> [hl-… hl-…]".
-_TOKENS_IN_NAME = re.compile(r"\[(hl-[0-9a-f]{16}(?: hl-[0-9a-f]{16})*)\]$")
-
-
-def hold_name(name, tokens):
-    """The name of the placement group that holds a lease's resources: `tokens` (one, or one per
-    bundle) are what is left of the lease is found by on each bundle's node (hyperloom.gone)."""
-    if isinstance(tokens, str):
-        tokens = [tokens]
-    return "%s [%s]" % (name, " ".join(tokens))
-
-
-def tokens_of(name):
-    """The tokens in a lease's placement group's name (`hold_name`), one per bundle; None if none."""
-    m = _TOKENS_IN_NAME.search(name or "")
-    return m.group(1).split(" ") if m else None
-
-
-def sweep_dead_leases(ray, patience=END_PATIENCE_SEC, timeout=5.0, jobs=None):
-    """Removes the placement groups of leases whose bridge died, once nothing of them runs.
-
-    A lease's group is detached: the death of its bridge (the job's driver) does not free it, as
-    the GCS would at once, while the lease's own watchers are still stopping its command. Any
-    bridge sweeps them up as it starts and while its own lease waits, and so does the CLI whose
-    bridge died (hyperloom.tidy): a group named for a lease (`hold_name`), created by a job that
-    is dead, goes once hyperloom.gone finds nothing of that lease on any of its bundles' nodes
-    (after killing what this user may kill). One whose processes are still there (another
-    user's, or not yet dead) is left for a later sweep. `jobs`: only those jobs' groups (hex ids).
-    Returns (how many it removed, the names of those it left)."""
-    from ray._raylet import PlacementGroupID
-    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
-
-    try:
-        table = placement_group_table()
-        dead = {j.get("JobID") for j in ray._private.state.state.job_table() if j.get("IsDead")}
-    except Exception:
-        return 0, []
-    removed, left_ = 0, []
-    for pgid, info in table.items():
-        tokens = tokens_of(info.get("name"))
-        # A placement group's id ends with its creator job's id.
-        job = pgid[-8:]
-        if tokens is None or info.get("state") == "REMOVED" or (jobs is not None and job not in jobs):
-            continue
-        if job not in dead:
-            if jobs is not None:
-                left_.append(info.get("name"))
-            continue
-        left = []
-        if info.get("state") != "PENDING":
-            for node, token in zip(bundle_nodes(info, len(tokens)), tokens):
-                left = end_on_node(ray, node, token, patience, timeout)
-                if left is None or left:
-                    break
-        if left is None or left:
-            left_.append(info.get("name"))
-            continue
-        try:
-            remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(pgid))))
-            removed += 1
-        except Exception as e:
-            left_.append(info.get("name"))
-            sys.stderr.write("hyperloom: removing a dead lease's placement group failed: %s\n" % e)
-    return removed, left_
-
-
-def lease_name(argv, gpus, now=None, lease_id=None):
-    """The lease actor's Ray name, as whoever sees the holder of a busy slot reads it (a waiting
-    lease, `ray status`, `ray doctor`, `queue`): its command, user, GPUs, since when (its
-    submission: a lease of this host's queue is submitted when its turn comes), and its bridge
-    (host and pid), which also keeps the name unique; and its lease id in the host's queue, by
-    which the waiters behind it see that it asked Ray (services/HostQueue.ts, programs/Queue.ts)."""
-    import getpass
-    import shlex
-    import socket
-
-    cmd = " ".join(shlex.quote(a) for a in argv)
-    if len(cmd) > 80:
-        cmd = cmd[:77] + "..."
-    try:
-        user = getpass.getuser()
-    except Exception:
-        user = "uid %d" % os.getuid()
-    gpus_text = ("%g GPU" % gpus) + ("" if gpus == 1 else "s")
-    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
-    queued = "" if not lease_id else ", lease %s" % lease_id
-    return "lease `%s` of %s, %s, since %s (bridge %s:%d%s)" % (
-        cmd, user, gpus_text, since, socket.gethostname(), os.getpid(), queued)
 
 
 def host_identity():

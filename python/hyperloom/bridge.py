@@ -85,7 +85,7 @@ import re
 import sys
 import threading
 
-from hyperloom import actor
+from hyperloom import actor, deadlease, leasename, shipping
 from hyperloom.endpoint import JsonLinesEndpoint, ProtocolError, describe, serve_stdio
 
 DEFAULT_NAMESPACE = "hyperloom"
@@ -102,7 +102,7 @@ class Bridge(JsonLinesEndpoint):
         self.exited = False
         self.stdin = None  # the queue of CMD's stdin chunks (None: EOF), when forwarded
         self.pg = None  # the placement group holding the lease's resources (None: it holds none)
-        self.token = actor.new_token()  # names what the lease runs on its node (hyperloom.gone)
+        self.token = leasename.new_token()  # names what the lease runs on its node (hyperloom.gone)
         self.node_id = None  # the node the command runs on, once started
 
     # -- lifecycle
@@ -119,11 +119,11 @@ class Bridge(JsonLinesEndpoint):
             return code
         threading.Thread(target=self.sweep, args=(lambda: not self.started,), daemon=True).start()
         try:
-            own_entry = actor.is_own_entry(spec["argv"])
+            own_entry = shipping.is_own_entry(spec["argv"])
             cls = ray.remote(actor.make_actor_class(ray, with_runner=own_entry))
             options = actor.actor_options(spec)
-            # Named for whoever meets it as the holder of a busy slot (see actor.lease_name).
-            options["name"] = spec["name"] or actor.lease_name(spec["argv"], spec["gpus"], lease_id=spec["lease_id"])
+            # Named for whoever meets it as the holder of a busy slot (see leasename.lease_name).
+            options["name"] = spec["name"] or leasename.lease_name(spec["argv"], spec["gpus"], lease_id=spec["lease_id"])
             bundle = actor.lease_bundle(spec)
             if bundle:
                 # The resources are held by a placement group of this bridge's, the actor runs in
@@ -142,7 +142,7 @@ class Bridge(JsonLinesEndpoint):
                 extra = {"bundle_label_selector": [{"ray.io/node-id": "!in(%s)" % ",".join(avoid)}]} if avoid else {}
                 own = ray.get_runtime_context().get_node_id()
                 self.pg = placement_group(
-                    [bundle], strategy="STRICT_PACK", name=actor.hold_name(options["name"], self.token),
+                    [bundle], strategy="STRICT_PACK", name=leasename.hold_name(options["name"], self.token),
                     lifetime="detached", _soft_target_node_id=None if own in avoid else own, **extra,
                 )
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)
@@ -303,7 +303,7 @@ class Bridge(JsonLinesEndpoint):
         ray = self.ray
         if not confirmed:
             node = self.node_id or bundle_node(ray, pg)
-            actor.end_before_letting_go(ray, node, self.token, self.WHO, "the lease's")
+            deadlease.end_before_letting_go(ray, node, self.token, self.WHO, "the lease's")
         try:
             from ray.util.placement_group import remove_placement_group
 
@@ -317,7 +317,7 @@ def bundle_node(ray, pg):
     try:
         from ray.util.placement_group import placement_group_table
 
-        return actor.bundle_nodes(placement_group_table(pg), 1)[0]
+        return deadlease.bundle_nodes(placement_group_table(pg), 1)[0]
     except Exception:
         return None
 

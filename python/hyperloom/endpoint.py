@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from hyperloom import actor
+from hyperloom import deadlease, shipping
 
 
 # How often a waiting bridge sweeps up dead bridges' lease groups (JsonLinesEndpoint.sweep).
@@ -73,7 +73,7 @@ class JsonLinesEndpoint:
             self.emit_error("ray_import", "cannot import ray in %s: %s" % (sys.executable, e))
             return self.release(1)
         self.ray = ray
-        actor.register_by_value(ray)  # before any ray.remote: the nodes need only Ray
+        shipping.register_by_value(ray)  # before any ray.remote: the nodes need only Ray
 
         kind, payload = self.inbox.get()
         if kind != "msg":
@@ -118,11 +118,11 @@ class JsonLinesEndpoint:
         return None
 
     def sweep(self, waiting):
-        """Removes dead bridges' lease groups (actor.sweep_dead_leases) now and, while `waiting()`
+        """Removes dead bridges' lease groups (deadlease.sweep_dead_leases) now and, while `waiting()`
         (one of them may hold what this bridge waits for), every SWEEP_SEC. Run in a thread."""
         while True:
             try:
-                actor.sweep_dead_leases(self.ray)
+                deadlease.sweep_dead_leases(self.ray)
             except Exception as e:
                 sys.stderr.write("%s: sweeping dead leases failed: %s\n" % (self.WHO, describe(e)))
             if not waiting() or self.releasing:

@@ -16,6 +16,11 @@ from hyperloom import cgroup, procgroup
 
 CGROUP_PREFIX = "hyperloom-lease-"
 POLL_SEC = 0.02
+# How long a lease's end waits for its keepers on a node before it kills what is left itself, and
+# how long it may take in all before the lease's resources are let go regardless (said on stderr):
+# `end`'s patience and timeout wherever a lease ends (the actor, the bridges, the dead-lease sweep).
+END_PATIENCE_SEC = 0.5
+END_TIMEOUT_SEC = 30.0
 
 
 def cgroup_name(token):

@@ -7,7 +7,7 @@ STRICT_SPREAD (one bundle per node) and one rank actor per bundle. Each rank is 
 hyperloom.actor (same class, same command supervisor: everything
 docs/design.md#invariants-under-faults says of a lease holds per rank), with one extra method that
 tells rank 0's node address and a free port on it. The placement group is detached and named for the
-group and one token per bundle (hyperloom.actor.hold_name): this bridge's death does not free the
+group and one token per bundle (hyperloom.leasename.hold_name): this bridge's death does not free the
 slots while a rank's command still runs; a sweep removes it once hyperloom.gone finds nothing of any
 rank (the next lease's bridge, or hyperloom's tidy when it saw this bridge die). Standard library
 and `ray` only.
@@ -104,13 +104,10 @@ import threading
 import time
 
 from hyperloom import actor as lease_actor
-from hyperloom import endpoint
+from hyperloom import deadlease, endpoint, gone, leasename, shipping
 from hyperloom.bridge import Bridge as LeaseBridge, parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
-# The runners travel with the rank class like the supervisor (a rank 0 on a node without the
-# package runs them from a copy): hyperloom.actor.RUNNER_FILES.
-RUNNER_FILES = lease_actor.RUNNER_FILES
 DEFAULT_NODE_DEATH_SEC = 65.0  # Ray 2.58's defaults: 5 x (10 s + 3 s)
 DEFAULT_HEALTH_PERIOD_SEC = 3.0
 # What a fencing rank needs beyond the stop grace to have its command gone: its watch's poll (at
@@ -140,7 +137,7 @@ def node_death_sec(ray):
     return threshold * (timeout + period)
 
 
-def heartbeat_sec(death_sec, period_sec=DEFAULT_HEALTH_PERIOD_SEC, grace_sec=3.0):
+def heartbeat_sec(death_sec, period_sec, grace_sec):
     """The heartbeat timeout: a rank that hears nothing for this long stops its command, which is
     then gone within the grace and FENCE_SLACK_SEC, before Ray can declare its node dead (at the
     earliest one health-check period before death_sec: the cut may fall just before a check) and
@@ -189,16 +186,16 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             return code
         threading.Thread(target=self.sweep, args=(lambda: not (self.placed or self.ended),), daemon=True).start()
         # One token per bundle: what is left of a rank is found by it on the bundle's node.
-        self.tokens = [lease_actor.new_token() for _ in range(spec["nodes"])]
+        self.tokens = [leasename.new_token() for _ in range(spec["nodes"])]
         try:
             # Detached, as a single lease's: the death of this bridge (the job's driver) must not
             # free the slots before every rank's command is gone (the GCS would at once); a
             # sweep (the next lease's bridge, or the CLI's tidy) removes it once nothing is left.
             base = spec["name"] or "group of %d: %s" % (
-                spec["nodes"], lease_actor.lease_name(spec["argv"], spec["bundle"].get("GPU", 0)))
+                spec["nodes"], leasename.lease_name(spec["argv"], spec["bundle"].get("GPU", 0)))
             self.pg = placement_group(
                 [dict(spec["bundle"]) for _ in range(spec["nodes"])], strategy="STRICT_SPREAD",
-                name=lease_actor.hold_name(base, self.tokens), lifetime="detached",
+                name=leasename.hold_name(base, self.tokens), lifetime="detached",
             )
         except Exception as e:
             self.emit_error("placement", endpoint.describe(e))
@@ -223,7 +220,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         table = placement_group_table(self.pg)
-        node_of = [n or "" for n in lease_actor.bundle_nodes(table, spec["nodes"])]
+        node_of = [n or "" for n in deadlease.bundle_nodes(table, spec["nodes"])]
         # Rank 0 goes to the bundle on this driver's own node when there is one, so that files
         # rank 0 writes (the baseline's result file) land where hyperloom reads them.
         local = ray.get_runtime_context().get_node_id()
@@ -267,7 +264,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
                 own = own_ports[rank]
                 env.update(HYPERLOOM_PORT=str(own), HYPERLOOM_BASE_URL="http://127.0.0.1:%d" % own)
             argv = spec["leader_argv"] if rank == 0 and spec["leader_argv"] else spec["argv"]
-            own_entry = rank == 0 and is_own_entry(spec["leader_argv"])
+            own_entry = rank == 0 and shipping.is_own_entry(spec["leader_argv"])
             # The group bridge owns every rank: a rank's keeper ends its command the moment we die.
             gen = r["actor"].run_rank.remote(
                 argv, env, spec["env_base"], spec["cwd"], self.grace, lease_actor.owner_info(), beat, own_entry,
@@ -426,7 +423,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         for t in ends:
             t.start()
         for t in ends:
-            t.join(lease_actor.END_TIMEOUT_SEC + 35.0)
+            t.join(gone.END_TIMEOUT_SEC + 35.0)
         try:
             from ray.util.placement_group import remove_placement_group
 
@@ -435,7 +432,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             sys.stderr.write("hyperloom group: removing the placement group failed: %s\n" % endpoint.describe(e))
 
     def end_rank(self, r):
-        lease_actor.end_before_letting_go(self.ray, r["node"], r["token"], self.WHO, "a rank's")
+        deadlease.end_before_letting_go(self.ray, r["node"], r["token"], self.WHO, "a rank's")
 
     def drain(self, timeout):
         """After stopping the ranks: relays their last output and exit codes if they come in time."""
@@ -466,7 +463,9 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
 def make_rank_class(ray):
     """The lease actor of hyperloom.actor, plus `endpoint` (rank 0's address and a free port)."""
     base = lease_actor.make_actor_class(ray)
-    runner = package_files(RUNNER_FILES)
+    # The runners travel with the rank class like the supervisor (a rank 0 on a node without the
+    # package runs them from a copy).
+    runner = shipping.package_files(shipping.RUNNER_FILES)
 
     class HyperloomGroupRank(base):
         def __init__(self):
@@ -486,7 +485,7 @@ def make_rank_class(ray):
             can declare this node dead and free its slot. `own_entry`: argv is [PYTHON, PYDIR,
             COMMAND, ...] of the bridge's host; run COMMAND with this node's Python and PYDIR."""
             if own_entry:
-                argv = [sys.executable, "-I", lease_actor.runnable_dir(runner)] + list(argv[2:])
+                argv = [sys.executable, "-I", shipping.runnable_dir(runner)] + list(argv[2:])
             merged = dict(os.environ) if env_base == "node" else {}
             merged.update(env)
             done = threading.Event()
@@ -525,10 +524,6 @@ def make_rank_class(ray):
     # Ray names actors by their class's qualified name: not "make_rank_class.<locals>.…".
     HyperloomGroupRank.__qualname__ = "HyperloomGroupRank"
     return HyperloomGroupRank
-
-
-package_files = lease_actor.package_files
-is_own_entry = lease_actor.is_own_entry
 
 
 def parse_group(msg):

@@ -5,7 +5,7 @@
 hyperloom runs this when its bridge (a lease's or a group's) died before it released: the lease's
 placement group is detached, so it still holds the slot and the GPUs while a keeper may still be
 killing the command (or, frozen, not). This waits until the GCS has the bridge's job dead, then
-sweeps the job's lease groups (hyperloom.actor.sweep_dead_leases: what is left of each bundle's
+sweeps the job's lease groups (hyperloom.deadlease.sweep_dead_leases: what is left of each bundle's
 rank on its node is ended by the lease's token, then the group is removed) until none is left or
 --timeout passes. It prints one JSON line on stdout, its only output there:
 
@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from hyperloom import actor
+from hyperloom import deadlease, shipping
 from hyperloom.endpoint import describe, probe_tcp
 
 POLL_SEC = 0.2
@@ -44,7 +44,7 @@ def tidy(ray, job, timeout):
         time.sleep(POLL_SEC)
     removed = 0
     while True:
-        done, left = actor.sweep_dead_leases(ray, jobs={job})
+        done, left = deadlease.sweep_dead_leases(ray, jobs={job})
         removed += done
         if not left or time.monotonic() >= deadline:
             return removed, left
@@ -74,7 +74,7 @@ def main(argv):
     except BaseException as e:
         sys.stderr.write("hyperloom tidy: %s\n" % describe(e))
         return 2
-    actor.register_by_value(ray)  # end_on_node may run gone.end as a task on another node
+    shipping.register_by_value(ray)  # end_on_node may run gone.end as a task on another node
     removed, left = tidy(ray, args.job, args.timeout)
     out.write(json.dumps({"removed": removed, "left": left}) + "\n")
     out.flush()

@@ -1,5 +1,5 @@
 /**
- * The files that travel with the actor classes (python/hyperloom/actor.py SUPERVISOR_FILES,
+ * The files that travel with the actor classes (python/hyperloom/shipping.py SUPERVISOR_FILES,
  * RUNNER_FILES) are all that `python -I PYDIR supervise` and `python -I PYDIR serve|sweep`
  * import: a node that has only Ray runs them from a copy of exactly these files. A module that
  * starts importing another (the keeper importing cgroup, the runners the shared copy loop) must
@@ -17,7 +17,7 @@ const lists = JSON.parse(
     anyPython,
     [
       "-c",
-      "import json, sys; sys.path.insert(0, sys.argv[1]); from hyperloom import actor, group; print(json.dumps([actor.SUPERVISOR_FILES, group.RUNNER_FILES]))",
+      "import json, sys; sys.path.insert(0, sys.argv[1]); from hyperloom import shipping; print(json.dumps([shipping.SUPERVISOR_FILES, shipping.RUNNER_FILES]))",
       pythonDir
     ],
     { encoding: "utf8" }

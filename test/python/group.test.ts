@@ -63,13 +63,13 @@ describe("a lease's placement group name", () => {
   it("carries one token per bundle, read back in bundle order; a name without them has none (a sweep leaves it alone)", () => {
     const r = py(`
 import json
-from hyperloom import actor
-a, b = actor.new_token(), actor.new_token()
+from hyperloom import leasename
+a, b = leasename.new_token(), leasename.new_token()
 print(json.dumps({
     "tokens": [a, b],
-    "single": actor.tokens_of(actor.hold_name("lease \`true\` of root [x]", a)),
-    "group": actor.tokens_of(actor.hold_name("group of 2: lease \`sleep 1\` of root", [a, b])),
-    "none": [actor.tokens_of(n) for n in ["", None, "mine [hl-0123]", "theirs [%s] x" % a]],
+    "single": leasename.tokens_of(leasename.hold_name("lease \`true\` of root [x]", a)),
+    "group": leasename.tokens_of(leasename.hold_name("group of 2: lease \`sleep 1\` of root", [a, b])),
+    "none": [leasename.tokens_of(n) for n in ["", None, "mine [hl-0123]", "theirs [%s] x" % a]],
 }))
 `)
     assert.match(r.tokens[0], /^hl-[0-9a-f]{16}$/)

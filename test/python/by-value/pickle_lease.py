@@ -7,15 +7,15 @@ import sys
 
 import ray
 
-from hyperloom import actor
+from hyperloom import actor, shipping
 
 out, missing_root = sys.argv[1], sys.argv[2]
 if sys.argv[3:] != ["by-reference"]:
-    actor.register_by_value(ray)
-_, contents = actor.supervisor_files()
+    shipping.register_by_value(ray)
+_, contents = shipping.supervisor_files()
 payload = {
     "actor_class": actor.make_actor_class(ray),
-    "runnable_dir": actor.runnable_dir,
+    "runnable_dir": shipping.runnable_dir,
     "supervisor_command": actor.supervisor_command,
     "files": (missing_root, contents),
 }
