@@ -71,7 +71,7 @@ export const byArrival = (
     : a.ticket - b.ticket
 
 /**
- * Whether a Ray actor's name is the lease's (`python/hyperloom/actor.py` `lease_name` ends the
+ * Whether a Ray actor's name is the lease's (`python/hyperloom/leasename.py` `lease_name` ends the
  * default name with `, lease <id>)`): by it, waiters see that a lease of the queue asked Ray.
  */
 export const isLeaseActor = (actorName: string, leaseId: string): boolean =>
