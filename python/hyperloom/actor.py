@@ -181,46 +181,13 @@ def make_actor_class(ray, with_runner=False):
                 argv = [sys.executable, "-I", runnable_dir(runner)] + list(argv[2:])
             gpu_clean = leased_gpus(ray, gpu_clean_timeout)
             merged = command_env(ray, env)
-            r, w = os.pipe()
-            hold_r, hold_w = os.pipe() if hold else (None, None)
-            try:
-                cmd = supervisor_command(pydir, w, grace, cwd, owner, argv, gpu_clean, hold_r, token)
-            except BaseException:
-                for fd in (r, w, hold_r, hold_w):
-                    if fd is not None:
-                        os.close(fd)
-                raise
-            with self._lock:
-                if self._stopped:  # released before CMD started: never start it
-                    for fd in (r, w, hold_r, hold_w):
-                        if fd is not None:
-                            os.close(fd)
-                    self._spawned.set()
-                    return
-                try:
-                    proc = subprocess.Popen(
-                        cmd,
-                        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        env=merged,
-                        start_new_session=True,
-                        pass_fds=(w,) if hold_r is None else (w, hold_r),
-                        close_fds=True,
-                    )
-                except BaseException:
-                    os.close(r)
-                    if hold_w is not None:
-                        os.close(hold_w)
-                    self._spawned.set()
-                    raise
-                finally:
-                    os.close(w)
-                    if hold_r is not None:
-                        os.close(hold_r)
-                self._proc = proc
-                self._hold = hold_w
-                self._spawned.set()
+            spawned = self._spawn(
+                lambda status_fd, hold_fd: supervisor_command(pydir, status_fd, grace, cwd, owner, argv, gpu_clean, hold_fd, token),
+                merged, stdin, hold,
+            )
+            if spawned is None:
+                return
+            proc, r = spawned
             events, containment = watch_supervisor(proc, r, raw_output)
 
             started = False
@@ -301,6 +268,52 @@ def make_actor_class(ray, with_runner=False):
                         line = "hyperloom: the lease ends with %s still running" % ", ".join(left)
                         yield [{"event": "output", "stream": "stderr", "line": line}]
             yield [{"event": "exit", "code": exit_code}]
+
+        def _spawn(self, command, env, stdin, hold):
+            """Starts the supervisor, `command(status_fd, hold_fd)` its argv, in a session of its
+            own: (its process, the read end of its status pipe); None when the lease was released
+            first (CMD never starts). `hold`: a pipe whose read end the supervisor waits on."""
+            r, w = os.pipe()
+            hold_r, hold_w = os.pipe() if hold else (None, None)
+            try:
+                cmd = command(w, hold_r)
+            except BaseException:
+                for fd in (r, w, hold_r, hold_w):
+                    if fd is not None:
+                        os.close(fd)
+                raise
+            with self._lock:
+                if self._stopped:  # released before CMD started: never start it
+                    for fd in (r, w, hold_r, hold_w):
+                        if fd is not None:
+                            os.close(fd)
+                    self._spawned.set()
+                    return None
+                try:
+                    proc = subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env=env,
+                        start_new_session=True,
+                        pass_fds=(w,) if hold_r is None else (w, hold_r),
+                        close_fds=True,
+                    )
+                except BaseException:
+                    os.close(r)
+                    if hold_w is not None:
+                        os.close(hold_w)
+                    self._spawned.set()
+                    raise
+                finally:
+                    os.close(w)
+                    if hold_r is not None:
+                        os.close(hold_r)
+                self._proc = proc
+                self._hold = hold_w
+                self._spawned.set()
+            return proc, r
 
         def _node(self):
             try:
