@@ -288,20 +288,29 @@ export const startCluster = async (
 ) => {
   const config =
     opts.systemConfig !== undefined ? [`--system-config=${JSON.stringify(opts.systemConfig)}`] : []
-  const head = await hosts.run(
-    "head",
-    [
-      realRay,
-      "start",
-      "--head",
-      `--port=${GCS_PORT}`,
-      `--node-ip-address=${HEAD_IP}`,
-      "--include-dashboard=false",
-      ...config,
-      ...nodeArgs(gpusOf(opts.gpus, "head"))
-    ],
-    { timeoutMs: 120_000, env: startEnv }
-  )
+  const startHead = () =>
+    hosts.run(
+      "head",
+      [
+        realRay,
+        "start",
+        "--head",
+        `--port=${GCS_PORT}`,
+        `--node-ip-address=${HEAD_IP}`,
+        "--include-dashboard=false",
+        ...config,
+        ...nodeArgs(gpusOf(opts.gpus, "head"))
+      ],
+      { timeoutMs: 120_000, env: startEnv }
+    )
+  let head = await startHead()
+  // On a loaded machine (load average ~20 on two cores) the head was seen to time out in its own
+  // start ("The current node timed out during startup … the GCS has become overloaded"): once
+  // more, after a `ray stop` in that host (its own Ray only).
+  if (head.code !== 0 && head.stderr.includes("timed out during startup")) {
+    await hosts.run("head", [realRay, "stop", "--force"], { timeoutMs: 120_000 })
+    head = await startHead()
+  }
   if (head.code !== 0)
     throw new Error(`ray start --head failed on the head host: ${head.stderr.slice(-2000)}`)
   // One after the other: two raylets registering at once on a loaded machine were seen to time
