@@ -176,7 +176,7 @@ const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, 
 const RAY_SECONDS = {
   faults: 199,
   sweep: 550,
-  "sweep-remote": 315,
+  "sweep-remote": 206,
   "sweep-faults": 525,
   repair: 182,
   guards: 176,
