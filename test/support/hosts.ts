@@ -20,19 +20,21 @@ const script = path.join(projectRoot, "scripts", "hosts.sh")
 export const HEAD_IP = "198.18.0.1"
 export const WORKER_IP = "198.18.0.2"
 export const WORKER2_IP = "198.18.0.3"
+export const WORKER3_IP = "198.18.0.4"
 export const GCS_PORT = 6379
 export const GCS = `${HEAD_IP}:${GCS_PORT}`
 
 /** The `ray` executable by its real path: the worker host does not see the checkout's `.venv` link. */
 export const realRay = fs.realpathSync(rayBin)
 
-export type HostName = "head" | "worker" | "worker2"
+export type HostName = "head" | "worker" | "worker2" | "worker3"
 
 /** Each host's address (on the switch). */
 export const IP: Readonly<Record<HostName, string>> = {
   head: HEAD_IP,
   worker: WORKER_IP,
-  worker2: WORKER2_IP
+  worker2: WORKER2_IP,
+  worker3: WORKER3_IP
 }
 
 /** Where every host has the stand-ins installed (the same path on each, outside any checkout). */
@@ -128,9 +130,10 @@ const hostEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
 
 /**
  * Makes the hosts (fails with the script's one line when it cannot): by default two (head, worker)
- * with a shared /tmp/shared; `{ count: 3, shared: false }` for three sharing nothing but the network.
+ * with a shared /tmp/shared; `{ count: 3, shared: false }` for three sharing nothing but the network
+ * (4 adds worker3).
  */
-export const makeHosts = async (opts: { count?: 2 | 3; shared?: boolean } = {}): Promise<Hosts> => {
+export const makeHosts = async (opts: { count?: 2 | 3 | 4; shared?: boolean } = {}): Promise<Hosts> => {
   const count = opts.count ?? 2
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-hosts-"))
   await execFileP(
@@ -138,7 +141,7 @@ export const makeHosts = async (opts: { count?: 2 | 3; shared?: boolean } = {}):
     [script, "up", dir, "--hosts", String(count), ...(opts.shared === false ? ["--no-shared"] : [])],
     { timeout: 60_000 }
   )
-  const names = (["head", "worker", "worker2"] as const).slice(0, count)
+  const names = (["head", "worker", "worker2", "worker3"] as const).slice(0, count)
   const initPid = (host: HostName) => Number(fs.readFileSync(path.join(dir, `${host}.pid`), "utf8").trim())
 
   const start = (host: HostName, argv: ReadonlyArray<string>, env: Record<string, string> = {}): Started => {
@@ -272,33 +275,48 @@ export const startNode = async (
  * Starts Ray on every host: the head and one node per other host, each declaring the slot and
  * `gpus` GPUs (a number for all, or per host). `systemConfig` goes to the head (`ray start
  * --system-config`), which hands it to every node and driver: e.g. shorter health checks, so that
- * a partition test need not wait Ray's default ~65 s. The other hosts join one at a time.
+ * a partition test need not wait Ray's default ~65 s. The other hosts join one at a time; `nodes`
+ * names the ones that join now (default: every other host; the rest can join later, startNode).
  */
 export const startCluster = async (
   hosts: Hosts,
-  opts: { gpus?: number | Partial<Record<HostName, number>>; systemConfig?: Record<string, number> } = {}
+  opts: {
+    gpus?: number | Partial<Record<HostName, number>>
+    systemConfig?: Record<string, number>
+    nodes?: ReadonlyArray<Exclude<HostName, "head">>
+  } = {}
 ) => {
   const config =
     opts.systemConfig !== undefined ? [`--system-config=${JSON.stringify(opts.systemConfig)}`] : []
-  const head = await hosts.run(
-    "head",
-    [
-      realRay,
-      "start",
-      "--head",
-      `--port=${GCS_PORT}`,
-      `--node-ip-address=${HEAD_IP}`,
-      "--include-dashboard=false",
-      ...config,
-      ...nodeArgs(gpusOf(opts.gpus, "head"))
-    ],
-    { timeoutMs: 120_000, env: startEnv }
-  )
+  const startHead = () =>
+    hosts.run(
+      "head",
+      [
+        realRay,
+        "start",
+        "--head",
+        `--port=${GCS_PORT}`,
+        `--node-ip-address=${HEAD_IP}`,
+        "--include-dashboard=false",
+        ...config,
+        ...nodeArgs(gpusOf(opts.gpus, "head"))
+      ],
+      { timeoutMs: 120_000, env: startEnv }
+    )
+  let head = await startHead()
+  // On a loaded machine (load average ~20 on two cores) the head was seen to time out in its own
+  // start ("The current node timed out during startup … the GCS has become overloaded"): once
+  // more, after a `ray stop` in that host (its own Ray only).
+  if (head.code !== 0 && head.stderr.includes("timed out during startup")) {
+    await hosts.run("head", [realRay, "stop", "--force"], { timeoutMs: 120_000 })
+    head = await startHead()
+  }
   if (head.code !== 0)
     throw new Error(`ray start --head failed on the head host: ${head.stderr.slice(-2000)}`)
   // One after the other: two raylets registering at once on a loaded machine were seen to time
   // out ("GCS cannot find the node … registration may not be complete").
-  for (const h of hosts.names) if (h !== "head") await startNode(hosts, h, opts)
+  for (const h of hosts.names)
+    if (h !== "head" && (opts.nodes === undefined || opts.nodes.includes(h))) await startNode(hosts, h, opts)
 }
 
 /** The pid of a host's raylet (as seen here), or undefined when it runs none. */
