@@ -4,6 +4,10 @@ import { defineConfig } from "vitest/config"
 // (`ray stop --force` kills every Ray process) and therefore run one file at a time, one test at a time.
 export default defineConfig({
   test: {
+    // The pools' options are the run's, not a project's (vitest makes one pool of each kind): only
+    // the unit project uses threads. No unit test mocks a module or leaves a global or process.env
+    // changed, so its files share their worker's modules.
+    poolOptions: { threads: { isolate: false } },
     projects: [
       {
         test: {
@@ -12,6 +16,11 @@ export default defineConfig({
           exclude: ["test/ray/**", "test/consumer/**", "node_modules/**"],
           // yields to the worker's event loop after each test (why: in the file)
           setupFiles: ["test/support/unitSetup.ts"],
+          // removes the folders the test executable was built in (test/support/bundle.ts)
+          globalSetup: ["test/support/unitGlobalSetup.ts"],
+          // Worker threads without isolation (the run's poolOptions above): one worker evaluates the sources
+          // (Effect and the rest) once for all the files, not once per file in a process of its own.
+          pool: "threads",
           testTimeout: 20_000
         }
       },

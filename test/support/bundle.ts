@@ -35,21 +35,58 @@ export const bundle = async (entry: string, outfile: string): Promise<string> =>
 }
 
 /**
- * Builds `<temp dir>/hyperloom.mjs` as the package's executable is built (scripts/bundle-cli.mjs:
- * the loader and its V8 code cache, the static GCS codec), naming a host lock of its own; returns
- * the dir and the executable's path. `runBundled` keeps its code cache in `<temp dir>/code-cache`,
- * so that a file's many CLI starts compile the bundle once per command, not once per start.
+ * Gives `<temp dir>/hyperloom.mjs`, built as the package's executable is built
+ * (scripts/bundle-cli.mjs: the loader and its V8 code cache, the static GCS codec), naming a host
+ * lock of its own; returns the dir and the executable's path. `runBundled` keeps its code cache
+ * beside the build (builtOnce), so that the many CLI starts compile the bundle once per command,
+ * not once per start.
  */
 export const bundleCli = async (): Promise<{ readonly work: string; readonly cli: string }> => {
+  const built = await builtOnce()
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "hyperloom-cli-"))
   const cli = path.join(work, "hyperloom.mjs")
-  await bundleExecutable({ outfile: cli, define: { __HYPERLOOM_TEST_HOST_LOCK__: JSON.stringify(hostLock) } })
+  fs.copyFileSync(built, cli)
+  fs.copyFileSync(`${built}.map`, `${cli}.map`)
+  fs.chmodSync(cli, 0o755)
+  codeCaches.set(cli, path.join(path.dirname(built), "code-cache"))
   return { work, cli }
 }
 
+/**
+ * The executable, built once per test worker (the unit files share theirs: vitest.config.ts) into
+ * a folder of its own, removed when the worker exits; each `bundleCli` copies it into the test's
+ * folder and their CLI starts share its code cache (the same bundle: the same cache key). Building
+ * it took seconds of CPU, once per CLI test file.
+ */
+let building: Promise<string> | undefined
+const builtOnce = () => {
+  building ??= (async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), buildDirPrefix(process.pid)))
+    // A worker process's end (forks) runs this; worker threads' folders are removed by the unit
+    // project's global setup (test/support/unitGlobalSetup.ts).
+    process.once("exit", () => fs.rmSync(dir, { recursive: true, force: true }))
+    const cli = path.join(dir, "hyperloom.mjs")
+    await bundleExecutable({
+      outfile: cli,
+      define: { __HYPERLOOM_TEST_HOST_LOCK__: JSON.stringify(hostLock) }
+    })
+    return cli
+  })()
+  return building
+}
+
+/** The start of the name of the folders `builtOnce` builds in, in process `pid`. */
+export const buildDirPrefix = (pid: number) => `hyperloom-cli-build-${pid}-`
+
+/** The code cache of each executable `bundleCli` gave (the build's, shared). */
+const codeCaches = new Map<string, string>()
+
 /** A bundled CLI's environment: the test's own (`cleanEnv`) with the code cache beside the bundle. */
 const bundledEnv = (cli: string, env: Record<string, string>) =>
-  cleanEnv({ HYPERLOOM_CACHE_DIR: path.join(path.dirname(cli), "code-cache"), ...env })
+  cleanEnv({
+    HYPERLOOM_CACHE_DIR: codeCaches.get(cli) ?? path.join(path.dirname(cli), "code-cache"),
+    ...env
+  })
 
 /**
  * The bundled CLI beside a stand-in `ray` that records every call in `rayLog` (and fails), and
