@@ -267,12 +267,58 @@ export const startDetachedPlacementGroup = async (
   await waitFor("placement group driver to exit", () => p.child.exitCode !== null || undefined, 60_000)
 }
 
-/** Stops every Ray process, kills what the harness started and removes the sessions it created. */
+/**
+ * What `ray stop` looks for (Ray's RAY_PROCESSES, autoscaler/_private/constants.py): a keyword in
+ * the process's name (its comm, 15 characters on Linux) or in its whole command line.
+ */
+const RAY_PROCESS_NAMES = ["raylet", "plasma_store", "ray::", "gcs_server"] as const
+const RAY_PROCESS_ARGS = [
+  "monitor.py",
+  "ray.util.client.server",
+  "default_worker.py",
+  "setup_worker.py",
+  "io.ray.runtime.runner.worker.DefaultWorker",
+  "log_monitor.py",
+  "ray::DashboardAgent",
+  "dashboard/dashboard.py",
+  "ray::RuntimeEnvAgent",
+  "ray_process_reaper.py"
+] as const
+
+/** The current-cluster file `ray stop` removes (Ray's get_default_system_temp_dir, Linux). */
+const rayAddressFile = () =>
+  path.join(process.env.RAY_TMPDIR ?? process.env.TMPDIR ?? "/tmp", "ray", "ray_current_cluster")
+
+/** Is any process on the host one that `ray stop` would stop? (zombies are dead already) */
+export const rayProcessesRunning = (): boolean => {
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue
+      const comm = fs.readFileSync(`/proc/${entry}/comm`, "utf8").trim()
+      if (RAY_PROCESS_NAMES.some((k) => comm.includes(k))) return true
+      const args = fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ")
+      if (RAY_PROCESS_ARGS.some((k) => args.includes(k))) return true
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return false
+}
+
+/**
+ * Stops every Ray process, kills what the harness started and removes the sessions it created.
+ * When no process is one `ray stop --force` would stop (a test that started no Ray, or stopped it
+ * itself), it does what that `ray stop` would do, remove the current-cluster file, without starting
+ * Ray's Python for it (~1 s of CPU each, dozens of times a run).
+ */
 export const teardownRay = async () => {
   for (const c of started.splice(0)) {
     if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL")
   }
-  await ray(["stop", "--force"], { timeoutMs: 90_000 }).catch(() => undefined)
+  if (rayProcessesRunning()) await ray(["stop", "--force"], { timeoutMs: 90_000 }).catch(() => undefined)
+  else fs.rmSync(rayAddressFile(), { force: true })
   await waitFor("Ray daemons to exit", () => noRayRunning() || undefined, 30_000)
   for (const s of listSessions()) {
     if (!sessionsBefore.has(s)) fs.rmSync(path.join(RAY_TMP, s), { recursive: true, force: true })
