@@ -291,10 +291,11 @@ if (only === "ray") {
     return vitest("consumer", true)
   })()
   const checkLane = (async () => {
-    let fine = await step("typecheck", "npx", ["tsc", "--noEmit", "-p", "."], true)
+    // The packages' own bins, not `npx` (~0.9 s of CPU a start, `/usr/bin/time npx tsc --version`).
+    let fine = await step("typecheck", "node_modules/.bin/tsc", ["--noEmit", "-p", "."], true)
     // The bench scripts, checked against the library's types, so that a bench cannot rot unseen.
     fine = (await step("bench typecheck", "node_modules/.bin/tsc", ["-p", "bench"], true)) && fine
-    fine = (await step("lint", "npx", ["biome", "check", "."], true)) && fine
+    fine = (await step("lint", "node_modules/.bin/biome", ["check", "."], true)) && fine
     fine = (await step("python lint", "bash", ["scripts/lint-python.sh"], true)) && fine
     if (!fine) {
       counts.failed += 1
