@@ -21,7 +21,10 @@ export default defineConfig({
           // Worker threads without isolation (the run's poolOptions above): one worker evaluates the sources
           // (Effect and the rest) once for all the files, not once per file in a process of its own.
           pool: "threads",
-          testTimeout: 20_000
+          testTimeout: 20_000,
+          // the first CLI test file's beforeAll builds the executable the others then share
+          // (test/support/bundle.ts): seconds of CPU, minutes of wall on a loaded machine
+          hookTimeout: 180_000
         }
       },
       {

@@ -11,7 +11,7 @@ let cli: string
 
 beforeAll(async () => {
   ;({ work, cli } = await bundleCli())
-}, 60_000)
+}, 180_000)
 
 afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true })

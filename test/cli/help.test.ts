@@ -15,7 +15,7 @@ let cli: string
 beforeAll(async () => {
   ;({ work, cli } = await bundleCli())
   fs.writeFileSync(path.join(work, "ray"), "#!/bin/sh\nexit 1\n", { mode: 0o755 })
-}, 60_000)
+}, 180_000)
 
 afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true })

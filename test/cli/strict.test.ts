@@ -20,7 +20,7 @@ let marker: string
 
 beforeAll(async () => {
   ;({ work, cli, rayLog, marker, fakeRay } = await bundleCliWithRecordingRay())
-}, 60_000)
+}, 180_000)
 
 afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true })

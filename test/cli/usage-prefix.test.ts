@@ -15,7 +15,7 @@ let rayLog: string
 
 beforeAll(async () => {
   ;({ work, cli, rayLog, fakeRay } = await bundleCliWithRecordingRay())
-}, 60_000)
+}, 180_000)
 
 afterAll(() => {
   fs.rmSync(work, { recursive: true, force: true })
