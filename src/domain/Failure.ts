@@ -103,9 +103,10 @@ export type AttemptOutcome = Data.TaggedEnum<{
      * A serving attempt (docs/design.md#classified-from-what-happened): the server's exit code when
      * it exited on its own while the client ran (the runner's serve.json). Then the engine broke,
      * whatever the client did: vLLM's client exits 0 with `completed: 0`, SGLang's raises; both are
-     * this one fact.
+     * this one fact. `null`: the engine was gone and its exit code is not known (a sweep's engine
+     * whose runner ended with the lease).
      */
-    readonly serverExitCode?: number | undefined
+    readonly serverExitCode?: number | null | undefined
   }
   /**
    * A serving attempt's server (docs/design.md#classified-from-what-happened) exited, or did not
@@ -490,7 +491,8 @@ export const classifyAttempt = (outcome: AttemptOutcome): AttemptResult =>
         // The engine died under the client: one class whichever client ran and however it exited
         // (a KV-cache OOM in the engine's log still names itself).
         const cause = causeHeader(outputTail, evidence)
-        const what = `the server exited with code ${serverExitCode} while the client ran (client exit ${exitCode})`
+        const code = serverExitCode === null ? "" : ` with code ${serverExitCode}`
+        const what = `the server exited${code} while the client ran (client exit ${exitCode})`
         return {
           errorClass: isKvCacheOom(`${evidenceText(evidence)}${outputTail}`)
             ? "kv_cache_oom"

@@ -20,19 +20,12 @@
  *    saves the sweep as cancelled after the engine is stopped and its lease released.
  */
 import { Clock, Data, Duration, Effect, Option, Schedule } from "effect"
-import type { AttemptResult } from "../domain/Failure.js"
-import {
-  AttemptOutcome,
-  classifyAttempt,
-  type FailureClass,
-  isTellingLine,
-  MAX_ERROR_CHARS,
-  MAX_EVIDENCE_LINES
-} from "../domain/Failure.js"
+import { type FailureClass, isTellingLine, MAX_ERROR_CHARS, MAX_EVIDENCE_LINES } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { redactArgv, redactExperiment } from "../domain/Redact.js"
 import { CLIENT_LOG, ENVIRONMENT_FILE, type NodeFacts, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
+import { classifyClientRun } from "../domain/Sweep/ClientRun.js"
 import { engineNote } from "../domain/Sweep/EngineNote.js"
 import {
   classOf,
@@ -309,8 +302,7 @@ const fmt = (n: number | undefined, unit: string) =>
 // One client run
 
 /**
- * A client run's outcome, classified (docs/design.md#failure-classes; completed = 0 is never a
- * measurement).
+ * A client run's outcome, classified (domain/Sweep/ClientRun.ts) on its client.log and result file.
  */
 const judgeRun = (
   run: Run,
@@ -331,56 +323,15 @@ const judgeRun = (
         },
         MAX_ERROR_CHARS * 4
       )) ?? ""
-    if (outcome.betweenExitCode !== null) {
-      return {
-        errorClass: "subprocess_nonzero",
-        exitCode: outcome.betweenExitCode,
-        runtimeSec: outcome.runtimeSec,
-        error: `--between exited with code ${outcome.betweenExitCode}; the client did not run`,
-        launchLog: "",
-        throughput: null
-      } satisfies AttemptResult
-    }
-    const parsed = yield* run.files.readResult(resultFile)
-    let result: AttemptResult =
-      outcome.timedOut || (outcome.exitCode === null && !outcome.engineDied)
-        ? classifyAttempt(
-            AttemptOutcome.TimedOut({
-              runtimeSec: outcome.runtimeSec,
-              timeoutSec: run.options.pointTimeoutSec ?? outcome.runtimeSec,
-              outputTail: tail,
-              outputSignature: digest.signature()
-            })
-          )
-        : classifyAttempt(
-            AttemptOutcome.Exited({
-              exitCode: outcome.exitCode ?? 1,
-              runtimeSec: outcome.runtimeSec,
-              outputTail: tail,
-              outputSignature: digest.signature(),
-              evidence,
-              throughput: parsed?.throughput,
-              resultFormat: parsed?.format,
-              invalidMetric: parsed?.invalid,
-              metrics: parsed?.metrics
-            })
-          )
-    if (result.errorClass === null && result.metrics?.completed === 0) {
-      result = {
-        ...result,
-        errorClass: "invalid_measurement",
-        error: "the client reported completed = 0: no request finished, not a measurement"
-      }
-    }
-    if (outcome.engineDied) {
-      const died = `the engine exited${outcome.engineExitCode !== null ? ` with code ${outcome.engineExitCode}` : ""} while the client ran`
-      result = {
-        ...result,
-        errorClass: result.errorClass ?? "subprocess_nonzero",
-        error: result.error === null ? died : `${died}\n${result.error}`.slice(0, MAX_ERROR_CHARS)
-      }
-    }
-    return result
+    const result = outcome.betweenExitCode !== null ? undefined : yield* run.files.readResult(resultFile)
+    return classifyClientRun({
+      ...outcome,
+      timeoutSec: run.options.pointTimeoutSec,
+      outputTail: tail,
+      outputSignature: digest.signature(),
+      evidence,
+      result
+    })
   })
 
 type PointEnd = "done" | "engine_died"

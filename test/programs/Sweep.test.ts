@@ -124,6 +124,11 @@ describe("sweep program", () => {
         assert.deepStrictEqual(statuses(doc, 0), ["1:ok", "2:failed", "4:not_run", "8:not_run", "16:not_run"])
         assert.strictEqual(doc.combinations[0]!.status, "engine_died")
         assert.isTrue(doc.combinations[0]!.points[1]!.runs[0]!.engine_died)
+        // the engine's death classifies the run (Failure.ts's server-exit branch), not the
+        // client's completed = 0 it caused
+        const died = doc.combinations[0]!.points[1]!
+        assert.strictEqual(died.class, "subprocess_nonzero")
+        assert.match(died.runs[0]!.error ?? "", /^the server exited with code 1 while the client ran/)
         // seqs=4 at c=2: the client fails once, passes on its retry
         const p = doc.combinations[1]!.points[1]!
         assert.strictEqual(p.status, "ok")
@@ -154,6 +159,28 @@ describe("sweep program", () => {
                 return model(server, argv)
               }
             })()
+          })
+        )
+      )
+  )
+
+  it.effect(
+    "an engine dying under a client that timed out: the engine's death is the class, not timeout",
+    () =>
+      Effect.gen(function* () {
+        const doc = (yield* runSweep(options(experiment({ params: [{ name: "seqs", values: ["2"] }] })))).doc
+        const p = doc.combinations[0]!.points[1]!
+        assert.strictEqual(doc.combinations[0]!.status, "engine_died")
+        assert.strictEqual(p.status, "failed")
+        assert.strictEqual(p.class, "subprocess_nonzero")
+        assert.match(p.runs[0]!.error ?? "", /^the server exited with code 1 while the client ran/)
+      }).pipe(
+        Effect.provide(
+          setup({
+            run: (server, argv) =>
+              flag(argv, "--max-concurrency") === 2
+                ? { timedOut: true, engineDies: true }
+                : model(server, argv)
           })
         )
       )
