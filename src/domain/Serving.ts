@@ -28,13 +28,23 @@ export const RUNNER_DEFAULTS = {
 export const DEFAULT_READY_PATH = RUNNER_DEFAULTS.readyPath
 export const DEFAULT_READY_TIMEOUT_SEC = RUNNER_DEFAULTS.readyTimeoutSec
 
+/**
+ * A serving engine's readiness check: GET `path` (always starting with `/`) until it answers 200,
+ * for at most `timeoutSec`. Built once from the CLI's options (`readiness`) and carried whole to the
+ * leased command.
+ */
+export interface Readiness {
+  readonly path: string
+  readonly timeoutSec: number
+}
+
 /** What a lease runs: a plain argv, or a serving command (the runner starts the server, waits, runs the client). */
 export type LeasedCommand = Data.TaggedEnum<{
   Argv: { readonly argv: ReadonlyArray<string> }
   Serving: {
     /** The server command line (one string, run with `sh -c` in a process group of its own). */
     readonly server: string
-    readonly readiness: { readonly path: string; readonly timeoutSec: number }
+    readonly readiness: Readiness
     /** The client's argv, run once the server is ready. */
     readonly client: ReadonlyArray<string>
     /** Where the runner keeps server.log, client.log and serve.json. */
@@ -48,7 +58,7 @@ export type LeasedCommand = Data.TaggedEnum<{
    */
   Engine: {
     readonly server: string
-    readonly readiness: { readonly path: string; readonly timeoutSec: number }
+    readonly readiness: Readiness
     /** Where the runner keeps server.log, engine.json and control/. */
     readonly dir: string
     readonly stopGraceSec?: number | undefined
@@ -62,7 +72,7 @@ export type EngineCommand = Data.TaggedEnum.Value<LeasedCommand, "Engine">
 export type RunnerCommand = ServingCommand | EngineCommand
 
 /** A readiness check with the defaults filled in; the path always starts with `/`. */
-export const readiness = (path?: string, timeoutSec?: number) => {
+export const readiness = (path?: string, timeoutSec?: number): Readiness => {
   const p = path ?? RUNNER_DEFAULTS.readyPath
   return { path: p.startsWith("/") ? p : `/${p}`, timeoutSec: timeoutSec ?? RUNNER_DEFAULTS.readyTimeoutSec }
 }
@@ -89,8 +99,12 @@ export const runnerArgs = (command: RunnerCommand, cwd: string): Array<string> =
   ...(command._tag === "Serving" ? ["--", ...command.client] : [])
 ]
 
-/** The command line a serving command's server runs with on a rank of its own. */
-export const serverArgv = (command: RunnerCommand): ReadonlyArray<string> => ["sh", "-c", command.server]
+/** The command line a serving command's server runs with (on a rank of its own, or in the runner's group). */
+export const serverArgv = (command: { readonly server: string }): ReadonlyArray<string> => [
+  "sh",
+  "-c",
+  command.server
+]
 
 const NullableNumber = Schema.NullOr(Schema.Number)
 

@@ -19,14 +19,14 @@ export type BaselineSpec = typeof BaselineSpec.Type
 export const baselineSpec = (options: {
   readonly argv: ReadonlyArray<string>
   readonly request: { readonly gpus: number; readonly servingSlot: boolean }
-  readonly serving?: { readonly server: string; readonly readyPath: string } | undefined
+  readonly serving?: { readonly server: string; readonly readiness: { readonly path: string } } | undefined
 }): BaselineSpec => ({
   // kept in state.json and compared redacted: the command runs as given (Redact.ts)
   argv: redactArgv(options.argv),
   gpus: options.request.gpus,
   serving_slot: options.request.servingSlot,
   server: options.serving === undefined ? null : redactText(options.serving.server),
-  ready_path: options.serving?.readyPath ?? null
+  ready_path: options.serving?.readiness.path ?? null
 })
 
 const quoteArgv = (argv: ReadonlyArray<string>) =>

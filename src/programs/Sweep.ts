@@ -23,7 +23,13 @@ import { Clock, Data, Duration, Effect, Option, Schedule } from "effect"
 import { type FailureClass, isTellingLine, MAX_ERROR_CHARS, MAX_EVIDENCE_LINES } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { redactArgv, redactExperiment } from "../domain/Redact.js"
-import { CLIENT_LOG, ENVIRONMENT_FILE, type NodeFacts, SERVER_LOG } from "../domain/Serving.js"
+import {
+  CLIENT_LOG,
+  ENVIRONMENT_FILE,
+  type NodeFacts,
+  type Readiness,
+  SERVER_LOG
+} from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import { classifyClientRun } from "../domain/Sweep/ClientRun.js"
 import { engineNote } from "../domain/Sweep/EngineNote.js"
@@ -108,8 +114,7 @@ export interface SweepOptions {
   readonly between?: string | undefined
   /** Bounds each client run, from its start; past it the run fails as a timeout. */
   readonly pointTimeoutSec?: number | undefined
-  readonly readyPath: string
-  readonly readyTimeoutSec: number
+  readonly readiness: Readiness
   /**
    * Bounds each combination's wait for its lease (`--wait`, docs/design.md#fair-queue): past it the
    * sweep stops, naming the holder.
@@ -607,8 +612,7 @@ const runCombination = (run: Run, index: number) =>
             // what runs is the experiment as given; the document keeps it redacted (Redact.ts)
             server: substitute(run.options.experiment.server, c.params),
             dir,
-            readyPath: run.options.readyPath,
-            readyTimeoutSec: run.options.readyTimeoutSec,
+            readiness: run.options.readiness,
             waitSec: run.options.waitSec,
             env: run.options.env,
             cwd: run.options.cwd,

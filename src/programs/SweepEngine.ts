@@ -30,7 +30,7 @@ import {
   MAX_EVIDENCE_LINES
 } from "../domain/Failure.js"
 import type { LeaseRequest } from "../domain/Feasibility.js"
-import { LeasedCommand, SERVER_LOG } from "../domain/Serving.js"
+import { LeasedCommand, type Readiness, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
 import { type NodeRecord, rayNodeFacts } from "../domain/Sweep/Nodes.js"
 import { eligibleNodes } from "../domain/Sweep/Requeue.js"
@@ -48,8 +48,7 @@ export interface EngineSpec {
   readonly server: string
   /** The engine's directory: server.log, engine.json, control/. */
   readonly dir: string
-  readonly readyPath: string
-  readonly readyTimeoutSec: number
+  readonly readiness: Readiness
   /**
    * Bounds the wait for the lease (`--wait`, docs/design.md#fair-queue): past it LeaseWaitExpired
    * names the holder.
@@ -195,7 +194,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
                 exitCode: timedOut ? null : (status?.exit_code ?? lease?.exitCode ?? null),
                 runtimeSec: status?.runtime_sec ?? lease?.commandSec ?? 0,
                 outputTail: tail !== "" ? tail : fallback,
-                readyTimeoutSec: timedOut ? spec.readyTimeoutSec : undefined,
+                readyTimeoutSec: timedOut ? spec.readiness.timeoutSec : undefined,
                 outputSignature: digest.signature(),
                 evidence
               })
@@ -217,7 +216,7 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
               request: spec.request,
               command: LeasedCommand.Engine({
                 server: spec.server,
-                readiness: { path: spec.readyPath, timeoutSec: spec.readyTimeoutSec },
+                readiness: spec.readiness,
                 dir: spec.dir
               }),
               env: spec.env,

@@ -115,8 +115,7 @@ describe("one numbering", () => {
         sessionDir: "/s/noparams",
         experiment: e,
         request: { gpus: 1, servingSlot: true },
-        readyPath: "/health",
-        readyTimeoutSec: 10,
+        readiness: { path: "/health", timeoutSec: 10 },
         env: {},
         cwd: "/"
       }).pipe(Effect.provide(setup({ run: model })))

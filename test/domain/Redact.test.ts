@@ -46,7 +46,7 @@ describe("a baseline session keeps its command redacted (issue 27 item 7)", () =
     const options = {
       argv: ["vllm", "bench", "serve", "--api-key", "sk-abcdefgh12345678"],
       request: { gpus: 1, servingSlot: true },
-      serving: { server: "vllm serve m --api-key sk-abcdefgh12345678", readyPath: "/health" }
+      serving: { server: "vllm serve m --api-key sk-abcdefgh12345678", readiness: { path: "/health" } }
     }
     const spec = baselineSpec(options)
     assert.notInclude(JSON.stringify(spec), "sk-abcdefgh12345678")

@@ -818,8 +818,7 @@ describe("Baseline.run on the live AttemptRunner (the lease program over the pac
           ...base,
           serving: {
             server: "engine --port $HYPERLOOM_PORT",
-            readyPath: "/health",
-            readyTimeoutSec: 60
+            readiness: { path: "/health", timeoutSec: 60 }
           }
         })
         const group = (yield* Effect.flatten(GroupBridge.FakeGroupBridgeLog)).opened[0]!
@@ -1018,8 +1017,7 @@ describe("Baseline.run with --server (docs/design.md#the-engines-life-in-an-atte
 
   const serving = {
     server: "vllm serve m --port $HYPERLOOM_PORT",
-    readyPath: "/health",
-    readyTimeoutSec: 1800
+    readiness: { path: "/health", timeoutSec: 1800 }
   }
 
   it.effect(

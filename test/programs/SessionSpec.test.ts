@@ -26,7 +26,7 @@ describe("specDifferences", () => {
     const b = baselineSpec({
       argv: ["echo", "different"],
       request: { gpus: 3, servingSlot: true },
-      serving: { server: "vllm serve m", readyPath: "/health" }
+      serving: { server: "vllm serve m", readiness: { path: "/health" } }
     })
     assert.deepStrictEqual(specDifferences(a, b), [
       "the command (session: -- echo same; now: -- echo different)",

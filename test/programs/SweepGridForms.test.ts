@@ -50,8 +50,7 @@ describe("a sweep keeps an environment record, as a baseline does (issue 27 item
         sessionDir: "/s/env",
         experiment: base,
         request: { gpus: 0, servingSlot: true },
-        readyPath: "/health",
-        readyTimeoutSec: 10,
+        readiness: { path: "/health", timeoutSec: 10 },
         env: {},
         cwd: "/",
         version: "9.9.9"

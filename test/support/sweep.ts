@@ -41,8 +41,7 @@ export const sweepOptions = (
   sessionDir,
   experiment,
   request: { gpus: 0, servingSlot: true },
-  readyPath: "/health",
-  readyTimeoutSec: 10,
+  readiness: { path: "/health", timeoutSec: 10 },
   env: {},
   cwd: "/",
   ...over

@@ -130,10 +130,7 @@ export const baselineRun = Command.make(
       const program = Effect.gen(function* () {
         const settings = yield* Settings
         const ready = readiness(Option.getOrUndefined(o.readyPath), Option.getOrUndefined(o.readyTimeout))
-        const serving =
-          serverCmd === undefined
-            ? undefined
-            : { server: serverCmd, readyPath: ready.path, readyTimeoutSec: ready.timeoutSec }
+        const serving = serverCmd === undefined ? undefined : { server: serverCmd, readiness: ready }
         return yield* runBaseline({
           sessionDir: o.session,
           request: leaseRequestOf(o),

@@ -73,7 +73,7 @@ export const openAttempt = Effect.fn("Baseline.openAttempt")(function* (run: Run
     options.attemptTimeoutSec !== undefined ? `, attempt timeout ${options.attemptTimeoutSec} s` : ""
   yield* Effect.logInfo(
     options.serving !== undefined
-      ? `attempt ${n}: serving benchmark under a lease (${describeRequest(options.request)}): server \`${options.serving.server}\`, ready at ${options.serving.readyPath} within ${options.serving.readyTimeoutSec} s, then client \`${options.argv.join(" ")}\`${timeout}`
+      ? `attempt ${n}: serving benchmark under a lease (${describeRequest(options.request)}): server \`${options.serving.server}\`, ready at ${options.serving.readiness.path} within ${options.serving.readiness.timeoutSec} s, then client \`${options.argv.join(" ")}\`${timeout}`
       : `attempt ${n}: running \`${options.argv.join(" ")}\` under a lease (${describeRequest(options.request)})${timeout}`
   )
   return { n, paths, output } satisfies OpenAttempt
@@ -227,7 +227,7 @@ const ranOutcome = Effect.fn("Baseline.ranOutcome")(function* (
     })
     const served =
       status !== undefined
-        ? yield* servingOutcome(files, status, r, paths, options.serving.readyTimeoutSec)
+        ? yield* servingOutcome(files, status, r, paths, options.serving.readiness)
         : undefined
     if (served !== undefined) return served
   }

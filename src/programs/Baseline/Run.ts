@@ -42,7 +42,7 @@ export interface BaselineOptions {
   readonly onOutput?: ((line: string) => Effect.Effect<void>) | undefined
   /**
    * A serving benchmark: each attempt runs the serving runner as the leased command; it starts
-   * `server` (`sh -c`, own process group), waits for `readyPath`, runs `argv` as the client, and
+   * `server` (`sh -c`, own process group), waits for its `readiness` check, runs `argv` as the client, and
    * stops the server before it exits (so before the lease is released).
    */
   readonly serving?: ServingOptions | undefined

@@ -6,7 +6,14 @@ import { Effect } from "effect"
 import type { AttemptPaths } from "../../domain/Attempt.js"
 import { keepEvidence } from "../../domain/Attempt.js"
 import { AttemptOutcome, classifyAttempt, MAX_ERROR_CHARS } from "../../domain/Failure.js"
-import { ENVIRONMENT_FILE, environmentRecord, LeasedCommand, type ServeStatus } from "../../domain/Serving.js"
+import {
+  ENVIRONMENT_FILE,
+  environmentRecord,
+  LeasedCommand,
+  type Readiness,
+  type ServeStatus,
+  serverArgv
+} from "../../domain/Serving.js"
 import { OutputDigest } from "../../domain/Signature.js"
 import type { AttemptFilesShape } from "../../services/AttemptFiles.js"
 import type { LeaseRunResult } from "../Lease.js"
@@ -14,8 +21,7 @@ import type { LeaseRunResult } from "../Lease.js"
 export interface ServingOptions {
   /** The server command line (one string, run with `sh -c`). */
   readonly server: string
-  readonly readyPath: string
-  readonly readyTimeoutSec: number
+  readonly readiness: Readiness
   /** Grace between TERM and KILL when the server is stopped (default `RUNNER_DEFAULTS`). */
   readonly stopGraceSec?: number | undefined
   /** Seconds between progress lines while the server loads (default `RUNNER_DEFAULTS`). */
@@ -26,7 +32,7 @@ export interface ServingOptions {
 export const servingCommand = (serving: ServingOptions, attemptDir: string, client: ReadonlyArray<string>) =>
   LeasedCommand.Serving({
     server: serving.server,
-    readiness: { path: serving.readyPath, timeoutSec: serving.readyTimeoutSec },
+    readiness: serving.readiness,
     client,
     dir: attemptDir,
     stopGraceSec: serving.stopGraceSec,
@@ -44,7 +50,7 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
   status: ServeStatus,
   r: LeaseRunResult,
   paths: AttemptPaths,
-  readyTimeoutSec: number
+  readiness: Readiness
 ) {
   if (status.outcome === null || status.outcome === "stopped") return undefined
   const digest = new OutputDigest()
@@ -67,7 +73,7 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
         exitCode: timedOut ? null : (status.server.exit_code ?? r.exitCode),
         runtimeSec: status.server.runtime_sec ?? r.commandSec,
         outputTail: serverTail,
-        readyTimeoutSec: timedOut ? readyTimeoutSec : undefined,
+        readyTimeoutSec: timedOut ? readiness.timeoutSec : undefined,
         outputSignature: digest.signature(),
         evidence
       })
@@ -124,7 +130,7 @@ export const recordEnvironment = Effect.fn("Baseline.recordEnvironment")(functio
     requestedGpus: input.requestedGpus,
     nodeId: input.result.started?.nodeId,
     status: input.status,
-    serverArgv: ["sh", "-c", input.server],
+    serverArgv: serverArgv(input),
     clientArgv: input.clientArgv
   })
   yield* files
