@@ -3,6 +3,7 @@ import { Data } from "effect"
 import type { SessionNotFound } from "../domain/Errors.js"
 import type { SessionSpecMismatch } from "../domain/SessionSpec.js"
 import type { SessionState, StopReason } from "../domain/State.js"
+import type { SweepDoc } from "../domain/Sweep.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
 import type { SessionHoldsOther } from "../programs/SessionKind.js"
 import type { ExperimentChanged, SessionVanished } from "../programs/Sweep.js"
@@ -198,3 +199,20 @@ export const exitCodeForSession = (state: Pick<SessionState, "status" | "stop_re
       : state.stop_reason === null
         ? EXIT.internal
         : byStopReason[state.stop_reason]
+
+/**
+ * The exit code of `sweep run` from its document: 0 with a best (or a tie), sweep_no_engine_ready
+ * when no engine ever became ready, sweep_no_feasible_point when no point met every SLO, the
+ * infeasible cluster's, the deadline's, cancelled's (a lease failure, e.g. --wait's, is the error's
+ * own code).
+ */
+export const exitCodeForSweep = (doc: SweepDoc): number => {
+  if (doc.status === "cancelled") return EXIT.cancelled
+  if (doc.stop_reason === "ray_cluster_infeasible") return EXIT.infeasible
+  if (doc.stop_reason === "session_time_exhausted") return EXIT.sessionTimeExhausted
+  if (doc.summary.best !== null) return EXIT.ok
+  const started = doc.combinations.flatMap((c) => c.engine_starts)
+  // not the SLO's fault: no engine ever served (each combination's note quotes the engine's line)
+  if (started.length > 0 && started.every((s) => s.outcome !== "ready")) return EXIT.sweepNoEngineReady
+  return EXIT.sweepNoFeasiblePoint
+}

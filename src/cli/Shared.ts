@@ -8,7 +8,7 @@ import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
 import { DEFAULT_RANK_CWD, isEnvName } from "../domain/Group.js"
 import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
 import { editDistance } from "../domain/Text.js"
-import { UsageError } from "./Exit.js"
+import { EXIT, UsageError } from "./Exit.js"
 import { CommandLine } from "./Run.js"
 
 const invalid = (text: string) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(text)))
@@ -123,7 +123,7 @@ export const gpuCleanTimeout = Options.text("gpu-clean-timeout").pipe(
       : invalid(`--gpu-clean-timeout must be a number of seconds >= 0 in decimal digits, got '${text}'`)
   }),
   Options.withDescription(
-    `Before the command starts, wait up to S seconds (default ${DEFAULT_GPU_CLEAN_TIMEOUT_SEC}) for processes outside the lease that hold its GPUs (open /dev/nvidia<N>, /dev/dri/renderD*, /dev/kfd; nvidia-smi or amd-smi where installed) to let go; then nothing runs, each holder is named (pid, user, command, memory) and hyperloom exits 16 (lease run: 125, with code 16 in the error line). Holders are never killed. Checked on the node that runs the command.`
+    `Before the command starts, wait up to S seconds (default ${DEFAULT_GPU_CLEAN_TIMEOUT_SEC}) for processes outside the lease that hold its GPUs (open /dev/nvidia<N>, /dev/dri/renderD*, /dev/kfd; nvidia-smi or amd-smi where installed) to let go; then nothing runs, each holder is named (pid, user, command, memory) and hyperloom exits ${EXIT.gpuBusy} (lease run: ${EXIT.leaseFailed}, with code ${EXIT.gpuBusy} in the error line). Holders are never killed. Checked on the node that runs the command.`
   ),
   Options.optional
 )

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { kvFailure, modelFlags, predict, THREE_AXES } from "../../examples/engine-model.mjs"
-import { exitCodeForSweep } from "../../src/cli/commands/sweep.js"
+import { exitCodeForSweep } from "../../src/cli/Exit.js"
 import { combinations, type Experiment } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
 import type * as SweepEngine from "../../src/programs/SweepEngine.js"

@@ -39,7 +39,7 @@ const attemptTimeout = positiveSeconds(
 
 const deadline = positiveSeconds(
   "deadline",
-  "Bound the whole run, in seconds from its start. When it passes, the attempt in flight is stopped (its lease released) and the session stops as session_time_exhausted, not charged (exit 13); a later run resumes it."
+  `Bound the whole run, in seconds from its start. When it passes, the attempt in flight is stopped (its lease released) and the session stops as session_time_exhausted, not charged (exit ${EXIT.sessionTimeExhausted}); a later run resumes it.`
 )
 
 const enablementCmd = Options.text("enablement-cmd").pipe(
@@ -70,10 +70,11 @@ const readyTimeout = positiveSeconds(
 )
 
 const cmd = commandArgs(
-  "The baseline command and its arguments, after `--` (run without a shell); with --server, the load client."
+  'The baseline command and its arguments, after `--` (run without a shell); with --server, the load client. Each attempt gets HYPERLOOM_RESULT_FILE (write {"throughput": N} there; a fresh file per attempt in <session>/attempts/<n>/), HYPERLOOM_SESSION_DIR and HYPERLOOM_ATTEMPT; its output is streamed to stderr as "[attempt n] …".'
 )
 
-const OPTIONS = [
+/** The options before `--`, named for `strictCommand` (test/cli/HelpTables.test.ts checks them against the Command). */
+export const OPTIONS = [
   "--session",
   "--gpus",
   "--no-serving-slot",
@@ -91,7 +92,7 @@ const OPTIONS = [
   "--json"
 ]
 
-const description = `Run a baseline benchmark command under a serving lease until it succeeds or a stop rule fires. Each attempt gets HYPERLOOM_RESULT_FILE (write {"throughput": N} there; a fresh file per attempt in <session>/attempts/<n>/), HYPERLOOM_SESSION_DIR and HYPERLOOM_ATTEMPT; its output is streamed to stderr as "[attempt n] …". Success: exit 0 and a positive throughput. Stops: ray_cluster_infeasible at once (baseline_failed, exit 10); two argument errors in a row (baseline_arg_error, exit 11); the same failure twice in a row, or three failures (baseline_failed, exit 10); 5 failed revalidations after enablement (enablement_stalled, exit 12); --deadline (session_time_exhausted, exit 13); Ctrl-C (cancelled, exit 130). The state is written to <session>/state.json after every change. Running again on a session resumes it if it is unfinished, cancelled or past its deadline; a session that succeeded or was stopped by a stop rule is final: it is shown again with its exit code and nothing runs (use a new --session directory). The same command resumes: another command, --gpus, --no-serving-slot, --server or --ready-path than the session was run with is a usage error (exit 2) naming what differs. Any other lease failure (no cluster, unreachable Ray, bridge failure) ends the run with that error, the attempt recorded as interrupted and not charged. Prints the session summary (--json: the state document).`
+const description = `Run a baseline benchmark command (CMD after --) under a serving lease until it succeeds (exit ${EXIT.ok}: a positive throughput in HYPERLOOM_RESULT_FILE) or a stop rule fires: baseline_failed (exit ${EXIT.baselineFailed}: ray_cluster_infeasible, the same failure twice in a row, or three failures), baseline_arg_error (exit ${EXIT.baselineArgError}: two argument errors in a row), enablement_stalled (exit ${EXIT.enablementStalled}: 5 failed revalidations after --enablement-cmd), session_time_exhausted (exit ${EXIT.sessionTimeExhausted}: --deadline); Ctrl-C exits ${EXIT.cancelled}. Another lease failure ends the run with its error, the attempt not charged. <session>/state.json is written after every change; the same command resumes an unfinished, cancelled or timed-out session (other arguments: exit ${EXIT.usage}, naming what differs), a finished one is shown with its exit code and nothing runs. Prints the session summary (--json: the state document).`
 
 export const baselineRun = Command.make(
   "run",

@@ -1,7 +1,7 @@
 /**
  * `hyperloom compare A B [--metric M…] [--fail-on 'M<-3%'…] [--json]`
  * (docs/design.md#trusted-answers): two sweep sessions, or two baseline sessions, side by side with
- * 95 % intervals and a verdict; a gate for CI (exit 18 when a metric regresses past its threshold).
+ * 95 % intervals and a verdict; a gate for CI (EXIT.compareRegression when a metric regresses past its threshold).
  * Reads the sessions, never modifies them.
  */
 import * as path from "node:path"
@@ -47,7 +47,7 @@ const metric = Options.text("metric").pipe(
 const failOn = Options.text("fail-on").pipe(
   Options.withPseudoName("METRIC<-P%"),
   Options.withDescription(
-    "A gate for CI: 'output_throughput<-3%' fails (exit 18) when the overall change (the geometric mean over the points both measured ok) is below -3 % with 95 % confidence; 'p99_ttft_ms>+5%' when above +5 %. With one run per point on a side it says no confidence can be claimed and judges the raw change. Repeat for more gates."
+    `A gate for CI: 'output_throughput<-3%' fails (exit ${EXIT.compareRegression}) when the overall change (the geometric mean over the points both measured ok) is below -3 % with 95 % confidence; 'p99_ttft_ms>+5%' when above +5 %. With one run per point on a side it says no confidence can be claimed and judges the raw change. Repeat for more gates.`
   ),
   Options.repeated
 )
@@ -127,6 +127,6 @@ export const compareCommand = Command.make(
     }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(
   Command.withDescription(
-    "Compare two sweep sessions (points matched on params and load) or two baseline sessions (matched as a whole): what differs between their records first (engine and client command lines, node, hyperloom version), then per matched point A, B, the change in % with its 95 % confidence interval (Welch, from each side's repeats) and a verdict (faster, slower, no difference beyond the noise); overall the geometric-mean change over the points both measured ok, with its interval, and best against best; points only one session has are listed. With one run per point on a side no confidence can be claimed: the raw change is shown. --fail-on makes it a CI gate: exit 18 when a metric regresses past its threshold (or nothing could be compared), else 0. Never modifies the sessions."
+    `Compare two sweep sessions (points matched on params and load) or two baseline sessions (matched as a whole): what differs between their records first (engine and client command lines, node, hyperloom version), then per matched point A, B, the change in % with its 95 % confidence interval (Welch, from each side's repeats) and a verdict (faster, slower, no difference beyond the noise); overall the geometric-mean change over the points both measured ok, with its interval, and best against best; points only one session has are listed. With one run per point on a side no confidence can be claimed: the raw change is shown. --fail-on makes it a CI gate: exit ${EXIT.compareRegression} when a metric regresses past its threshold (or nothing could be compared), else ${EXIT.ok}. Never modifies the sessions.`
   )
 )

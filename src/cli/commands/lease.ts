@@ -7,6 +7,7 @@ import { isGroupResult } from "../../programs/Group.js"
 import { LeasedCommand, runLeasedCommand } from "../../programs/Leased.js"
 import { type LeaseStarted, LeaseTerminal } from "../../services/LeaseBridge.js"
 import { Settings } from "../../services/Settings.js"
+import { leaseRunReport } from "../Documents.js"
 import { EXIT, ExitWith, exitCodeFor, type Failure, UsageError } from "../Exit.js"
 import { present } from "../Run.js"
 import {
@@ -27,7 +28,7 @@ import { waitOption } from "./queue.js"
 
 const timeout = positiveSeconds(
   "timeout",
-  "Stop CMD once it has run S seconds, counted from when it starts (time spent waiting for a slot held by another lease is not counted; Ctrl-C ends the wait): CMD's process tree is stopped, the actor killed, and hyperloom exits 124."
+  `Stop CMD once it has run S seconds, counted from when it starts (time spent waiting for a slot held by another lease is not counted; Ctrl-C ends the wait): CMD's process tree is stopped, the actor killed, and hyperloom exits ${EXIT.leaseTimeout}.`
 )
 
 // docs/design.md#the-command-line: with --json stdout is one JSON document, so CMD's stdout cannot
@@ -43,7 +44,8 @@ const cmd = commandArgs(
   "The command to run inside the lease, after `--` (no shell: pass `sh -c '…'` for one)."
 )
 
-const OPTIONS = [
+/** The options before `--`, named for `strictCommand` (test/cli/HelpTables.test.ts checks them against the Command). */
+export const OPTIONS = [
   "--json",
   "--gpus",
   "--no-serving-slot",
@@ -96,7 +98,8 @@ const releaseStdin = Effect.sync(() => {
 
 /**
  * The reader of stdout went away (EPIPE) or stdout failed: the command is stopped and the lease
- * released (the race interrupts the lease, whose finalizers release it), then 141 or 74.
+ * released (the race interrupts the lease, whose finalizers release it), then EXIT.stdoutClosed or
+ * EXIT.stdoutFailed.
  */
 const untilStdoutFails = Effect.flatMap(awaitStdoutFailure, (e) =>
   Effect.fail(new ExitWith({ code: exitForStdoutFailure(e) }))
@@ -104,9 +107,10 @@ const untilStdoutFails = Effect.flatMap(awaitStdoutFailure, (e) =>
 
 /**
  * `lease run` exits with CMD's code, so its own failures take the codes `env` and `timeout`
- * reserve: 125 for any hyperloom failure (the precise code is in the error line and the JSON),
- * 124 timeout, 130 cancelled; usage errors stay 2 (nothing ran). 126/127 come from the
- * supervisor when CMD cannot be executed or found.
+ * reserve: EXIT.leaseFailed for any hyperloom failure (the precise code is in the error line and
+ * the JSON), EXIT.leaseTimeout, EXIT.cancelled; usage errors stay EXIT.usage (nothing ran).
+ * EXIT.commandNotExecutable / commandNotFound come from the supervisor when CMD cannot be
+ * executed or found.
  */
 const asLeaseFailure = (e: Failure): Effect.Effect<never, Failure> => {
   if (
@@ -161,38 +165,7 @@ export const leaseRun = Command.make(
             Effect.onInterrupt(() => saidCancelled(argv, seen))
           )
         )
-      }).pipe(
-        Effect.map((r) => ({
-          exit_code: r.exitCode,
-          timed_out: r.timedOut,
-          runtime_sec: Number(r.runtimeSec.toFixed(3)),
-          waited_sec: Number(r.waitedSec.toFixed(3)),
-          command_sec: Number(r.commandSec.toFixed(3)),
-          address: r.gcsAddress,
-          pid: r.started?.pid ?? null,
-          node_id: r.started?.nodeId ?? null,
-          cuda_visible_devices: r.started?.cudaVisibleDevices ?? null,
-          // A group (--nodes N >= 2, docs/design.md#serving-groups-across-nodes): its placement
-          // group and every rank.
-          group: isGroupResult(r)
-            ? {
-                nodes: r.nodes,
-                placement_group_id: r.placementGroupId,
-                leader_host: r.group?.leaderHost ?? null,
-                leader_port: r.group?.leaderPort ?? null,
-                failed_rank: r.failedRank ?? null,
-                ranks: (r.group?.ranks ?? []).map((k) => ({
-                  rank: k.rank,
-                  node_id: k.nodeId,
-                  pid: k.pid ?? null,
-                  actor_id: k.actorId,
-                  cuda_visible_devices: k.cudaVisibleDevices ?? null,
-                  exit_code: r.exits.find((e) => e.rank === k.rank)?.code ?? null
-                }))
-              }
-            : null
-        }))
-      ),
+      }).pipe(Effect.map((r) => leaseRunReport(r, isGroupResult(r) ? r : undefined))),
       {
         render: (r) =>
           r.timed_out
@@ -205,6 +178,6 @@ export const leaseRun = Command.make(
     ).pipe(Effect.catchAll(asLeaseFailure))
 ).pipe(
   Command.withDescription(
-    "Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), and exit with its exit code. As under srun, CMD reads this stdin (a terminal or a pipe, then its end; with --nodes N >= 2 it reads nothing) and CMD's stdout and stderr come out here byte for byte (in the background, give `< /dev/null`). Options end at `--`. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot. Exits like `env`/`timeout`: CMD's code, 124 timeout, 125 hyperloom failed (the precise code in the error line), 126 CMD not executable, 127 CMD not found, 130 cancelled, 2 bad usage."
+    `Hold a serving lease (a Ray actor with serving_slot and --gpus N; the head is ensured and, if it lacks the slot and every guard allows, repaired first), run CMD inside it with this environment and working directory (the actor's CUDA_VISIBLE_DEVICES wins), and exit with its exit code. As under srun, CMD reads this stdin (a terminal or a pipe, then its end; with --nodes N >= 2 it reads nothing) and CMD's stdout and stderr come out here byte for byte (in the background, give \`< /dev/null\`). Options end at \`--\`. Ctrl-C, --timeout or hyperloom dying stop CMD's process tree and free the slot. Exits like \`env\`/\`timeout\`: CMD's code, ${EXIT.leaseTimeout} timeout, ${EXIT.leaseFailed} hyperloom failed (the precise code in the error line), ${EXIT.commandNotExecutable} CMD not executable, ${EXIT.commandNotFound} CMD not found, ${EXIT.cancelled} cancelled, ${EXIT.usage} bad usage.`
   )
 )

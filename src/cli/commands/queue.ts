@@ -3,13 +3,14 @@ import { Clock, Effect } from "effect"
 import { estimateWaitSec, fmtSec, splitQueue, typicalHoldSec } from "../../domain/Queue.js"
 import { leasesInRay } from "../../programs/Queue.js"
 import { HostQueue } from "../../services/HostQueue.js"
+import { EXIT } from "../Exit.js"
 import { present } from "../Run.js"
 import { json, positiveSeconds } from "../Shared.js"
 
 /** `--wait S` of the commands that hold leases (docs/design.md#fair-queue). */
 export const waitOption = positiveSeconds(
   "wait",
-  "Give up if the lease is not granted within S seconds (its wait in the host's queue and for Ray's grant): nothing runs, the holder of the slot is named, and hyperloom exits 15 (lease run: 125, with code 15 in the error line). Single-node leases only (a group is not queued). Ctrl-C also ends the wait and leaves the queue."
+  `Give up if the lease is not granted within S seconds (its wait in the host's queue and for Ray's grant): nothing runs, the holder of the slot is named, and hyperloom exits ${EXIT.waitExpired} (lease run: ${EXIT.leaseFailed}, with code ${EXIT.waitExpired} in the error line). Single-node leases only (a group is not queued). Ctrl-C also ends the wait and leaves the queue.`
 )
 
 /**

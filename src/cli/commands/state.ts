@@ -7,6 +7,7 @@ import { Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { renderState } from "../../domain/State.js"
 import { StateStore } from "../../services/StateStore.js"
+import { EXIT } from "../Exit.js"
 import { renderSession } from "../RenderSession.js"
 import { withJsonErrors } from "../Run.js"
 import { json } from "../Shared.js"
@@ -48,6 +49,6 @@ export const showCommand = Command.make("show", { session, json }, (o) =>
   }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(
   Command.withDescription(
-    "Show a baseline session's state: status, why it stopped, each attempt (number, class, exit code, runtime, error), the streaks, the last failure signature and the enablement lane. --json prints the state document itself. Never modifies the session; an unreadable or newer state file is an error (exit 8)."
+    `Show a baseline session's state: status, why it stopped, each attempt (number, class, exit code, runtime, error), the streaks, the last failure signature and the enablement lane. --json prints the state document itself. Never modifies the session; an unreadable or newer state file is an error (exit ${EXIT.state}).`
   )
 )

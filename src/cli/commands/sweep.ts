@@ -31,7 +31,7 @@ import { ClusterInspector } from "../../services/ClusterInspector.js"
 import { Settings } from "../../services/Settings.js"
 import { SweepStore } from "../../services/SweepStore.js"
 import { VERSION } from "../../version.js"
-import { EXIT, ExitWith, UsageError } from "../Exit.js"
+import { EXIT, ExitWith, exitCodeForSweep, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
 import {
@@ -162,7 +162,7 @@ const strategy = Options.choice("strategy", STRATEGIES).pipe(
 
 const dryRun = Options.boolean("dry-run").pipe(
   Options.withDescription(
-    "Print the plan (combinations, points, runs, the first combination's command lines) and an estimate of its time; run nothing (exit 0)."
+    `Print the plan (combinations, points, runs, the first combination's command lines) and an estimate of its time; run nothing (exit ${EXIT.ok}).`
   )
 )
 
@@ -173,7 +173,7 @@ const estimateStart = positiveSeconds(
 const estimateRun = positiveSeconds("estimate-run", "--dry-run: seconds per client run for the estimate.")
 const deadline = positiveSeconds(
   "deadline",
-  "Bound the whole run, in seconds; past it the engine is stopped and the sweep stops (exit 13); the same command resumes it."
+  `Bound the whole run, in seconds; past it the engine is stopped and the sweep stops (exit ${EXIT.sessionTimeExhausted}); the same command resumes it.`
 )
 
 const parallel = Options.text("parallel").pipe(
@@ -218,9 +218,12 @@ const parallelOf = (text: Option.Option<string>, session: string, gpus: number, 
     return n.value
   })
 
-const cmd = commandArgs("The load client and its arguments, after `--` (no shell), with {name} placeholders.")
+const cmd = commandArgs(
+  "The load client and its arguments, after `--` (no shell), with {name} placeholders; HYPERLOOM_PORT, HYPERLOOM_BASE_URL and HYPERLOOM_RESULT_FILE are set."
+)
 
-const OPTIONS = [
+/** The options before `--`, named for `strictCommand` (test/cli/HelpTables.test.ts checks them against the Command). */
+export const OPTIONS = [
   "--session",
   "--gpus",
   "--nodes",
@@ -347,19 +350,7 @@ const experimentOf = (o: {
 const betweenOf = (reset: boolean, between: string | undefined): string | undefined =>
   !reset ? between : between === undefined ? RESET_PREFIX_CACHE : `${RESET_PREFIX_CACHE} && ${between}`
 
-/** 0 with a best (or a tie), 17 when no engine ever became ready, 14 when no point met every SLO, 7 infeasible cluster, 13 deadline, 130 cancelled (a lease failure, e.g. 15 --wait, is the error's own code). */
-export const exitCodeForSweep = (doc: SweepDoc): number => {
-  if (doc.status === "cancelled") return EXIT.cancelled
-  if (doc.stop_reason === "ray_cluster_infeasible") return EXIT.infeasible
-  if (doc.stop_reason === "session_time_exhausted") return EXIT.sessionTimeExhausted
-  if (doc.summary.best !== null) return EXIT.ok
-  const started = doc.combinations.flatMap((c) => c.engine_starts)
-  // not the SLO's fault: no engine ever served (each combination's note quotes the engine's line)
-  if (started.length > 0 && started.every((s) => s.outcome !== "ready")) return EXIT.sweepNoEngineReady
-  return EXIT.sweepNoFeasiblePoint
-}
-
-const description = `Find the best serving configuration under an SLO. For each combination of the --param values (their Cartesian product; or each --combo as listed; --link-vars PARAM=LOAD keeps only the load equal to PARAM): one lease (--gpus, the serving slot; --nodes N: a group), one engine start (the --server string with {name} filled in, readiness as baseline run --server), then the client (CMD after --, {name} filled in, HYPERLOOM_PORT / HYPERLOOM_BASE_URL / HYPERLOOM_RESULT_FILE set) for each --load point in ascending order, or as --search picks them, --repeats times each. Failures: an engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible (no retry), any other class is retried once; an engine dying during a point fails it and ends the combination (the rest not_run); a failed client run is retried once; ray_cluster_infeasible stops the sweep (exit 7); completed = 0 or a non-positive throughput is never a measurement. SLOs are judged on the median over the repeats. Kept: <session>/sweep.json (written atomically after every run), <session>/summary.csv, and per combination its engine's server.log and per run client.log and the result file. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; a different experiment on the same session is refused (exit 2). --wait S bounds each combination's wait for its lease: past it the sweep stops (resumable), naming the holder (exit 15). --parallel N|auto runs up to N combinations at once, each under its own lease on a node no other holds (Ray's serving_slot decides where), on one hardware class (the first node granted); each combination records its node. --strategy adaptive starts fewer engines (a coordinate search over the numeric params; what it skips is recorded with the reason; it runs one combination at a time), --dry-run prints the plan and an estimate and runs nothing; sweep.json records where the time went (lease waits, engine starts, client runs, --between, hyperloom's own; the time to the best). An engine that never became ready is noted with its own telling line and its server.log; a readiness timeout (default 600 s here) is not retried. Exit: 0 with a best, 17 sweep_no_engine_ready (no engine ever became ready), 14 sweep_no_feasible_point, 7 infeasible cluster, 13 deadline, 15 lease_wait_expired, 130 cancelled, 2 usage.`
+const description = `Find the best serving configuration under an SLO. Each combination of the --param values gets one lease and one engine start (--server, its readiness as baseline run --server's); the client (CMD after --) then runs at each --load point in ascending order, or as --search picks them, --repeats times each, and each --slo is judged on the median over the repeats. An engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible; any other failure is retried once; an engine dying during a point ends its combination; completed = 0 is never a measurement. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; another experiment on the same session is refused. Exit: ${EXIT.ok} with a best, ${EXIT.sweepNoEngineReady} sweep_no_engine_ready (no engine ever became ready), ${EXIT.sweepNoFeasiblePoint} sweep_no_feasible_point, ${EXIT.infeasible} infeasible cluster, ${EXIT.sessionTimeExhausted} deadline, ${EXIT.waitExpired} lease_wait_expired, ${EXIT.cancelled} cancelled, ${EXIT.usage} usage.`
 
 export const sweepRun = Command.make(
   "run",

@@ -1,6 +1,7 @@
 /**
  * The protocol between the sweep program and the sweep runner (the leased command of one server
- * combination, `python PYDIR sweep`, on the leased node). The runner starts the engine once, waits
+ * combination, python/hyperloom/sweep.py, started as `<Ray's python> <package>/python sweep` on the
+ * leased node: services/PackagePaths.ts `pythonEntry`). The runner starts the engine once, waits
  * until it is ready, then runs client invocations one at a time on request, until asked to stop.
  * The node shares nothing with hyperloom's host but Ray (docs/design.md#sweeps-at-cluster-scale),
  * so everything goes through the lease (services/SweepControl.ts):
