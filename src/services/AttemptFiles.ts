@@ -3,6 +3,7 @@ import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Option, Stream } from "effect"
 import { type ParsedResult, parseResult } from "../domain/Results.js"
 import { parseServeStatus, type ServeStatus } from "../domain/Serving.js"
+import { splitPath, writeFileAtomically } from "./AtomicWrite.js"
 import { checkRegularFile, RESULT_FILE_MAX_BYTES, readRegularFile } from "./BoundedRead.js"
 import { StateIoFailed } from "./StateStore.js"
 
@@ -39,11 +40,11 @@ export interface AttemptFilesShape {
   ) => Effect.Effect<string | undefined>
   /** The serving runner's `serve.json`; `undefined` when missing or unreadable. */
   readonly readServeStatus: (file: string) => Effect.Effect<ServeStatus | undefined>
-  /** Writes a JSON document atomically enough for a record (temp file, rename). */
+  /** Writes a JSON document atomically (AtomicWrite.ts). */
   readonly writeJson: (file: string, value: unknown) => Effect.Effect<void, StateIoFailed>
   /** A JSON document (the session's environment record); `undefined` when missing or not JSON. */
   readonly readJson: (file: string) => Effect.Effect<unknown>
-  /** Writes a text file (a report), replacing one of the same name (temp file, rename). */
+  /** Writes a text file (a report), replacing one of the same name atomically (AtomicWrite.ts). */
   readonly writeText: (file: string, text: string) => Effect.Effect<void, StateIoFailed>
   /** Whether something is at this path (a file of any kind; one that cannot be looked at counts). */
   readonly exists: (file: string) => Effect.Effect<boolean>
@@ -137,12 +138,17 @@ const makeLive = Effect.gen(function* () {
     return yield* readBounded(file, "", parseServeStatus)
   })
 
+  /** `text` to `file` atomically (AtomicWrite.ts: temp file, fsync, rename, fsync of the folder). */
+  const writeAtomically = (file: string, text: string) => {
+    const { base, dir } = splitPath(file)
+    return writeFileAtomically(dir, base, text).pipe(
+      Effect.mapError(io("write", file)),
+      Effect.provideService(FileSystem.FileSystem, fs)
+    )
+  }
+
   const writeJson = Effect.fn("AttemptFiles.writeJson")(function* (file: string, value: unknown) {
-    const tmp = `${file}.tmp-${process.pid}`
-    yield* fs
-      .writeFileString(tmp, `${JSON.stringify(value, null, 2)}\n`)
-      .pipe(Effect.mapError(io("write", tmp)))
-    yield* fs.rename(tmp, file).pipe(Effect.mapError(io("rename", file)))
+    yield* writeAtomically(file, `${JSON.stringify(value, null, 2)}\n`)
   })
 
   const readJson = Effect.fn("AttemptFiles.readJson")(function* (file: string) {
@@ -156,9 +162,7 @@ const makeLive = Effect.gen(function* () {
   })
 
   const writeText = Effect.fn("AttemptFiles.writeText")(function* (file: string, text: string) {
-    const tmp = `${file}.tmp-${process.pid}`
-    yield* fs.writeFileString(tmp, text).pipe(Effect.mapError(io("write", tmp)))
-    yield* fs.rename(tmp, file).pipe(Effect.mapError(io("rename", file)))
+    yield* writeAtomically(file, text)
   })
 
   const exists = (file: string) => fs.exists(file).pipe(Effect.orElseSucceed(() => true))

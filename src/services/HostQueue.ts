@@ -28,6 +28,7 @@ import * as nodePath from "node:path"
 import { Clock, Effect, Layer, Ref, type Scope } from "effect"
 import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.js"
 import { redactText } from "../domain/Redact.js"
+import { writeFileAtomicallySync } from "./AtomicWrite.js"
 import {
   closeFd,
   flockOnce,
@@ -242,13 +243,6 @@ const readHistory = (file: string): ReadonlyArray<HistoryEntry> => {
   } catch {
     return []
   }
-}
-
-/** Writes `body` to `path` atomically (a temporary file in the same directory, then rename). */
-const writeAtomic = (path: string, body: string) => {
-  const temp = `${path}.${process.pid}.tmp`
-  fs.writeFileSync(temp, body, { mode: 0o600 })
-  fs.renameSync(temp, path)
 }
 
 /** Up to RECORD_MAX_BYTES of the regular file behind `fd` (undefined when larger). */
@@ -568,12 +562,13 @@ export const makeFileQueue = (
         })
         const all = readHistory(file)
         if (all.length > 2 * HISTORY_KEEP) {
-          writeAtomic(
+          writeFileAtomicallySync(
             file,
             all
               .slice(-HISTORY_KEEP)
               .map((h) => `${JSON.stringify({ ended_at: h.endedAt, held_sec: h.heldSec, gpus: h.gpus })}\n`)
-              .join("")
+              .join(""),
+            0o600
           )
         }
       })

@@ -37,4 +37,32 @@ describe("AttemptFiles (live, on disk)", () => {
       )
     }
   )
+
+  it.live(
+    "writeJson and writeText replace a file whole, and a write that fails leaves no temp file behind (AtomicWrite.ts)",
+    () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-files-"))
+      return Effect.gen(function* () {
+        const files = yield* AttemptFiles
+        const doc = path.join(dir, "environment.json")
+        yield* files.writeJson(doc, { a: 1 })
+        yield* files.writeJson(doc, { a: 2 })
+        assert.deepStrictEqual(JSON.parse(fs.readFileSync(doc, "utf8")), { a: 2 })
+        yield* files.writeText(path.join(dir, "report.html"), "<p>x</p>")
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["environment.json", "report.html"])
+        // a folder where the file should go: the rename fails, and nothing of the write stays
+        fs.mkdirSync(path.join(dir, "taken"))
+        fs.writeFileSync(path.join(dir, "taken", "inside"), "")
+        const failed = yield* Effect.either(files.writeJson(path.join(dir, "taken"), { a: 3 }))
+        assert.strictEqual(failed._tag, "Left")
+        const failedText = yield* Effect.either(files.writeText(path.join(dir, "taken"), "x"))
+        assert.strictEqual(failedText._tag, "Left")
+        assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["environment.json", "report.html", "taken"])
+      }).pipe(
+        Effect.provide(layer),
+        Effect.provide(NodeFileSystem.layer),
+        Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      )
+    }
+  )
 })
