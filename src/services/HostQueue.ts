@@ -20,7 +20,7 @@
  * a second line (`{"since","actor_id"}`) to its ticket when its command runs.
  * `history.jsonl` (in the user's own directory) keeps the user's recent leases for the estimate.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -28,21 +28,23 @@ import * as nodePath from "node:path"
 import { Clock, Effect, Layer, Ref, type Scope } from "effect"
 import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.js"
 import { redactText } from "../domain/Redact.js"
-import { writeFileAtomicallySync } from "./AtomicWrite.js"
+import { appendHistory, readHistory } from "./HostQueue/History.js"
+import { startKeeper } from "./HostQueue/Keeper.js"
+import { euid, hostPlace, placeIn, type QueuePlace } from "./HostQueue/Place.js"
+import { flockHolders, uidOf } from "./HostQueue/ProcLocks.js"
+import { parseHolding, parseRecord, readBounded } from "./HostQueue/Ticket.js"
 import {
   closeFd,
   flockOnce,
-  flockSpawnFailed,
   holdLockFile,
-  hostFile,
   inodeKey,
   type LockHeld,
   LockUnavailable,
-  privateDir,
-  testPrefix,
   userName
 } from "./LockFile.js"
 import { Settings } from "./Settings.js"
+
+export { hostPlace, isSharedSticky, placeIn, type QueuePlace } from "./HostQueue/Place.js"
 
 /** What a lease tells the queue about itself when it joins. */
 export interface JoinInfo {
@@ -83,237 +85,15 @@ export interface HostQueueShape {
   readonly view: Effect.Effect<QueueView, LockUnavailable>
 }
 
-/** Where a queue lives: its tickets (directory, name prefix) and the user's own directory. */
-export interface QueuePlace {
-  /** The tickets' directory: a shared sticky one (`/tmp`), or the user's own. */
-  readonly tickets: string
-  /** Every ticket's name starts with it. */
-  readonly prefix: string
-  /** The user's own directory (0700): the history and its mutex. */
-  readonly own: string
-  readonly shared: boolean
-}
-
-/** How many finished leases the history keeps (it is trimmed to this once it doubles). */
-const HISTORY_KEEP = 50
-
-/** A ticket's record is read up to this many bytes (a larger one does not count). */
-const RECORD_MAX_BYTES = 64 * 1024
-
 /** A temporary ticket of ours left this long unlocked is a dead join's, and removed. */
 const TEMP_STALE_MS = 60_000
 
 const errno = (e: unknown) => (e as NodeJS.ErrnoException).code ?? "error"
 
-const euid = () => process.geteuid?.() ?? 0
-
 const io = (path: string) => (e: unknown) =>
   new LockUnavailable({ path, detail: `${errno(e)}: ${String(e)}` })
 
-/**
- * Whether `dir` lets every user add names and nobody remove or rename another's: a real
- * directory (lstat: not a symlink) owned by root, world-writable, with the sticky bit.
- */
-export const isSharedSticky = (dir: string): boolean => {
-  try {
-    const st = fs.lstatSync(dir)
-    return st.isDirectory() && st.uid === 0 && (st.mode & 0o1000) !== 0 && (st.mode & 0o002) !== 0
-  } catch {
-    return false
-  }
-}
-
-let warnedPrivate = false
-
-/**
- * The host's queue: its tickets in `base` (`/tmp`) when it is root's sticky directory, shared by
- * every user of the host; else in the user's own `/tmp/hyperloom-<uid>/queue`, with one warning
- * line (other users' leases then meet this user's in Ray's own order).
- */
-export const hostPlace = (base = "/tmp"): Effect.Effect<QueuePlace, LockUnavailable> =>
-  Effect.gen(function* () {
-    const own = yield* Effect.flatMap(hostFile("queue"), privateDir)
-    const prefix = `.hyperloom-queue.${testPrefix}`
-    if (isSharedSticky(base)) return { tickets: base, prefix, own, shared: true }
-    if (!warnedPrivate) {
-      warnedPrivate = true
-      yield* Effect.logWarning(
-        `${base} is not a sticky directory of root's that every user may write (lstat): the host's queue is this user's own (${own}); other users' leases meet this user's in Ray's own order`
-      )
-    }
-    return { tickets: own, prefix, own, shared: false }
-  })
-
-/** A queue in a directory of the test's own (`dir`: shared when it is root's and sticky). */
-export const placeIn = (
-  dir: string,
-  own = nodePath.join(dir, `.own-${euid()}`)
-): Effect.Effect<QueuePlace, LockUnavailable> =>
-  Effect.map(privateDir(own), (o) => ({
-    tickets: dir,
-    prefix: ".hyperloom-queue.",
-    own: o,
-    shared: isSharedSticky(dir)
-  }))
-
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-
-/** The flock(2) holders /proc/locks shows, per `major:minor:inode`: pid and whether exclusive. */
-const flockHolders = (): ReadonlyMap<string, ReadonlyArray<{ pid: number; exclusive: boolean }>> => {
-  const held = new Map<string, Array<{ pid: number; exclusive: boolean }>>()
-  try {
-    for (const line of fs.readFileSync("/proc/locks", "utf8").split("\n")) {
-      // "1: FLOCK  ADVISORY  WRITE 123 fe:00:456 0 EOF"; "1: -> FLOCK …" lines are blocked waiters.
-      const f = line.trim().split(/\s+/)
-      if (f[1] !== "FLOCK") continue
-      const id = f[5]?.split(":")
-      const pid = Number(f[4])
-      if (id?.length !== 3 || !Number.isInteger(pid)) continue
-      const key = `${Number.parseInt(id[0]!, 16)}:${Number.parseInt(id[1]!, 16)}:${id[2]}`
-      held.set(key, [...(held.get(key) ?? []), { pid, exclusive: f[3] === "WRITE" }])
-    }
-  } catch {
-    // no /proc/locks: every question is asked with a try of the lock instead
-  }
-  return held
-}
-
-/** The real uid of a live process (/proc/<pid>/status), undefined when it is gone. */
-const uidOf = (pid: number): number | undefined => {
-  try {
-    const m = /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
-    return m === null ? undefined : Number(m[1])
-  } catch {
-    return undefined
-  }
-}
-
-/** The first line of a ticket as its record, when it names the lease its name says. */
-const parseRecord = (
-  line: string,
-  want: { uid: number; pid: number; leaseId: string }
-): (Omit<QueueEntry, "ticket" | "arrival"> & { joinedUs: number }) | undefined => {
-  try {
-    const j = JSON.parse(line) as Record<string, unknown>
-    const num = (k: string) =>
-      typeof j[k] === "number" && Number.isFinite(j[k]) ? (j[k] as number) : undefined
-    const [pid, uid, gpus, joinedAt, joinedUs] = ["pid", "uid", "gpus", "joined_at", "joined_us"].map(num)
-    if (pid !== want.pid || uid !== want.uid || j.lease_id !== want.leaseId) return undefined
-    if (gpus === undefined || joinedAt === undefined || joinedUs === undefined) return undefined
-    if (typeof j.command !== "string") return undefined
-    return {
-      leaseId: want.leaseId,
-      pid,
-      uid,
-      user: userName(uid),
-      command: redactText(j.command).slice(0, 300),
-      gpus,
-      joinedAt,
-      joinedUs
-    }
-  } catch {
-    return undefined
-  }
-}
-
-const parseHolding = (line: string | undefined): QueueEntry["holding"] => {
-  try {
-    const j = JSON.parse(line ?? "") as Record<string, unknown>
-    return typeof j.since === "number" ? { since: j.since, actorId: String(j.actor_id ?? "") } : undefined
-  } catch {
-    return undefined
-  }
-}
-
-const readHistory = (file: string): ReadonlyArray<HistoryEntry> => {
-  try {
-    return fs
-      .readFileSync(file, "utf8")
-      .split("\n")
-      .flatMap((line) => {
-        try {
-          const j = JSON.parse(line) as Record<string, unknown>
-          return typeof j.ended_at === "number" && typeof j.held_sec === "number"
-            ? [{ endedAt: j.ended_at, heldSec: j.held_sec, gpus: typeof j.gpus === "number" ? j.gpus : 0 }]
-            : []
-        } catch {
-          return []
-        }
-      })
-  } catch {
-    return []
-  }
-}
-
-/** Up to RECORD_MAX_BYTES of the regular file behind `fd` (undefined when larger). */
-const readBounded = (fd: number): string | undefined => {
-  const buf = Buffer.alloc(RECORD_MAX_BYTES + 1)
-  let got = 0
-  for (;;) {
-    const n = fs.readSync(fd, buf, got, buf.length - got, got)
-    if (n === 0) break
-    got += n
-    if (got > RECORD_MAX_BYTES) return undefined
-  }
-  return buf.subarray(0, got).toString("utf8")
-}
-
-/**
- * The keeper of a ticket's lock: `flock -F -n -x` on the ticket (reopened through our `fd`, its
- * fd 3) execs `cat`, which holds the exclusive lock for as long as it runs and reads our pipe, so
- * it ends with this process whatever ends it (SIGKILL included). In a session of its own: a
- * terminal's signals reach the lease, which leaves the queue in order. Resolves once it holds
- * the lock; fails when another process holds it.
- */
-const startKeeper = (fd: number, path: string) =>
-  Effect.async<ChildProcess, LockUnavailable>((resume) => {
-    let child: ChildProcess
-    try {
-      child = spawn(
-        "flock",
-        ["-F", "-n", "-x", "-E", "75", "/proc/self/fd/3", "sh", "-c", "echo locked; exec cat"],
-        {
-          stdio: ["pipe", "pipe", "pipe", fd],
-          detached: true
-        }
-      )
-    } catch (e) {
-      resume(Effect.fail(new LockUnavailable({ path, detail: `cannot run flock(1): ${String(e)}` })))
-      return
-    }
-    let done = false
-    let stderr = ""
-    const finish = (r: Effect.Effect<ChildProcess, LockUnavailable>) => {
-      if (done) return
-      done = true
-      resume(r)
-    }
-    child.stderr?.on("data", (d) => {
-      stderr += d
-    })
-    child.stdout?.on("data", (d) => {
-      if (String(d).includes("locked")) {
-        child.unref()
-        for (const s of [child.stdin, child.stdout, child.stderr])
-          (s as unknown as { unref?: () => void })?.unref?.()
-        finish(Effect.succeed(child))
-      }
-    })
-    child.once("error", (e: NodeJS.ErrnoException) => finish(Effect.fail(flockSpawnFailed(path, e))))
-    child.once("exit", (code) =>
-      finish(
-        Effect.fail(
-          new LockUnavailable({
-            path,
-            detail:
-              code === 75
-                ? "a new ticket was locked by someone else"
-                : `flock(1) exited with ${code}: ${stderr.trim()}`
-          })
-        )
-      )
-    )
-  })
 
 /** The live queue at `placeOf` (see the module's text). */
 export const makeFileQueue = (
@@ -556,21 +336,7 @@ export const makeFileQueue = (
     Effect.scoped(
       Effect.gen(function* () {
         yield* mutex(place)
-        const file = historyFile(place)
-        fs.appendFileSync(file, `${JSON.stringify({ ended_at: endedAt, held_sec: heldSec, gpus })}\n`, {
-          mode: 0o600
-        })
-        const all = readHistory(file)
-        if (all.length > 2 * HISTORY_KEEP) {
-          writeFileAtomicallySync(
-            file,
-            all
-              .slice(-HISTORY_KEEP)
-              .map((h) => `${JSON.stringify({ ended_at: h.endedAt, held_sec: h.heldSec, gpus: h.gpus })}\n`)
-              .join(""),
-            0o600
-          )
-        }
+        appendHistory(historyFile(place), { endedAt, heldSec, gpus })
       })
     ).pipe(Effect.catchAll(() => Effect.void))
 
