@@ -129,19 +129,34 @@ type TopLevel = keyof typeof TOP_LEVEL
 type Subtree = Awaited<ReturnType<(typeof TOP_LEVEL)[TopLevel]>>
 const ALL = Object.keys(TOP_LEVEL) as Array<TopLevel>
 
+/**
+ * The subcommands of each top-level group (the others are leaves themselves). A group's own
+ * command line (`ray`, `ray --json`) loads every top-level command: @effect/cli answers it with
+ * the root's list of commands. test/cli/lazy.test.ts checks these names against the tree.
+ */
+export const SUBCOMMANDS: Readonly<Partial<Record<TopLevel, ReadonlyArray<string>>>> = {
+  ray: ["status", "doctor", "ensure", "repair"],
+  lease: ["run"],
+  baseline: ["run"],
+  state: ["show"],
+  sweep: ["run", "show"]
+}
+
 /** Options of @effect/cli's own that read the whole tree wherever they stand (a completion script, the wizard). */
 const WHOLE_TREE = /^--(completions|wizard)(=|$)/
 
 /**
  * The top-level commands a command line (after the executable, without --log-level) needs: the one
- * its first word names, else all of them.
+ * whose leaf it names (`ray doctor`, `report`), else all of them.
  */
 export const topLevelFor = (args: ReadonlyArray<string>): ReadonlyArray<TopLevel> => {
   const dashes = args.indexOf("--")
   const options = dashes < 0 ? args : args.slice(0, dashes)
   if (options.some((a) => WHOLE_TREE.test(a))) return ALL
   const first = args[0]
-  return first !== undefined && Object.hasOwn(TOP_LEVEL, first) ? [first as TopLevel] : ALL
+  if (first === undefined || !Object.hasOwn(TOP_LEVEL, first)) return ALL
+  const subcommands = SUBCOMMANDS[first as TopLevel]
+  return subcommands === undefined || subcommands.includes(args[1] ?? "") ? [first as TopLevel] : ALL
 }
 
 /** The hyperloom command tree over the given top-level commands (every one: the whole CLI). */

@@ -12,7 +12,7 @@ import * as path from "node:path"
 import type { Metafile } from "esbuild"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { bundleCli } from "../../scripts/bundle-cli.mjs"
-import { loadRootCommand, topLevelFor } from "../../src/cli/Cli.js"
+import { loadRootCommand, SUBCOMMANDS, topLevelFor } from "../../src/cli/Cli.js"
 import { commandPathError } from "../../src/cli/RenderHelp.js"
 
 let work: string
@@ -107,7 +107,19 @@ describe("the top-level commands a command line loads", () => {
       "lease"
     ])
     assert.deepStrictEqual(topLevelFor(["report"]), ["report"])
+    assert.deepStrictEqual(topLevelFor(["queue", "--json"]), ["queue"])
   })
+
+  it("knows each group's subcommands as the tree has them", async () => {
+    const all = await loadRootCommand([])
+    for (const [group, subcommands] of Object.entries(SUBCOMMANDS)) {
+      for (const name of subcommands ?? [])
+        assert.isUndefined(commandPathError(all, [group, name]), `${group} ${name}`)
+      // a name the group lacks is refused with the group's own commands, which must be these
+      const refused = commandPathError(all, [group, "zzzzzz"])?.message ?? ""
+      assert.include(refused, `the commands of \`hyperloom ${group}\` are ${subcommands?.join(", ")}`)
+    }
+  }, 60_000)
 
   it("is every one for the root, an unknown word, a completion script or the wizard", () => {
     for (const args of [
@@ -120,7 +132,13 @@ describe("the top-level commands a command line loads", () => {
       ["ray", "--wizard"],
       ["rya", "doctor"],
       ["toString"],
-      ["constructor"]
+      ["constructor"],
+      ["ray"],
+      ["ray", "--json"],
+      ["ray", "--help"],
+      ["sweep", "--bogus", "run"],
+      ["lease", "doctor"],
+      ["state", "toString"]
     ]) {
       assert.deepStrictEqual([...topLevelFor(args)], ALL, args.join(" "))
     }
