@@ -2,4 +2,4 @@
 export declare const bundleCli: (options: {
   readonly outfile: string
   readonly define?: Readonly<Record<string, string>>
-}) => Promise<{ readonly buildId: string }>
+}) => Promise<{ readonly buildId: string; readonly metafile: import("esbuild").Metafile }>

@@ -3,10 +3,15 @@
 // - the CLI (src/cli/main.ts) is bundled as minified CommonJS and stored in a comment at the end of
 //   a small ES module loader (scripts/cli-loader.mjs) that compiles it with a V8 code cache;
 // - the GCS methods are static code generated from proto/gcs.proto (scripts/gcs-codec.mjs) in
-//   place of src/services/GcsProto.ts, which parses the proto at run time.
+//   place of src/services/GcsProto.ts, which parses the proto at run time;
+// - each top-level command's modules are evaluated only when that command runs (src/cli/Cli.ts
+//   imports them with import(), which esbuild bundles as modules initialised on first use), and
+//   the sources' imports from the "effect" and "@effect/platform" barrels are bundled as imports
+//   of the modules they name, so that initialising a module never initialises a whole barrel.
 // The proto and the Python bridge are still read from the package's proto/ and python/ folders.
 import { createHash } from "node:crypto"
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { build } from "esbuild"
@@ -28,9 +33,82 @@ const staticGcsProto = {
   }
 }
 
+/** The barrels whose named imports the bundle takes from the modules they re-export. */
+const BARRELS = ["effect", "@effect/platform"]
+
+/**
+ * A barrel's re-exports: `Effect` → `import * as Effect from "effect/Effect"` (a namespace),
+ * `pipe` → `import { pipe } from "effect/Function"` (a name).
+ */
+const barrelExports = (barrel) => {
+  const require = createRequire(path.join(root, "package.json"))
+  const dir = path.dirname(require.resolve(`${barrel}/package.json`))
+  const index = readFileSync(path.join(dir, "dist/esm/index.js"), "utf8").replace(/\/\*[\s\S]*?\*\//g, "")
+  const exports = new Map()
+  for (const [, name, file] of index.matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)) {
+    exports.set(name, { from: `${barrel}/${file}`, namespace: true })
+  }
+  for (const [, names, file] of index.matchAll(/export \{([^}]*)\} from "\.\/(\w+)\.js"/g)) {
+    for (const name of names
+      .split(",")
+      .map((n) => n.trim())
+      .filter((n) => n !== "")) {
+      exports.set(name, { from: `${barrel}/${file}`, namespace: false })
+    }
+  }
+  if (exports.size === 0) throw new Error(`bundle-cli: no re-exports found in ${barrel}'s index`)
+  return exports
+}
+
+/**
+ * The sources' `import { Effect, Layer, pipe } from "effect"` as imports of the modules named. A
+ * barrel's module that lazily loaded code imports is initialised on first use, with every module
+ * it re-exports (esbuild cannot tree-shake what an initialiser runs): a hundred modules of Effect
+ * and the whole of @effect/platform for a command that needs a few of them.
+ */
+const deepBarrelImports = () => {
+  const barrels = new Map(BARRELS.map((b) => [b, barrelExports(b)]))
+  const pattern = new RegExp(
+    `import\\s+\\{([^}]*)\\}\\s+from\\s+"(${BARRELS.map((b) => b.replace("/", "\\/")).join("|")})"`,
+    "g"
+  )
+  return {
+    name: "deep-barrel-imports",
+    setup(b) {
+      b.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, (args) => {
+        const source = readFileSync(args.path, "utf8")
+        const contents = source.replace(pattern, (statement, specifiers, barrel) => {
+          const exports = barrels.get(barrel)
+          const imports = []
+          for (const specifier of specifiers
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "")) {
+            if (specifier.startsWith("type ")) continue
+            const [name, alias = name] = specifier.split(/\s+as\s+/)
+            const target = exports.get(name)
+            if (target === undefined) throw new Error(`bundle-cli: ${barrel} has no ${name} (${args.path})`)
+            imports.push(
+              target.namespace
+                ? `import * as ${alias} from "${target.from}"`
+                : `import { ${name} as ${alias} } from "${target.from}"`
+            )
+          }
+          // A statement of types only stays one (the TypeScript loader drops it); the lines stay
+          // where they were, for the source map.
+          const lines = statement.split("\n").length - 1
+          return imports.length === 0 ? statement : `${imports.join("; ")};${"\n".repeat(lines)}`
+        })
+        return { contents, loader: "ts" }
+      })
+    }
+  }
+}
+
 /**
  * Writes the executable to `outfile` (an .mjs) and its source map beside it (`<outfile>.map`).
  * `define`: more esbuild defines (the unit tests' bundle names its own host lock with one).
+ * Returns the bundle's hash and esbuild's metafile (its modules and their imports).
  */
 export const bundleCli = async ({ outfile, define = {} }) => {
   const result = await build({
@@ -45,7 +123,8 @@ export const bundleCli = async ({ outfile, define = {} }) => {
     legalComments: "none",
     logLevel: "warning",
     write: false,
-    plugins: [staticGcsProto],
+    metafile: true,
+    plugins: [staticGcsProto, deepBarrelImports()],
     // PackagePaths.ts finds the package from import.meta.url: the loader passes its own.
     define: { ...define, "import.meta.url": "__hyperloomImportMetaUrl" },
     // The bundle is one function expression the loader calls, like Node's CommonJS wrapper. Stack
@@ -85,5 +164,5 @@ export const bundleCli = async ({ outfile, define = {} }) => {
   writeFileSync(outfile, bin)
   writeFileSync(`${outfile}.map`, output(true))
   chmodSync(outfile, 0o755)
-  return { buildId }
+  return { buildId, metafile: result.metafile }
 }

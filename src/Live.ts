@@ -8,44 +8,33 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer } from "effect"
+import * as LiveCluster from "./LiveCluster.js"
 import * as AttemptRunner from "./programs/AttemptRunner.js"
 import * as SweepEngine from "./programs/SweepEngine.js"
 import * as AttemptFiles from "./services/AttemptFiles.js"
-import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as Enablement from "./services/Enablement.js"
-import * as GcsClient from "./services/GcsClient.js"
-import * as GpuScan from "./services/GpuScan.js"
 import * as GroupBridge from "./services/GroupBridge.js"
 import * as HostQueue from "./services/HostQueue.js"
 import * as LeaseBridge from "./services/LeaseBridge.js"
-import * as ProcFs from "./services/ProcFs.js"
-import * as RayCli from "./services/RayCli.js"
 import * as Settings from "./services/Settings.js"
 import * as StateStore from "./services/StateStore.js"
 import * as SweepControl from "./services/SweepControl.js"
 import * as SweepStore from "./services/SweepStore.js"
-import * as WorkGate from "./services/WorkGate.js"
 
 /** Every live service over the given settings layer, on Node's platform services. */
 const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
   const services = Layer.mergeAll(
-    RayCli.layer,
-    ProcFs.layer,
-    WorkGate.layer,
     LeaseBridge.layer,
     GroupBridge.layer,
     HostQueue.layer,
-    GpuScan.layer,
     StateStore.layer,
     AttemptFiles.layer,
     Enablement.layer,
     SweepStore.layer,
     SweepControl.layer
   ).pipe(
-    // one inspector, over one GCS client (one connection cache), for the programs and RayCli's probe
-    Layer.provideMerge(ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer))),
-    Layer.provideMerge(GcsClient.layer),
-    Layer.provideMerge(settings),
+    // the cluster's services (LiveCluster.ts: the ray commands run on them alone) under the others
+    Layer.provideMerge(LiveCluster.onSettings(settings)),
     Layer.provide(NodeContext.layer)
   )
   // The baseline's attempts run the lease program over these same services (one work permit).

@@ -1,7 +1,7 @@
 /**
  * The hyperloom executable and the one composition root: gives every command the live layers
- * (Live.ts, built per command run), reads argv and maps every outcome to a stable exit code
- * (see Exit.ts).
+ * (Live.ts, LiveCluster.ts, built per command run), reads argv and maps every outcome to a stable
+ * exit code (see Exit.ts). Only the top-level command the command line names is loaded (Cli.ts).
  */
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as HelpDoc from "@effect/cli/HelpDoc"
@@ -9,9 +9,8 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Either, Exit, Logger, LogLevel, Option } from "effect"
-import * as Live from "../Live.js"
 import { loadTerminal, type TerminalSettings } from "../services/Settings.js"
-import { makeCli, makeRootCommand } from "./Cli.js"
+import { cliOf, loadRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
 import { commandPathError, explainUsage, isCompletions, tidyCompletions, tidyHelp } from "./RenderHelp.js"
 import { CommandLine, errorJson } from "./Run.js"
@@ -238,28 +237,37 @@ const reportFailure = (cause: Cause.Cause<Failure | ValidationError.ValidationEr
 const commandLine = parseCommandLine(process.argv.slice(2))
 const level = commandLine.logLevel === undefined ? undefined : LEVELS[commandLine.logLevel.toLowerCase()]
 
-const cli = makeCli(Live.layerWith)
-
-const usageError = Either.isLeft(terminalRead)
+/** A usage error found before any command is loaded: a bad HYPERLOOM_DEBUG, COLUMNS, NO_COLOR or --log-level. */
+const earlyUsageError = Either.isLeft(terminalRead)
   ? terminalRead.left
   : commandLine.logLevel !== undefined && level === undefined
     ? new UsageError({
         detail: `--log-level must be one of ${Object.keys(LEVELS).join(", ")}, got '${commandLine.logLevel}'`
       })
-    : commandPathError(makeRootCommand(Live.layerWith), commandLine.args)
+    : undefined
+
+const failUsage = (e: NonNullable<typeof earlyUsageError>) =>
+  Effect.fail(e).pipe(
+    Effect.tapError((e) =>
+      commandLine.json ? Console.log(JSON.stringify(errorJson(e), null, 2)) : Effect.void
+    )
+  )
 
 /** The whole CLI: its error channel must be known failures only (an unmapped one fails here). */
 const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodeContext.NodeContext> =
-  usageError !== undefined
-    ? Effect.fail(usageError).pipe(
-        Effect.tapError((e) =>
-          commandLine.json ? Console.log(JSON.stringify(errorJson(e), null, 2)) : Effect.void
-        )
-      )
-    : Effect.suspend(() => cli([...process.argv.slice(0, 2), ...commandLine.args])).pipe(
-        Effect.provideService(CommandLine, { args: commandLine.args, json: commandLine.json }),
-        // --help shows hyperloom's own options; the built-ins are listed in the root's help text.
-        Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+  earlyUsageError !== undefined
+    ? failUsage(earlyUsageError)
+    : Effect.promise(() => loadRootCommand(commandLine.args)).pipe(
+        Effect.flatMap((root) => {
+          const usageError = commandPathError(root, commandLine.args)
+          return usageError !== undefined
+            ? failUsage(usageError)
+            : Effect.suspend(() => cliOf(root)([...process.argv.slice(0, 2), ...commandLine.args])).pipe(
+                Effect.provideService(CommandLine, { args: commandLine.args, json: commandLine.json }),
+                // --help shows hyperloom's own options; the built-ins are listed in the root's help text.
+                Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+              )
+        })
       )
 
 const program = run.pipe(
