@@ -814,6 +814,35 @@ export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDo
   }
 }
 
+/**
+ * A larger `--repeats` on the same session (docs/design.md#time-to-the-answer): every measured
+ * point (`ok` or `slo_failed`) is open again with the runs it has, so only its missing repeats run
+ * (in rounds, as any repeats: Sweep/Repeats.ts) and its statistics and SLO verdicts are computed
+ * again over all its runs when it closes. A failed point, a point not run and a combination that
+ * ended without serving (infeasible, failed, engine died, skipped) stay as they are: growing the
+ * repeats measures nothing twice and starts no engine that could not serve.
+ */
+export const growRepeats = (doc: SweepDoc, repeats: number): SweepDoc => {
+  if (repeats <= doc.experiment.repeats) return doc
+  const measured = (p: PointRecord) => p.status === "ok" || p.status === "slo_failed"
+  return {
+    ...doc,
+    status: "running",
+    stop_reason: null,
+    stop_error: null,
+    experiment: { ...doc.experiment, repeats },
+    combinations: doc.combinations.map((c) => {
+      const open = c.status === "done" || c.status === "pending" || c.status === "running"
+      if (!open || !c.points.some(measured)) return c
+      return {
+        ...c,
+        status: c.status === "done" ? ("pending" as const) : c.status,
+        points: c.points.map((p) => (measured(p) ? { ...p, status: "pending" as const } : p))
+      }
+    })
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The adaptive strategy (docs/design.md#time-to-the-answer)
 

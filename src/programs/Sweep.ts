@@ -56,7 +56,6 @@ import {
 } from "../domain/Sweep/Requeue.js"
 import {
   adaptiveView,
-  addedLoads,
   addPoint,
   beginEngine,
   beginRun,
@@ -72,6 +71,9 @@ import {
   finishPoint,
   finishRun,
   growLoads,
+  growRepeats,
+  growRepeatsLine,
+  growthOf,
   inFlight,
   initialSweep,
   isFinalCombination,
@@ -503,6 +505,9 @@ const runPoints = (run: Run, index: number, handle: EngineHandle) =>
         const next = nextRoundPoint(c.points, isFinalPoint)
         if (next === undefined) return "done" as const
         load = next.load
+      } else if (c.points.some((p) => !isFinalPoint(p))) {
+        // a point open again (a larger --repeats) or left open: its runs first, then the search
+        load = c.points.find((p) => !isFinalPoint(p))!.load
       } else {
         const evaluated = c.points
           .filter(isFinalPoint)
@@ -862,6 +867,11 @@ const adaptiveLoop = (run: Run) =>
   Effect.gen(function* () {
     const params = run.doc.experiment.params
     const total = run.doc.combinations.length
+    // combinations it already started and that are open (a larger --repeats, or left open): theirs
+    // first, so the search goes on from what they measure
+    for (const c of run.doc.combinations)
+      if (!isFinalCombination(c) && c.engine_starts.length > 0)
+        if ((yield* runCombination(run, c.index)) === "stop") return
     for (;;) {
       const skips = monotoneSkips(params, adaptiveView(run.doc))
       if (skips.length > 0) {
@@ -971,17 +981,23 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
         ? [{ field: "--strategy", was: "grid (every combination)", now: "adaptive" }]
         : [])
     ]
-    const added = addedLoads(experimentOf(run.doc.experiment), options.experiment, diffs)
-    if (added !== undefined) {
-      // more --load values, nothing else changed: the new points only (docs/design.md#time-to-the-answer)
+    // more --load values or a larger --repeats, nothing else changed: only what is new runs
+    // (docs/design.md#time-to-the-answer)
+    const grow = growthOf(experimentOf(run.doc.experiment), options.experiment, diffs)
+    if (grow.refused.length > 0)
+      return yield* new ExperimentChanged({ sessionDir: dir, differences: grow.refused })
+    if (grow.loads !== undefined) {
       run.doc = growLoads(
         run.doc,
         options.experiment.load.kind === "points" ? options.experiment.load.values : []
       )
       yield* Effect.logInfo(
-        `sweep: growing the sweep by ${added.length} load point(s) (${added.join(", ")}); everything measured is kept`
+        `sweep: growing the sweep by ${grow.loads.length} load point(s) (${grow.loads.join(", ")}); everything measured is kept`
       )
-    } else if (diffs.length > 0) return yield* new ExperimentChanged({ sessionDir: dir, differences: diffs })
+    }
+    if (grow.repeats !== undefined || grow.fewerRepeats !== undefined)
+      yield* Effect.logInfo(growRepeatsLine(run.doc, grow))
+    if (grow.repeats !== undefined) run.doc = growRepeats(run.doc, grow.repeats)
     if (was === "adaptive" && strategy === "grid") {
       const skipped = run.doc.combinations.filter((c) => c.status === "skipped").length
       run.doc = completeGrid(run.doc)

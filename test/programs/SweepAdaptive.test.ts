@@ -223,8 +223,10 @@ describe("sweep program: grow a finished sweep", () => {
         // a load value dropped, or anything else changed: refused, naming it
         const dropped = yield* Effect.flip(go(e(["1", "16"])))
         assert.include(dropped.message, "--load/--search")
-        const other = yield* Effect.flip(go(e(["1", "2", "16", "4", "32"], { repeats: 3 })))
-        assert.include(other.message, "--repeats")
+        const other = yield* Effect.flip(
+          go(e(["1", "2", "16", "4", "32"], { slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 1 }] }))
+        )
+        assert.include(other.message, "--slo")
       })
     }
   )

@@ -161,6 +161,127 @@ describe("interleaved repeats", () => {
       })
   )
 
+  it.effect(
+    "a larger --repeats on a finished session runs only the new runs, in rounds; stats over all runs; a smaller one keeps what is there",
+    () =>
+      Effect.gen(function* () {
+        const files = new Map<string, string>()
+        // each point's k-th run measures 40, 42, 38 tok/s (c=4 on seqs=8 fails its SLO throughout)
+        const seen = new Map<string, number>()
+        const order: Array<string> = []
+        const script = {
+          run: (s: string, a: ReadonlyArray<string>) => {
+            const key = `${seqsOf(s)}/${flag(a, "--max-concurrency")}`
+            const k = (seen.get(key) ?? 0) + 1
+            seen.set(key, k)
+            order.push(key)
+            const c = flag(a, "--max-concurrency")
+            return {
+              metrics: {
+                output_throughput: [40, 42, 38][k - 1]!,
+                p99_ttft_ms: seqsOf(s) === 8 && c === 4 ? 900 : 100,
+                p99_tpot_ms: 20,
+                completed: 10
+              }
+            }
+          }
+        }
+        const e = (repeats: number) =>
+          experiment({ repeats, slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }] })
+        const go = (repeats: number) =>
+          runSweep(options(e(repeats))).pipe(Effect.provide(setup(script, files)))
+        const first = yield* go(1)
+        assert.strictEqual(first.clientRuns, 6)
+        const before = first.doc.combinations.map((c) => c.points.map((p) => p.runs[0]))
+        assert.include(first.doc.summary.statement ?? "", "one run per point: no noise estimate")
+        order.length = 0
+
+        const grown = yield* go(3)
+        // two new runs per point, one engine start per combination, in rounds; nothing measured twice
+        assert.strictEqual(grown.engineStarts, 2)
+        assert.strictEqual(grown.clientRuns, 12)
+        const rounds = ["1", "2", "4", "1", "2", "4"]
+        assert.deepStrictEqual(order, [...rounds.map((c) => `4/${c}`), ...rounds.map((c) => `8/${c}`)])
+        assert.strictEqual(grown.doc.experiment.repeats, 3)
+        assert.strictEqual(grown.doc.status, "done")
+        assert.deepStrictEqual(
+          grown.doc.combinations.map((c) => c.points.map((p) => p.runs[0])),
+          before
+        )
+        assert.deepStrictEqual(
+          grown.doc.combinations.map((c) =>
+            c.points.map((p) => `${p.load}:${p.status}:${p.runs.map((r) => r.repeat).join("")}`)
+          ),
+          [
+            ["1:ok:123", "2:ok:123", "4:ok:123"],
+            ["1:ok:123", "2:ok:123", "4:slo_failed:123"]
+          ]
+        )
+        // recomputed over 40, 42, 38: mean 40, sd 2, CV 5 %, t(0.975, 2) = 4.303 → 40 ± 4.969
+        const st = grown.doc.combinations[0]!.points[0]!.stats.output_throughput!
+        assert.deepStrictEqual([st.n, st.median, st.min, st.max, st.mean, st.sd], [3, 40, 38, 42, 40, 2])
+        assert.closeTo(st.cv!, 0.05, 1e-12)
+        assert.closeTo(st.ci95![0], 40 - (4.302653 * 2) / Math.sqrt(3), 1e-4)
+        assert.closeTo(st.ci95![1], 40 + (4.302653 * 2) / Math.sqrt(3), 1e-4)
+        // every point is now measured three times: the verdict is a test, not "one run per point"
+        assert.notInclude(grown.doc.summary.statement ?? "", "no noise estimate")
+        assert.strictEqual(grown.doc.summary.verdict, "tie")
+
+        // a smaller --repeats keeps what is there: nothing runs, nothing is dropped
+        order.length = 0
+        const fewer = yield* go(2)
+        assert.strictEqual(fewer.clientRuns, 0)
+        assert.strictEqual(fewer.engineStarts, 0)
+        assert.strictEqual(fewer.doc.experiment.repeats, 3)
+        assert.deepStrictEqual(fewer.doc.combinations, grown.doc.combinations)
+        // anything else changed with it is still refused, naming that
+        const other = yield* Effect.flip(
+          runSweep(options({ ...e(4), server: "engine2 --max-num-seqs {seqs}" })).pipe(
+            Effect.provide(setup(script, files))
+          )
+        )
+        assert.include(other.message, "--server")
+        assert.notInclude(other.message, "--repeats")
+      })
+  )
+
+  it.effect(
+    "a larger --repeats on a --search session repeats the points it judged, then the search goes on",
+    () =>
+      Effect.gen(function* () {
+        const files = new Map<string, string>()
+        const order: Array<string> = []
+        const e = (repeats: number) =>
+          experiment({
+            params: [{ name: "seqs", values: ["2"] }],
+            load: { kind: "search", name: "c", max: 4 },
+            slos: [{ metric: "p99_ttft_ms", op: "<=", bound: 300 }],
+            repeats
+          })
+        const script = {
+          run: (s: string, a: ReadonlyArray<string>) => {
+            order.push(String(flag(a, "--max-concurrency")))
+            return model(s, a)
+          }
+        }
+        const first = yield* runSweep(options(e(1))).pipe(Effect.provide(setup(script, files)))
+        const judged = first.doc.combinations[0]!.points.map((p) => `${p.load}:${p.status}`)
+        order.length = 0
+        const grown = yield* runSweep(options(e(2))).pipe(Effect.provide(setup(script, files)))
+        // one more run of each point the search judged, in the order it judged them; no new point
+        assert.deepStrictEqual(
+          order,
+          first.doc.combinations[0]!.points.map((p) => p.load)
+        )
+        assert.deepStrictEqual(
+          grown.doc.combinations[0]!.points.map((p) => `${p.load}:${p.status}`),
+          judged
+        )
+        assert.isTrue(grown.doc.combinations[0]!.points.every((p) => p.runs.length === 2))
+        assert.strictEqual(grown.doc.status, "done")
+      })
+  )
+
   it("nextRun: the next repeat, the retry a failed run is owed, none once R runs measured", () => {
     const run = (repeat: number, t: number, status: "ok" | "failed") =>
       ({
