@@ -5,6 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
+import { sessionLeft } from "../../src/domain/Sweep/Left.js"
+import { renderPlan, sweepPlan } from "../../src/domain/Sweep/Plan.js"
 import {
   type Experiment,
   nextRoundPoint,
@@ -195,6 +197,36 @@ describe("interleaved repeats", () => {
         const before = first.doc.combinations.map((c) => c.points.map((p) => p.runs[0]))
         assert.include(first.doc.summary.statement ?? "", "one run per point: no noise estimate")
         order.length = 0
+        // --dry-run on the session: what the grown command would still run there
+        assert.deepStrictEqual(sessionLeft(first.doc, e(3), "grid", 3), {
+          _tag: "left",
+          engine_starts: 2,
+          runs: 12,
+          upper_bound: false,
+          kept_repeats: undefined
+        })
+        const plan = renderPlan(
+          sweepPlan(
+            e(3),
+            "grid",
+            { start_sec: 60, run_sec: 30, source: "options" },
+            sessionLeft(first.doc, e(3), "grid", 3)
+          )
+        )
+        assert.include(
+          plan,
+          "this session: 2 engine start(s) and 12 client run(s) left (everything measured is kept)"
+        )
+        assert.include(plan, "estimate: 8.0 min = 2 × 60 s per engine start + 12 × 30 s per client run")
+        const refused = sessionLeft(
+          first.doc,
+          { ...e(3), server: "engine2 --max-num-seqs {seqs}" },
+          "grid",
+          3
+        )
+        assert.deepStrictEqual(refused._tag === "refused" ? refused.differences.map((d) => d.field) : [], [
+          "--server"
+        ])
 
         const grown = yield* go(3)
         // two new runs per point, one engine start per combination, in rounds; nothing measured twice
@@ -234,6 +266,13 @@ describe("interleaved repeats", () => {
         assert.strictEqual(fewer.engineStarts, 0)
         assert.strictEqual(fewer.doc.experiment.repeats, 3)
         assert.deepStrictEqual(fewer.doc.combinations, grown.doc.combinations)
+        assert.deepStrictEqual(sessionLeft(fewer.doc, e(2), "grid", 3), {
+          _tag: "left",
+          engine_starts: 0,
+          runs: 0,
+          upper_bound: false,
+          kept_repeats: 3
+        })
         // anything else changed with it is still refused, naming that
         const other = yield* Effect.flip(
           runSweep(options({ ...e(4), server: "engine2 --max-num-seqs {seqs}" })).pipe(

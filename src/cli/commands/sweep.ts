@@ -2,7 +2,9 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
+import { redactExperiment } from "../../domain/Redact.js"
 import { DEFAULT_READY_PATH, readiness } from "../../domain/Serving.js"
+import { sessionLeft } from "../../domain/Sweep/Left.js"
 import { renderPlan, sessionEstimate, sweepPlan } from "../../domain/Sweep/Plan.js"
 import {
   autoParallel,
@@ -400,11 +402,21 @@ export const sweepRun = Command.make(
           Option.isSome(o.estimateStart) && Option.isSome(o.estimateRun)
             ? { start_sec: o.estimateStart.value, run_sec: o.estimateRun.value, source: "options" as const }
             : null
-        const recorded = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
-          Effect.map(Option.flatMap((d) => Option.fromNullable(sessionEstimate(d)))),
+        const held = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
           Effect.orElseSucceed(() => Option.none())
         )
-        const plan = sweepPlan(experiment, o.strategy, given ?? Option.getOrNull(recorded))
+        const recorded = Option.flatMap(held, (d) => Option.fromNullable(sessionEstimate(d)))
+        const bare = sweepPlan(experiment, o.strategy, null)
+        // on a session that holds a sweep: what the same command would still run there
+        const left = Option.map(held, (d) =>
+          sessionLeft(d, redactExperiment(experiment), o.strategy, bare.points_per_combination)
+        )
+        const plan = sweepPlan(
+          experiment,
+          o.strategy,
+          given ?? Option.getOrNull(recorded),
+          Option.getOrUndefined(left)
+        )
         yield* o.json
           ? Console.log(JSON.stringify({ dry_run: true, ...plan }, null, 2))
           : Console.log(renderPlan(plan))

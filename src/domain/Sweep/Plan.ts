@@ -6,7 +6,8 @@
  */
 import type { Strategy } from "./Adaptive.js"
 import { ascendingLoads, combinations, shellLine, substitute } from "./Grid.js"
-import type { Experiment } from "./Identity.js"
+import { type Experiment, renderDifferences } from "./Identity.js"
+import type { SessionLeft } from "./Left.js"
 
 export interface Estimate {
   readonly start_sec: number
@@ -30,11 +31,21 @@ export interface SweepPlan {
     readonly client_cmds: ReadonlyArray<string>
   }
   readonly estimate: (Estimate & { readonly total_sec: number }) | null
+  /**
+   * On a session that holds a sweep: what the same command would still run there (everything
+   * measured kept), or the differences it would be refused for; the estimate is of what is left.
+   */
+  readonly session?: SessionLeft | undefined
 }
 
 const ceilLog2 = (x: number) => (x > 1 ? Math.ceil(Math.log2(x)) : 0)
 
-export const sweepPlan = (e: Experiment, strategy: Strategy, estimate: Estimate | null): SweepPlan => {
+export const sweepPlan = (
+  e: Experiment,
+  strategy: Strategy,
+  estimate: Estimate | null,
+  session?: SessionLeft
+): SweepPlan => {
   const combos = combinations(e.params)
   const search = e.load.kind === "search"
   // the search: doubling from 1 up to MAX (ceil(log2 MAX) + 1 points), then at most ceil(log2 MAX) bisections
@@ -59,7 +70,13 @@ export const sweepPlan = (e: Experiment, strategy: Strategy, estimate: Estimate 
     estimate:
       estimate === null
         ? null
-        : { ...estimate, total_sec: combos.length * estimate.start_sec + runs * estimate.run_sec }
+        : session?._tag === "left"
+          ? {
+              ...estimate,
+              total_sec: session.engine_starts * estimate.start_sec + session.runs * estimate.run_sec
+            }
+          : { ...estimate, total_sec: combos.length * estimate.start_sec + runs * estimate.run_sec },
+    ...(session === undefined ? {} : { session })
   }
 }
 
@@ -73,10 +90,19 @@ export const renderPlan = (p: SweepPlan): string => {
     `  server: sh -c ${JSON.stringify(p.first.server_cmd)}`,
     ...p.first.client_cmds.map((c) => `  client: ${c}`)
   ]
+  const left = p.session?._tag === "left" ? p.session : undefined
+  if (p.session?._tag === "refused")
+    out.push(
+      `this session holds a different sweep: ${renderDifferences(p.session.differences)}; the run would be refused (exit 2)`
+    )
+  else if (left !== undefined)
+    out.push(
+      `this session: ${left.engine_starts} engine start(s) and ${left.upper_bound ? "at most " : ""}${left.runs} client run(s) left (everything measured is kept)${left.kept_repeats !== undefined ? `; --repeats ${p.repeats} is smaller than the session's ${left.kept_repeats}: the session's stands` : ""}`
+    )
   out.push(
     p.estimate === null
       ? "estimate: none (give --estimate-start S and --estimate-run S; a resumed session estimates from its own measurements)"
-      : `estimate: ${dur(p.estimate.total_sec)}${p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${p.combinations} × ${p.estimate.start_sec} s per engine start + ${p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : "from this session's own measurements"})`
+      : `estimate: ${dur(p.estimate.total_sec)}${left !== undefined ? (left.upper_bound ? " at most" : "") : p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${left?.engine_starts ?? p.combinations} × ${p.estimate.start_sec} s per engine start + ${left?.runs ?? p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : "from this session's own measurements"})`
   )
   return out.join("\n")
 }
