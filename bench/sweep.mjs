@@ -20,7 +20,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { THREE_AXES } from "../examples/engine-model.mjs"
+import { modelFlags, predict, THREE_AXES } from "../examples/engine-model.mjs"
 import { FAKE_CLIENT_ARGS, median, must, root, startHead, stopRay, sweepRunArgv, time } from "./lib.mjs"
 
 const PORT = 6393
@@ -81,11 +81,16 @@ const adaptiveVsGrid = () => {
     const a = results.adaptive.doc
     const g = results.grid.doc
     const share = a.summary.time.engine_starts / g.summary.time.engine_starts
-    // the model ties gpu-memory-utilization 0.8 and 0.9 exactly: the grid's best is judged by its other params
-    const key = (b) => b.label.replace(/ gpu-memory-utilization=\S+/, "")
-    const same = key(a.summary.best) === key(g.summary.best)
+    // The model has exact ties (gpu-memory-utilization past the KV limit changes nothing, nor does
+    // max-num-batched-tokens past a prompt's length), between which one run per point on a busy
+    // host picks at random: a best is judged by the model's closed form of its command line, the
+    // same answer when that is the same throughput.
+    const modelOf = (b) =>
+      predict(modelFlags(b.server_cmd.split(/\s+/)), { concurrency, numPrompts, inputLen, outputLen })
+        .outputThroughput
+    const same = modelOf(a.summary.best) >= modelOf(g.summary.best) * (1 - 1e-9)
     console.log(
-      `adaptive against grid: ${a.summary.time.engine_starts} of ${g.summary.time.engine_starts} engine starts (${(share * 100).toFixed(0)} %), wall ${((results.adaptive.ms / results.grid.ms) * 100).toFixed(0)} % of the grid's; the grid's best (${g.summary.best.label}) ${same ? "found" : "NOT found"}; goal: the grid's best with <= 30 % of its starts: ${same && share <= 0.3 ? "met" : "MISSED"}`
+      `adaptive against grid: ${a.summary.time.engine_starts} of ${g.summary.time.engine_starts} engine starts (${(share * 100).toFixed(0)} %), wall ${((results.adaptive.ms / results.grid.ms) * 100).toFixed(0)} % of the grid's; the grid's best (${g.summary.best.label}, ${modelOf(g.summary.best).toFixed(1)} tok/s in the model) ${same ? "found" : "NOT found"} (adaptive: ${a.summary.best.label}, ${modelOf(a.summary.best).toFixed(1)} tok/s in the model); goal: the grid's best with <= 30 % of its starts: ${same && share <= 0.3 ? "met" : "MISSED"}`
     )
   } finally {
     must("ray stop", stopRay())
