@@ -32,6 +32,7 @@ import {
 import type { LeaseRequest } from "../domain/Feasibility.js"
 import { LeasedCommand, type Readiness, SERVER_LOG } from "../domain/Serving.js"
 import { OutputDigest } from "../domain/Signature.js"
+import type { ClientRunReport } from "../domain/Sweep/ClientRun.js"
 import { type NodeRecord, rayNodeFacts } from "../domain/Sweep/Nodes.js"
 import { eligibleNodes } from "../domain/Sweep/Requeue.js"
 import type { ClientRequest, EngineStatus, RunDone } from "../domain/Sweep/Runner.js"
@@ -69,16 +70,7 @@ export type EngineStarted = Data.TaggedEnum<{
 }>
 export const EngineStarted = Data.taggedEnum<EngineStarted>()
 
-export interface ClientOutcome {
-  readonly exitCode: number | null
-  readonly timedOut: boolean
-  /** The client's own runtime. */
-  readonly runtimeSec: number
-  /** The engine was gone after (or during) the run. */
-  readonly engineDied: boolean
-  readonly engineExitCode: number | null
-  /** `--between` exited non-zero (the client did not run). */
-  readonly betweenExitCode: number | null
+export interface ClientOutcome extends ClientRunReport {
   /** `--between`'s own time (docs/design.md#time-to-the-answer), when it ran. */
   readonly betweenSec?: number | null | undefined
   /**

@@ -7,8 +7,8 @@ import type { AttemptResult } from "../Failure.js"
 import { AttemptOutcome, classifyAttempt } from "../Failure.js"
 import type { Metrics, ResultFormat } from "../Results.js"
 
-/** What the runner said of one client run, and what its files held. */
-export interface ClientRunFacts {
+/** What the sweep runner says of one client run (programs/SweepEngine.ts `ClientOutcome` adds to it). */
+export interface ClientRunReport {
   /** The client's exit code; null when it has none (killed at its timeout, or the runner ended). */
   readonly exitCode: number | null
   readonly timedOut: boolean
@@ -19,6 +19,10 @@ export interface ClientRunFacts {
   readonly engineExitCode: number | null
   /** `--between` exited non-zero: the client did not run. */
   readonly betweenExitCode: number | null
+}
+
+/** What the runner said of one client run, and what its files held. */
+export interface ClientRunFacts extends ClientRunReport {
   /** The run's bound (`--point-timeout`), when there is one. */
   readonly timeoutSec?: number | undefined
   /** The tail of client.log, its signature and its telling lines (Failure.ts `isTellingLine`). */
