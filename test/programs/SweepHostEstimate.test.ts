@@ -4,7 +4,7 @@
  * the in-memory host queue.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Clock, Effect, Layer, Option, TestClock } from "effect"
 import { renderPlan, sweepPlan } from "../../src/domain/Sweep/Plan.js"
 import { dryRunEstimate, recordSweepEnd } from "../../src/programs/Sweep/HostSweeps.js"
 import { runSweep } from "../../src/programs/Sweep.js"
@@ -27,14 +27,17 @@ describe("--dry-run from the host's recent sweeps", () => {
       yield* Effect.gen(function* () {
         const done = yield* runSweep(sweepOptions("/s/first", experiment))
         assert.strictEqual(done.doc.status, "done")
-        yield* recordSweepEnd("/s/first")
+        yield* recordSweepEnd("/s/first", 0)
         const q = yield* HostQueue.HostQueue
         const [r] = yield* q.recentSweeps
         assert.strictEqual(r?.session, "/s/first")
         assert.strictEqual(r?.startSec, 1)
         assert.deepStrictEqual([r?.engineStarts, r?.clientRuns], [2, 4])
-        // a session that does not exist records nothing
-        yield* recordSweepEnd("/s/none")
+        // a session that does not exist records nothing; nor does a run that wrote nothing there
+        // (e.g. refused as a different sweep): the session's last write is older than the run
+        yield* recordSweepEnd("/s/none", 0)
+        yield* TestClock.adjust("10 seconds")
+        yield* recordSweepEnd("/s/first", yield* Clock.currentTimeMillis)
         assert.strictEqual((yield* q.recentSweeps).length, 1)
 
         // a new, empty session: the host's sweeps

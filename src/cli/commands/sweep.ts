@@ -1,6 +1,6 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Option } from "effect"
+import { Clock, Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { redactExperiment } from "../../domain/Redact.js"
 import { DEFAULT_READY_PATH, readiness } from "../../domain/Serving.js"
@@ -448,10 +448,11 @@ export const sweepRun = Command.make(
           )
         )
       )
+      const began = yield* Clock.currentTimeMillis
       const report = yield* program.pipe(
         Effect.ensuring(unpinStatus),
         // the user's recent sweeps on this host, for a later --dry-run's estimate
-        Effect.ensuring(recordSweepEnd(o.session))
+        Effect.ensuring(recordSweepEnd(o.session, began))
       )
       yield* print(report.doc)
       const code = exitCodeForSweep(report.doc)

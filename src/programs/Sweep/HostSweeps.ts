@@ -12,11 +12,18 @@ import type { SweepDoc } from "../../domain/Sweep.js"
 import { HostQueue } from "../../services/HostQueue.js"
 import { SweepStore } from "../../services/SweepStore.js"
 
-/** Records the session's medians as of now among the user's recent sweeps; never fails. */
-export const recordSweepEnd = (sessionDir: string): Effect.Effect<void, never, HostQueue | SweepStore> =>
+/**
+ * Records the session's medians as of now among the user's recent sweeps, when this run (begun at
+ * `sinceMs`) wrote the session (a run refused before it wrote anything records nothing); never fails.
+ */
+export const recordSweepEnd = (
+  sessionDir: string,
+  sinceMs: number
+): Effect.Effect<void, never, HostQueue | SweepStore> =>
   Effect.gen(function* () {
     const doc = yield* Effect.flatMap(SweepStore, (store) => store.load(sessionDir))
-    if (Option.isNone(doc)) return
+    // the document's timestamps may be whole seconds
+    if (Option.isNone(doc) || Date.parse(doc.value.updated_at) < Math.floor(sinceMs / 1000) * 1000) return
     const record = sweepRecordOf(doc.value, nodePath.resolve(sessionDir), yield* Clock.currentTimeMillis)
     if (record !== null) yield* Effect.flatMap(HostQueue, (q) => q.recordSweep(record))
   }).pipe(Effect.catchAllCause(() => Effect.void))
