@@ -28,10 +28,12 @@ import * as nodePath from "node:path"
 import { Clock, Effect, Layer, Ref, type Scope } from "effect"
 import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.js"
 import { redactText } from "../domain/Redact.js"
+import type { SweepRecord } from "../domain/Sweep/HostEstimate.js"
 import { appendHistory, readHistory } from "./HostQueue/History.js"
 import { startKeeper } from "./HostQueue/Keeper.js"
 import { euid, hostPlace, placeIn, type QueuePlace } from "./HostQueue/Place.js"
 import { flockHolders, uidOf } from "./HostQueue/ProcLocks.js"
+import { appendSweep, readSweeps } from "./HostQueue/Sweeps.js"
 import { parseHolding, parseRecord, readBounded } from "./HostQueue/Ticket.js"
 import {
   closeFd,
@@ -83,6 +85,10 @@ export interface HostQueueShape {
   readonly join: (info: JoinInfo) => Effect.Effect<Ticket, LockUnavailable | LockHeld, Scope.Scope>
   /** Every live entry and the recent history (dead entries are dropped as they are seen). */
   readonly view: Effect.Effect<QueueView, LockUnavailable>
+  /** Appends a sweep run's end to the user's recent sweeps (`sweeps.jsonl`); never fails. */
+  readonly recordSweep: (record: SweepRecord) => Effect.Effect<void>
+  /** The user's recent sweeps on this host (a missing or corrupt file is none); never fails. */
+  readonly recentSweeps: Effect.Effect<ReadonlyArray<SweepRecord>>
 }
 
 /** A temporary ticket of ours left this long unlocked is a dead join's, and removed. */
@@ -351,7 +357,20 @@ export const makeFileQueue = (
     }
   })
 
-  return { join, view }
+  const sweepsFile = (place: QueuePlace) => nodePath.join(place.own, "sweeps.jsonl")
+  const recordSweep = (record: SweepRecord) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const place = yield* placeOf
+        yield* mutex(place)
+        appendSweep(sweepsFile(place), record)
+      })
+    ).pipe(Effect.catchAllCause(() => Effect.void))
+  const recentSweeps = Effect.map(placeOf, (place) => readSweeps(sweepsFile(place))).pipe(
+    Effect.orElseSucceed((): ReadonlyArray<SweepRecord> => [])
+  )
+
+  return { join, view, recordSweep, recentSweeps }
 }
 
 export class HostQueue extends Effect.Service<HostQueue>()("hyperloom/services/HostQueue", {
@@ -375,10 +394,14 @@ export const layerIn = (dir: string): Layer.Layer<HostQueue, never, Settings> =>
  * An in-memory queue with the live one's order (fresh per build): entries join with the next
  * ticket and leave with their scope; `history` seeds the recent leases.
  */
-export const layerTest = (history: ReadonlyArray<HistoryEntry> = []): Layer.Layer<HostQueue> =>
+export const layerTest = (
+  history: ReadonlyArray<HistoryEntry> = [],
+  sweeps: ReadonlyArray<SweepRecord> = []
+): Layer.Layer<HostQueue> =>
   Layer.effect(
     HostQueue,
     Effect.gen(function* () {
+      const recent = yield* Ref.make<ReadonlyArray<SweepRecord>>(sweeps)
       const entries = yield* Ref.make<ReadonlyArray<QueueEntry>>([])
       const past = yield* Ref.make<ReadonlyArray<HistoryEntry>>(history)
       let next = 0
@@ -429,6 +452,11 @@ export const layerTest = (history: ReadonlyArray<HistoryEntry> = []): Layer.Laye
         path: "(in memory)",
         shared: true
       }))
-      return HostQueue.make({ join, view })
+      return HostQueue.make({
+        join,
+        view,
+        recordSweep: (r: SweepRecord) => Ref.update(recent, (rs) => [...rs, r]),
+        recentSweeps: Ref.get(recent)
+      })
     })
   )

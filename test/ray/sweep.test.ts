@@ -303,6 +303,16 @@ describe("sweep run on a real head", () => {
       t.lease_wait_sec + t.engine_start_sec + t.client_sec + t.between_sec + t.own_sec,
       0.01
     )
+    // a new, empty session with no --estimate-*: the estimate comes from this host's recent sweeps
+    const fresh = await sweep(newSession(), server, [...grid, "--dry-run", "--json"], client(16))
+    assert.strictEqual(fresh.code, 0, fresh.stderr)
+    console.log(`[dry run from the host's recent sweeps] ${fresh.ms} ms`)
+    const est = JSON.parse(fresh.stdout).estimate
+    assert.strictEqual(est.source, "host", fresh.stdout)
+    assert.isAtLeast(est.sweeps, 1)
+    assert.isAbove(est.start_sec, 0)
+    assert.isAbove(est.run_sec, 0)
+    assert.isAtLeast(Date.parse(est.last_ended), Date.now() - a.ms - 60_000)
     const show = await runCli(["sweep", "show", "--session", session])
     assert.include(show.stdout, "each numeric --param axis is assumed unimodal")
     assert.match(show.stdout, /time: wall [\d.]+ s: lease wait/)

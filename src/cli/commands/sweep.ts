@@ -1,11 +1,11 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Option } from "effect"
+import { Clock, Console, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { redactExperiment } from "../../domain/Redact.js"
 import { DEFAULT_READY_PATH, readiness } from "../../domain/Serving.js"
 import { sessionLeft } from "../../domain/Sweep/Left.js"
-import { renderPlan, sessionEstimate, sweepPlan } from "../../domain/Sweep/Plan.js"
+import { renderPlan, sweepPlan } from "../../domain/Sweep/Plan.js"
 import {
   autoParallel,
   type Combination,
@@ -28,6 +28,7 @@ import {
   STRATEGIES,
   type SweepDoc
 } from "../../domain/Sweep.js"
+import { dryRunEstimate, recordSweepEnd } from "../../programs/Sweep/HostSweeps.js"
 import { runSweep } from "../../programs/Sweep.js"
 import { ClusterInspector } from "../../services/ClusterInspector.js"
 import { Settings } from "../../services/Settings.js"
@@ -405,7 +406,6 @@ export const sweepRun = Command.make(
         const held = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
           Effect.orElseSucceed(() => Option.none())
         )
-        const recorded = Option.flatMap(held, (d) => Option.fromNullable(sessionEstimate(d)))
         const bare = sweepPlan(experiment, o.strategy, null)
         // on a session that holds a sweep: what the same command would still run there
         const left = Option.map(held, (d) =>
@@ -414,7 +414,7 @@ export const sweepRun = Command.make(
         const plan = sweepPlan(
           experiment,
           o.strategy,
-          given ?? Option.getOrNull(recorded),
+          yield* dryRunEstimate(given, held),
           Option.getOrUndefined(left)
         )
         yield* o.json
@@ -448,7 +448,12 @@ export const sweepRun = Command.make(
           )
         )
       )
-      const report = yield* program.pipe(Effect.ensuring(unpinStatus))
+      const began = yield* Clock.currentTimeMillis
+      const report = yield* program.pipe(
+        Effect.ensuring(unpinStatus),
+        // the user's recent sweeps on this host, for a later --dry-run's estimate
+        Effect.ensuring(recordSweepEnd(o.session, began))
+      )
       yield* print(report.doc)
       const code = exitCodeForSweep(report.doc)
       if (code !== EXIT.ok) return yield* Effect.fail(new ExitWith({ code }))

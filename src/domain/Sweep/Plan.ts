@@ -2,7 +2,8 @@
  * `sweep run --dry-run` (docs/design.md#time-to-the-answer): the plan of a sweep — combinations,
  * points, runs, the command lines of the first combination — and an estimate of the time it will
  * take, from `--estimate-start S` and `--estimate-run S`, else from what the session itself has
- * measured (a resumed sweep: the median engine start and client run so far). Nothing runs. Pure.
+ * measured (a resumed sweep: the median engine start and client run so far), else from the host's
+ * recent sweeps (./HostEstimate.ts). Nothing runs. Pure.
  */
 import type { Strategy } from "./Adaptive.js"
 import { ascendingLoads, combinations, shellLine, substitute } from "./Grid.js"
@@ -12,8 +13,11 @@ import type { SessionLeft } from "./Left.js"
 export interface Estimate {
   readonly start_sec: number
   readonly run_sec: number
-  /** Where the figures came from: `options` or `session`. */
-  readonly source: "options" | "session"
+  /** Where the figures came from: `options`, `session` or `host` (the user's recent sweeps on this host). */
+  readonly source: "options" | "session" | "host"
+  /** `host`: how many recent sweeps the medians are over, and when the last of them ended (ISO 8601). */
+  readonly sweeps?: number
+  readonly last_ended?: string
 }
 
 export interface SweepPlan {
@@ -101,13 +105,13 @@ export const renderPlan = (p: SweepPlan): string => {
     )
   out.push(
     p.estimate === null
-      ? "estimate: none (give --estimate-start S and --estimate-run S; a resumed session estimates from its own measurements)"
-      : `estimate: ${dur(p.estimate.total_sec)}${left !== undefined ? (left.upper_bound ? " at most" : "") : p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${left?.engine_starts ?? p.combinations} × ${p.estimate.start_sec} s per engine start + ${left?.runs ?? p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : "from this session's own measurements"})`
+      ? "estimate: none (give --estimate-start S and --estimate-run S; a resumed session estimates from its own measurements, else this host's recent sweeps)"
+      : `estimate: ${dur(p.estimate.total_sec)}${left !== undefined ? (left.upper_bound ? " at most" : "") : p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${left?.engine_starts ?? p.combinations} × ${p.estimate.start_sec} s per engine start + ${left?.runs ?? p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : p.estimate.source === "host" ? `from this host's ${p.estimate.sweeps ?? 0} recent sweeps (the last ended ${p.estimate.last_ended ?? "?"})` : "from this session's own measurements"})`
   )
   return out.join("\n")
 }
 
-const median = (xs: ReadonlyArray<number>) => {
+export const median = (xs: ReadonlyArray<number>) => {
   const s = [...xs].sort((a, b) => a - b)
   const m = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2

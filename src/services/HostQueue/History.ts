@@ -35,11 +35,28 @@ export const readHistory = (file: string): ReadonlyArray<HistoryEntry> => {
  * Appends a finished lease to the history; trims it to the last HISTORY_KEEP once it holds twice
  * as many (the caller holds the history's mutex).
  */
-export const appendHistory = (file: string, entry: HistoryEntry): void => {
-  const line = (h: HistoryEntry) =>
-    `${JSON.stringify({ ended_at: h.endedAt, held_sec: h.heldSec, gpus: h.gpus })}\n`
+export const appendHistory = (file: string, entry: HistoryEntry): void =>
+  appendTrimmed(
+    file,
+    entry,
+    (h) => ({ ended_at: h.endedAt, held_sec: h.heldSec, gpus: h.gpus }),
+    readHistory,
+    HISTORY_KEEP
+  )
+
+/**
+ * Appends one JSON line to a user's jsonl file (0600); once `read` finds more than twice `keep`
+ * entries, rewrites it atomically with the last `keep` (the caller holds the file's mutex).
+ */
+export const appendTrimmed = <A>(
+  file: string,
+  entry: A,
+  json: (a: A) => unknown,
+  read: (file: string) => ReadonlyArray<A>,
+  keep: number
+): void => {
+  const line = (a: A) => `${JSON.stringify(json(a))}\n`
   fs.appendFileSync(file, line(entry), { mode: 0o600 })
-  const all = readHistory(file)
-  if (all.length > 2 * HISTORY_KEEP)
-    writeFileAtomicallySync(file, all.slice(-HISTORY_KEEP).map(line).join(""), 0o600)
+  const all = read(file)
+  if (all.length > 2 * keep) writeFileAtomicallySync(file, all.slice(-keep).map(line).join(""), 0o600)
 }
