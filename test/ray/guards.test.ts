@@ -69,7 +69,6 @@ const expectRefused = async (
  * multi-node run, a /proc that hides processes) share one head with the lone-idle check, which runs
  * first: none of them changes the head (a refused repair kills nothing: expectRefused checks it),
  * and each starts by checking that it is still the same head, lone and idle (every guard holds).
- * The dead explicit address runs here too: it never reaches the head, and needs no `ray stop`.
  */
 describe("repair guards on one shared plain head", () => {
   let head: Head
@@ -122,14 +121,6 @@ describe("repair guards on one shared plain head", () => {
     assert.include(bad.stderr, "HYPERLOOM_NODES")
   })
 
-  it("a dead explicit address fails fast with one clear line", async () => {
-    const r = await runCli(["ray", "doctor"], { env: { RAY_ADDRESS: "127.0.0.1:1" } })
-    assert.strictEqual(r.code, 4)
-    assert.isBelow(r.ms, 5_000)
-    assert.include(r.stderr, "127.0.0.1:1")
-    assert.notInclude(r.stderr, "    at ")
-  })
-
   it("a /proc mounted with hidepid, read without CAP_SYS_PTRACE: not clean (only_our_daemons cannot tell, cluster_inspectable fails)", async (ctx) => {
     // Needs root (to mount) and unshare/setpriv; the new /proc lives in a private mount and PID
     // namespace of the hyperloom process only: nothing changes for anyone else.
@@ -168,67 +159,8 @@ describe("repair guards on one shared plain head", () => {
   })
 })
 
-/**
- * The guards that something running on the cluster breaks (a pending or a held placement group, a
- * detached actor, a live driver, a worker raylet) share one head of 2 CPUs: each test adds its own
- * breaker and leaves it there, and checks the guard it breaks names it. The pending group comes
- * first, as its test checks that it is the only failing guard and that nothing is held; the others
- * check their own guard and reason, which what came before does not give (a group is not an actor,
- * and its driver has exited).
- */
-describe("repair guards on one head that gathers what breaks them", () => {
-  let head: Head
-  beforeAll(async () => {
-    await prepareRay()
-    head = await startHead({ port: PORT, numCpus: 2 })
-  })
-  afterAll(async () => {
-    await teardownRay()
-  })
-
-  it("a pending detached placement group (nothing held, no actor) refuses the repair (no_resources_held)", async () => {
-    // More CPUs than the cluster has: it stays PENDING, holds nothing, yet a restart would drop it.
-    const p = await runPython(
-      `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([{"CPU": 64}], name="hl_pending_pg", lifetime="detached")\nprint("ready", flush=True)\n`
-    )
-    await waitFor("the placement group driver to exit", () => p.child.exitCode !== null || undefined, 60_000)
-    const doctor = await expectRefused("no_resources_held")
-    assert.deepStrictEqual(failing(doctor), ["no_resources_held"])
-    const reason: string = guard(doctor, "no_resources_held").reason
-    assert.include(reason, "placement group hl_pending_pg (")
-    assert.include(reason, "PENDING, detached")
-    assert.notInclude(reason, "resources are held")
-  })
-
-  it("a held resource with no actor (detached placement group) refuses the repair (no_resources_held)", async () => {
-    await startDetachedPlacementGroup(head, { CPU: 1 })
-    const doctor = await expectRefused("no_resources_held")
-    const reason: string = guard(doctor, "no_resources_held").reason
-    assert.include(reason, "resources are held: ")
-    assert.include(reason, "CPU 1/2 on node ")
-  })
-
-  it("a detached actor refuses the repair (no_live_actors)", async () => {
-    await startDetachedActor(head, "hl_keeper")
-    const doctor = await expectRefused("no_live_actors")
-    assert.include(guard(doctor, "no_live_actors").reason, "hl_keeper")
-  })
-
-  it("a live driver refuses the repair (no_other_drivers)", async () => {
-    const driver = await startDriver(head)
-    const doctor = await expectRefused("no_other_drivers")
-    assert.include(guard(doctor, "no_other_drivers").reason, String(driver.pid))
-  })
-
-  it("a worker raylet joined to the head refuses the repair (one_local_node)", async () => {
-    await startWorker(head, { numCpus: 1 })
-    // the worker join rewrote the current-cluster file to the same GCS address
-    const doctor = await expectRefused("one_local_node")
-    assert.include(guard(doctor, "one_local_node").reason, "cluster has 2 node records")
-  })
-})
-
 describe("repair guards on real heads", () => {
+  let head: Head
   beforeEach(async () => {
     await prepareRay()
   })
@@ -254,10 +186,61 @@ describe("repair guards on real heads", () => {
     assert.include(human.stdout, "INFEASIBLE")
   })
 
+  it("a live driver refuses the repair (no_other_drivers)", async () => {
+    head = await startHead({ port: PORT })
+    const driver = await startDriver(head)
+    const doctor = await expectRefused("no_other_drivers")
+    assert.include(guard(doctor, "no_other_drivers").reason, String(driver.pid))
+  })
+
+  it("a detached actor refuses the repair (no_live_actors)", async () => {
+    head = await startHead({ port: PORT })
+    await startDetachedActor(head, "hl_keeper")
+    const doctor = await expectRefused("no_live_actors")
+    assert.include(guard(doctor, "no_live_actors").reason, "hl_keeper")
+  })
+
+  it("a held resource with no actor (detached placement group) refuses the repair (no_resources_held)", async () => {
+    head = await startHead({ port: PORT, numCpus: 2 })
+    await startDetachedPlacementGroup(head, { CPU: 1 })
+    const doctor = await expectRefused("no_resources_held")
+    assert.include(guard(doctor, "no_resources_held").reason, "CPU")
+  })
+
+  it("a pending detached placement group (nothing held, no actor) refuses the repair (no_resources_held)", async () => {
+    head = await startHead({ port: PORT, numCpus: 2 })
+    // More CPUs than the cluster has: it stays PENDING, holds nothing, yet a restart would drop it.
+    const p = await runPython(
+      `import ray\nfrom ray.util.placement_group import placement_group\nray.init(address=${JSON.stringify(head.gcsAddress)}, logging_level="ERROR")\npg = placement_group([{"CPU": 64}], name="hl_pending_pg", lifetime="detached")\nprint("ready", flush=True)\n`
+    )
+    await waitFor("the placement group driver to exit", () => p.child.exitCode !== null || undefined, 60_000)
+    const doctor = await expectRefused("no_resources_held")
+    assert.deepStrictEqual(failing(doctor), ["no_resources_held"])
+    const reason: string = guard(doctor, "no_resources_held").reason
+    assert.include(reason, "placement group hl_pending_pg (")
+    assert.include(reason, "PENDING, detached")
+    assert.notInclude(reason, "resources are held")
+  })
+
   it("a second head on another port refuses the repair (only_our_daemons)", async () => {
     await startHead({ port: PORT + 1, slot: true })
-    await startHead({ port: PORT }) // the current-cluster file now names this one
+    head = await startHead({ port: PORT }) // the current-cluster file now names this one
     const doctor = await expectRefused("only_our_daemons")
     assert.include(guard(doctor, "only_our_daemons").reason, String(PORT + 1))
+  })
+
+  it("a worker raylet joined to the head refuses the repair (one_local_node)", async () => {
+    head = await startHead({ port: PORT })
+    await startWorker(head, { numCpus: 1 })
+    // the worker join rewrote the current-cluster file to the same GCS address
+    await expectRefused("one_local_node")
+  })
+
+  it("a dead explicit address fails fast with one clear line", async () => {
+    const r = await runCli(["ray", "doctor"], { env: { RAY_ADDRESS: "127.0.0.1:1" } })
+    assert.strictEqual(r.code, 4)
+    assert.isBelow(r.ms, 5_000)
+    assert.include(r.stderr, "127.0.0.1:1")
+    assert.notInclude(r.stderr, "    at ")
   })
 })

@@ -3,8 +3,7 @@
  * Every test that needs a particular cluster arranges its own and tears it down; the driver, the
  * detached actor and the detached placement group only add to one head (each looks only at what it
  * added), so they share one, started in beforeAll, with the check of a lone head's totals, which
- * runs first; then a worker joins that head (two nodes), and last the head is stopped under a warm
- * client (a dead address fails fast). Run under the shared lock
+ * runs first. Run under the shared lock
  * (`flock /tmp/hyperloom-dev-ray.lock npx vitest run --project ray test/ray/inspector.test.ts`).
  */
 import { execFileSync, spawnSync } from "node:child_process"
@@ -122,6 +121,39 @@ describe("ClusterInspector on a real Ray head", () => {
     }
   })
 
+  it("a worker raylet joined to the head: two nodes, two raylets of one cluster", async () => {
+    const head = await startHead({ numCpus: 1 })
+    await startWorker(head, { numCpus: 1 })
+    const ci = open()
+    const s = await waitFor("two alive nodes", async () => {
+      const snap = await ok(ci.snapshot(head.gcsAddress))
+      return snap.nodes.filter((n) => n.state === "ALIVE").length === 2 ? snap : undefined
+    })
+    assert.deepStrictEqual(s.nodes.map((n) => n.isHead).sort(), [false, true])
+    const daemons = await ci.daemons()
+    const rs = raylets(daemons)
+    assert.strictEqual(rs.length, 2)
+    assert.deepStrictEqual(rs.map((r) => r.nodeId).sort(), s.nodes.map((n) => n.nodeId).sort())
+    assert.deepStrictEqual(
+      rs.map((r) => r.gcsAddress),
+      [head.gcsAddress, head.gcsAddress]
+    )
+    assert.strictEqual(rs.filter((r) => r.isHead).length, 1)
+    assert.strictEqual(gcsServers(daemons).length, 1)
+    // one cluster: resolving from raylets alone finds just it
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-raytmp-"))
+    const viaRaylets = inspector({ rayTempDir: tmp })
+    try {
+      const r = await viaRaylets.resolve()
+      assert.isTrue(Either.isRight(r))
+      if (Either.isRight(r))
+        assert.deepStrictEqual([r.right.gcsAddress, r.right.source], [head.gcsAddress, "raylet_cmdline"])
+    } finally {
+      await viaRaylets.dispose()
+      fs.rmSync(tmp, { recursive: true, force: true })
+    }
+  })
+
   it("a second head on another port: MultipleClusters from the raylets when there is no current-cluster file", async () => {
     const first = await startHead({ port: 6379, numCpus: 1 })
     const second: Head = await startHead({ port: 6380, numCpus: 1 })
@@ -167,6 +199,28 @@ describe("ClusterInspector on a real Ray head", () => {
         .sort(),
       [6379, 6380]
     )
+  })
+
+  it("a dead address fails fast, also on a warm connection to a head that was stopped", async () => {
+    const head = await startHead({ numCpus: 1 })
+    const ci = open()
+    await ok(ci.snapshot(head.gcsAddress))
+    // nothing on this port at all
+    const dead = `${head.host}:${await deadPort()}`
+    const cold = await timed(() => ci.snapshot(dead))
+    assert.isTrue(Either.isLeft(cold.value))
+    if (Either.isLeft(cold.value))
+      assert.match(cold.value.left.detail, /^nothing answers \(is Ray running\?\)/)
+    assert.isBelow(cold.ms, 1000)
+    // the head goes away under a warm client
+    await teardownRay()
+    const gone = await timed(() => ci.snapshot(head.gcsAddress))
+    assert.isTrue(Either.isLeft(gone.value))
+    if (Either.isLeft(gone.value)) {
+      assert.strictEqual(gone.value.left._tag, "ClusterUnreachable")
+      assert.strictEqual(gone.value.left.address, head.gcsAddress)
+    }
+    assert.isBelow(gone.ms, 1000)
   })
 })
 
@@ -301,59 +355,5 @@ describe("ClusterInspector on one shared head (2 CPUs, 2 GPUs, custom_x 3)", () 
       [["CREATED", true, "PACK", [[{ CPU: 1 }, s.nodes[0]!.nodeId]]]]
     )
     assert.match(s.placementGroups[0]!.groupId, /^[0-9a-f]{36}$/)
-  })
-
-  // Then what changes the head: a worker joins it, then it is stopped (the last test).
-  it("a worker raylet joined to the head: two nodes, two raylets of one cluster", async () => {
-    await startWorker(head, { numCpus: 1 })
-    const ci = open()
-    const s = await waitFor("two alive nodes", async () => {
-      const snap = await ok(ci.snapshot(head.gcsAddress))
-      return snap.nodes.filter((n) => n.state === "ALIVE").length === 2 ? snap : undefined
-    })
-    assert.deepStrictEqual(s.nodes.map((n) => n.isHead).sort(), [false, true])
-    const daemons = await ci.daemons()
-    const rs = raylets(daemons)
-    assert.strictEqual(rs.length, 2)
-    assert.deepStrictEqual(rs.map((r) => r.nodeId).sort(), s.nodes.map((n) => n.nodeId).sort())
-    assert.deepStrictEqual(
-      rs.map((r) => r.gcsAddress),
-      [head.gcsAddress, head.gcsAddress]
-    )
-    assert.strictEqual(rs.filter((r) => r.isHead).length, 1)
-    assert.strictEqual(gcsServers(daemons).length, 1)
-    // one cluster: resolving from raylets alone finds just it
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hl-raytmp-"))
-    const viaRaylets = inspector({ rayTempDir: tmp })
-    try {
-      const r = await viaRaylets.resolve()
-      assert.isTrue(Either.isRight(r))
-      if (Either.isRight(r))
-        assert.deepStrictEqual([r.right.gcsAddress, r.right.source], [head.gcsAddress, "raylet_cmdline"])
-    } finally {
-      await viaRaylets.dispose()
-      fs.rmSync(tmp, { recursive: true, force: true })
-    }
-  })
-
-  it("a dead address fails fast, also on a warm connection to a head that was stopped", async () => {
-    const ci = open()
-    await ok(ci.snapshot(head.gcsAddress))
-    // nothing on this port at all
-    const dead = `${head.host}:${await deadPort()}`
-    const cold = await timed(() => ci.snapshot(dead))
-    assert.isTrue(Either.isLeft(cold.value))
-    if (Either.isLeft(cold.value))
-      assert.match(cold.value.left.detail, /^nothing answers \(is Ray running\?\)/)
-    assert.isBelow(cold.ms, 1000)
-    // the head goes away under a warm client (the block's last test: it stops the shared head)
-    await teardownRay()
-    const gone = await timed(() => ci.snapshot(head.gcsAddress))
-    assert.isTrue(Either.isLeft(gone.value))
-    if (Either.isLeft(gone.value)) {
-      assert.strictEqual(gone.value.left._tag, "ClusterUnreachable")
-      assert.strictEqual(gone.value.left.address, head.gcsAddress)
-    }
-    assert.isBelow(gone.ms, 1000)
   })
 })
