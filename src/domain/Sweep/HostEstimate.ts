@@ -5,7 +5,7 @@
  * cover everything it measured). The choice: the options, else the session's own measurements,
  * else the host's. Pure.
  */
-import { type Estimate, median, sessionEstimate } from "./Plan.js"
+import { type Estimate, type MeasuredSession, measuredTimes, medianSec, sessionEstimate } from "./Plan.js"
 
 /** One sweep run's end, as the user's `sweeps.jsonl` keeps it. */
 export interface SweepRecord {
@@ -21,18 +21,11 @@ export interface SweepRecord {
   readonly clientRuns: number
 }
 
-type Measured = Parameters<typeof sessionEstimate>[0]
-
 /** The record of a sweep run that ended now; null when the session measured nothing. */
-export const sweepRecordOf = (doc: Measured, session: string, endedAt: number): SweepRecord | null => {
-  const starts = doc.combinations.flatMap((c) =>
-    c.engine_starts.flatMap((s) => (s.ready_sec === null ? [] : [s.ready_sec]))
-  )
-  const runs = doc.combinations.flatMap((c) =>
-    c.points.flatMap((p) => p.runs.flatMap((r) => (r.runtime_sec === null ? [] : [r.runtime_sec])))
-  )
+export const sweepRecordOf = (doc: MeasuredSession, session: string, endedAt: number): SweepRecord | null => {
+  const { runs, starts } = measuredTimes(doc)
   if (starts.length === 0 && runs.length === 0) return null
-  const r = (xs: ReadonlyArray<number>) => (xs.length === 0 ? null : Math.round(median(xs) * 10) / 10)
+  const r = (xs: ReadonlyArray<number>) => (xs.length === 0 ? null : medianSec(xs))
   return {
     endedAt,
     session,
@@ -55,10 +48,9 @@ export const hostEstimate = (records: ReadonlyArray<SweepRecord>): Estimate | nu
   const runs = recent.flatMap((s) => (s.runSec === null ? [] : [s.runSec]))
   if (starts.length === 0 || runs.length === 0) return null
   const used = recent.filter((s) => s.startSec !== null || s.runSec !== null)
-  const r = (x: number) => Math.round(x * 10) / 10
   return {
-    start_sec: r(median(starts)),
-    run_sec: r(median(runs)),
+    start_sec: medianSec(starts),
+    run_sec: medianSec(runs),
     source: "host",
     sweeps: used.length,
     last_ended: new Date(Math.max(...used.map((s) => s.endedAt))).toISOString().replace(/\.\d{3}Z$/, "Z")
@@ -68,6 +60,6 @@ export const hostEstimate = (records: ReadonlyArray<SweepRecord>): Estimate | nu
 /** The explicit options win; then what the session itself measured; then the host's recent sweeps. */
 export const chooseEstimate = (
   given: Estimate | null,
-  session: Parameters<typeof sessionEstimate>[0] | null,
+  session: MeasuredSession | null,
   host: ReadonlyArray<SweepRecord>
 ): Estimate | null => given ?? (session === null ? null : sessionEstimate(session)) ?? hostEstimate(host)

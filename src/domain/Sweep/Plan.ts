@@ -5,6 +5,7 @@
  * measured (a resumed sweep: the median engine start and client run so far), else from the host's
  * recent sweeps (./HostEstimate.ts). Nothing runs. Pure.
  */
+import { median } from "../Stats.js"
 import type { Strategy } from "./Adaptive.js"
 import { ascendingLoads, combinations, shellLine, substitute } from "./Grid.js"
 import { type Experiment, renderDifferences } from "./Identity.js"
@@ -111,26 +112,32 @@ export const renderPlan = (p: SweepPlan): string => {
   return out.join("\n")
 }
 
-export const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-
-/** The median engine start (launch to ready) and client run a session has measured; null before both. */
-export const sessionEstimate = (doc: {
+/** What a session has measured of its time: every engine start's seconds to ready, every client run's. */
+export interface MeasuredSession {
   readonly combinations: ReadonlyArray<{
     readonly engine_starts: ReadonlyArray<{ readonly ready_sec: number | null }>
     readonly points: ReadonlyArray<{ readonly runs: ReadonlyArray<{ readonly runtime_sec: number | null }> }>
   }>
-}): Estimate | null => {
-  const starts = doc.combinations.flatMap((c) =>
+}
+
+/** The engine starts' seconds to ready and the client runs' seconds a session has measured. */
+export const measuredTimes = (
+  doc: MeasuredSession
+): { readonly starts: ReadonlyArray<number>; readonly runs: ReadonlyArray<number> } => ({
+  starts: doc.combinations.flatMap((c) =>
     c.engine_starts.flatMap((s) => (s.ready_sec === null ? [] : [s.ready_sec]))
-  )
-  const runs = doc.combinations.flatMap((c) =>
+  ),
+  runs: doc.combinations.flatMap((c) =>
     c.points.flatMap((p) => p.runs.flatMap((r) => (r.runtime_sec === null ? [] : [r.runtime_sec])))
   )
+})
+
+/** The median of `xs` to a tenth of a second, as every estimate states it. */
+export const medianSec = (xs: ReadonlyArray<number>): number => Math.round(median(xs) * 10) / 10
+
+/** The median engine start (launch to ready) and client run a session has measured; null before both. */
+export const sessionEstimate = (doc: MeasuredSession): Estimate | null => {
+  const { runs, starts } = measuredTimes(doc)
   if (starts.length === 0 || runs.length === 0) return null
-  const r = (x: number) => Math.round(x * 10) / 10
-  return { start_sec: r(median(starts)), run_sec: r(median(runs)), source: "session" }
+  return { start_sec: medianSec(starts), run_sec: medianSec(runs), source: "session" }
 }
