@@ -390,19 +390,14 @@ const runRepeat = (run: Run, index: number, load: string, handle: EngineHandle, 
         return yield* new NodeSetback({
           setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
         })
-      if (
-        isNotInstalled(outcome.betweenExitCode) ||
-        (!outcome.engineDied && isNotInstalled(outcome.exitCode))
-      )
+      const betweenMissing = isNotInstalled(outcome.betweenExitCode)
+      if (betweenMissing || (!outcome.engineDied && isNotInstalled(outcome.exitCode)))
         return yield* new NodeSetback({
           setback: {
             _tag: "Missing",
-            what: isNotInstalled(outcome.betweenExitCode) ? "--between command" : "client",
+            what: betweenMissing ? "--between command" : "client",
             node: handle.node,
-            line: yield* lastLine(
-              run,
-              `${runDir}/${isNotInstalled(outcome.betweenExitCode) ? "between.log" : CLIENT_LOG}`
-            )
+            line: yield* logLastLine(run, `${runDir}/${betweenMissing ? "between.log" : CLIENT_LOG}`)
           }
         })
       if (!outcome.engineDied) run.fleet.runSecs.push(outcome.runtimeSec)
@@ -448,18 +443,24 @@ const runRepeat = (run: Run, index: number, load: string, handle: EngineHandle, 
  */
 class NodeSetback extends Data.TaggedError("NodeSetback")<{ readonly setback: Setback }> {}
 
-/** A log's last non-empty line (the shell's `not found`), when it has one. */
-const lastLine = (run: Run, file: string) =>
+/** A text's last non-empty line, trimmed and cut at 300 characters (the shell's `not found`). */
+const lastLine = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "")
+    .at(-1)
+    ?.slice(0, 300)
+
+/** A log's last non-empty line, when it has one. */
+const logLastLine = (run: Run, file: string) =>
   Effect.map(
     run.files.scanLog(file, () => undefined, 2000).pipe(Effect.orElseSucceed(() => undefined)),
-    (tail) =>
-      (tail ?? "")
-        .split("\n")
-        .map((l) => l.trim())
-        .filter((l) => l !== "")
-        .at(-1)
-        ?.slice(0, 300)
+    (tail) => lastLine(tail ?? "")
   )
+
+/** The ids of the nodes the sweep leaves alone (another hardware class). */
+const leftAloneIds = (run: Run) => run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id]))
 
 /** Ends a point that has all its runs: its stats and SLO verdicts. */
 const closePoint = (run: Run, index: number, load: string, where: string) =>
@@ -608,10 +609,7 @@ const runCombination = (run: Run, index: number) =>
       )
       const outcome = yield* Effect.scoped(
         Effect.gen(function* () {
-          const avoid = avoidIds(
-            run.fleet.requeue.get(index),
-            run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id]))
-          )
+          const avoid = avoidIds(run.fleet.requeue.get(index), leftAloneIds(run))
           const handle = yield* run.engine.start({
             request: avoid.length === 0 ? run.options.request : { ...run.options.request, avoidNodes: avoid },
             // what runs is the experiment as given; the document keeps it redacted (Redact.ts)
@@ -634,12 +632,7 @@ const runCombination = (run: Run, index: number) =>
                   _tag: "Missing",
                   what: "engine",
                   node: handle.node,
-                  line: (r.launchLog || r.error || "")
-                    .split("\n")
-                    .filter((l) => l.trim() !== "")
-                    .at(-1)
-                    ?.trim()
-                    .slice(0, 300)
+                  line: lastLine(r.launchLog || r.error || "")
                 }
               })
             return { _tag: "not_ready" as const, result: r }
@@ -706,7 +699,7 @@ const runCombination = (run: Run, index: number) =>
           const why = renderSetback(outcome.setback)
           const verdict = afterSetback(run.fleet.requeue.get(index) ?? emptyRequeue, outcome.setback, {
             eligible: yield* run.engine.eligibleNodes(run.options.request.gpus),
-            leftAlone: run.fleet.leftAlone.flatMap((n) => (n.node_id === null ? [] : [n.node_id])),
+            leftAlone: leftAloneIds(run),
             perCombination: run.doc.experiment.nodes
           })
           yield* save(run, interruptCombination(run.doc, index, ended, why))
