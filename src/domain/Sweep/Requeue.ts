@@ -103,10 +103,7 @@ export const afterSetback = (
       _tag: "give_up",
       error: `${named()}; the cluster could not be read to find another node`
     }
-  const skip = new Set([
-    ...o.leftAlone,
-    ...avoid.flatMap((a) => (a.node.node_id === null ? [] : [a.node.node_id]))
-  ])
+  const skip = new Set(avoidIds({ ...state, avoid }, o.leftAlone))
   const left = o.eligible.filter((id) => !skip.has(id))
   if (left.length < Math.max(1, o.perCombination))
     return {
