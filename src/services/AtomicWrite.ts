@@ -8,6 +8,7 @@
  * synchronous form for code on node:fs (services/HostQueue.ts).
  */
 import * as nodeFs from "node:fs"
+import * as nodePath from "node:path"
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Effect } from "effect"
@@ -23,12 +24,10 @@ export const tempPathFor = (dir: string, base: string) =>
   `${dir.replace(/\/+$/, "")}/.${base}.${process.pid}.${Date.now()}.${++tempCounter}.tmp`
 
 /** `path` as its directory and its name (a bare name is in `.`). */
-export const splitPath = (path: string): { readonly dir: string; readonly base: string } => {
-  const at = path.lastIndexOf("/")
-  return at < 0
-    ? { dir: ".", base: path }
-    : { dir: at === 0 ? "/" : path.slice(0, at), base: path.slice(at + 1) }
-}
+export const splitPath = (path: string): { readonly dir: string; readonly base: string } => ({
+  dir: nodePath.dirname(path),
+  base: nodePath.basename(path)
+})
 
 const joined = (dir: string, base: string) => `${dir.replace(/\/+$/, "")}/${base}`
 
