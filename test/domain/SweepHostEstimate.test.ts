@@ -1,5 +1,5 @@
 /**
- * `--dry-run`'s estimate from the host's recent sweeps (SPEC §15): a sweep run's record, the
+ * `--dry-run`'s estimate from the host's recent sweeps (docs/design.md#time-to-the-answer): a sweep run's record, the
  * medians over the recent ones (each session once), and the choice (options, session, host).
  */
 import { assert, describe, it } from "@effect/vitest"

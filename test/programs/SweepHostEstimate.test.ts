@@ -1,6 +1,6 @@
 /**
  * `sweep run`'s record of each run's end among the user's recent sweeps, and `--dry-run`'s
- * estimate from them (SPEC §15), through the test layers: the scripted engine, the memory stores,
+ * estimate from them (docs/design.md#time-to-the-answer), through the test layers: the scripted engine, the memory stores,
  * the in-memory host queue.
  */
 import { assert, describe, it } from "@effect/vitest"

@@ -1,5 +1,5 @@
 /**
- * `--dry-run`'s estimate from the host's recent sweeps (SPEC §15): each sweep run that measured
+ * `--dry-run`'s estimate from the host's recent sweeps (docs/design.md#time-to-the-answer): each sweep run that measured
  * something leaves a record (its medians and the counts they rest on); the estimate is the median
  * over the recent sweeps, each session counted once (its last record: a resumed session's medians
  * cover everything it measured). The choice: the options, else the session's own measurements,

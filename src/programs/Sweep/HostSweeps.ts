@@ -1,5 +1,5 @@
 /**
- * The user's recent sweeps on this host (SPEC §15 `--dry-run`): when a sweep run ends (done,
+ * The user's recent sweeps on this host (docs/design.md#time-to-the-answer, `--dry-run`): when a sweep run ends (done,
  * cancelled, failed…) and its session measured something, a record of its medians goes to the
  * host queue's `sweeps.jsonl`; `--dry-run` estimates from them when neither the options nor the
  * session's own measurements give one.

@@ -1,5 +1,5 @@
 /**
- * The user's recent sweeps (docs/trust.md, SPEC §15 `--dry-run`): `sweeps.jsonl` in the user's
+ * The user's recent sweeps (docs/trust.md, docs/design.md#time-to-the-answer `--dry-run`): `sweeps.jsonl` in the user's
  * own directory (beside the host queue's `history.jsonl`) keeps, per sweep run that measured
  * something, when it ended, its session folder, and its median engine start and client run with
  * the counts they rest on; `--dry-run` estimates from them when nothing better is given.
