@@ -390,15 +390,21 @@ const runRepeat = (run: Run, index: number, load: string, handle: EngineHandle, 
         return yield* new NodeSetback({
           setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
         })
-      const betweenMissing = isNotInstalled(outcome.betweenExitCode)
-      if (betweenMissing || (!outcome.engineDied && isNotInstalled(outcome.exitCode)))
+      // what is missing on the node: the --between command, else the client (not when the engine died)
+      const missing =
+        outcome.betweenExitCode !== null
+          ? { what: "--between command" as const, code: outcome.betweenExitCode, log: "between.log" }
+          : outcome.engineDied
+            ? undefined
+            : { what: "client" as const, code: outcome.exitCode, log: CLIENT_LOG }
+      // its log's last line names it (the shell's "not found"; Python's exit 1 says so only there)
+      const line =
+        missing !== undefined && (missing.code === 1 || isNotInstalled(missing.code))
+          ? yield* logLastLine(run, `${runDir}/${missing.log}`)
+          : undefined
+      if (missing !== undefined && isNotInstalled(missing.code, line))
         return yield* new NodeSetback({
-          setback: {
-            _tag: "Missing",
-            what: betweenMissing ? "--between command" : "client",
-            node: handle.node,
-            line: yield* logLastLine(run, `${runDir}/${betweenMissing ? "between.log" : CLIENT_LOG}`)
-          }
+          setback: { _tag: "Missing", what: missing.what, node: handle.node, line }
         })
       if (!outcome.engineDied) run.fleet.runSecs.push(outcome.runtimeSec)
       const r = yield* judgeRun(run, outcome, runDir, resultFile)
@@ -625,15 +631,11 @@ const runCombination = (run: Run, index: number) =>
           if (!(yield* admitNode(run, handle.node))) return { _tag: "left_alone" as const }
           if (handle.started._tag === "NotReady") {
             const r = handle.started.result
-            if (isNotInstalled(r.exitCode))
+            const line = lastLine(r.launchLog || r.error || "")
+            if (isNotInstalled(r.exitCode, line))
               // the node lacks the engine's command: a fault of the node, not of the combination
               return yield* new NodeSetback({
-                setback: {
-                  _tag: "Missing",
-                  what: "engine",
-                  node: handle.node,
-                  line: lastLine(r.launchLog || r.error || "")
-                }
+                setback: { _tag: "Missing", what: "engine", node: handle.node, line }
               })
             return { _tag: "not_ready" as const, result: r }
           }

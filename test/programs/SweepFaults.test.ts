@@ -12,6 +12,7 @@ import {
   afterSetback,
   emptyRequeue,
   interruptCombination,
+  isNotInstalled,
   MAX_NODE_LOSSES
 } from "../../src/domain/Sweep/Requeue.js"
 import {
@@ -171,42 +172,54 @@ describe("a sweep survives its nodes' faults", () => {
       })
   )
 
-  it.live("a node without the engine: named, that combination avoids it and runs on another node", () =>
-    Effect.gen(function* () {
-      const want = yield* clean
-      const r = yield* Effect.gen(function* () {
-        const r = yield* runSweep(options(1))
-        return { doc: r.doc, log: yield* engineLog }
-      }).pipe(
-        Effect.provide(
-          setup({
-            eligible: () => ids("a", "b"),
-            // node a has no engine: the shell's 127
-            start: (_, n) =>
-              n === 1
-                ? { notReady: { exitCode: 127, log: "sh: 1: engine: not found\n", runtimeSec: 0.01 } }
-                : { ready: true },
-            node: (_, n) => (n === 1 ? node("a") : node("b")),
-            run: model
-          })
-        )
-      )
-      assert.strictEqual(r.doc.status, "done")
-      assert.deepStrictEqual(points(r.doc), points(want))
-      const c = r.doc.combinations[0]!
-      assert.deepStrictEqual(
-        c.engine_starts.map((s) => `${s.outcome}@${s.node?.hostname}`),
-        ["interrupted@host-a", "ready@host-b"]
-      )
-      assert.include(
-        c.engine_starts[0]!.error ?? "",
-        'the engine is not installed on node host-a ("sh: 1: engine: not found")'
-      )
-      // back to the queue, after the others; its next start (and only that combination's) avoided node a
-      assert.deepStrictEqual(r.log.starts.map(seqsOf), [2, 4, 8, 2])
-      assert.deepStrictEqual(r.log.avoids, [[], [], [], ids("a")])
-    })
-  )
+  // how a launch fails on a node without the engine: the shell's 127 for a command (`vllm serve`),
+  // Python's exit 1 for `python -m sglang.launch_server` (its runpy line, as CPython 3.11 prints it)
+  for (const miss of [
+    { how: "the shell's 127", exitCode: 127, line: "sh: 1: engine: not found" },
+    {
+      how: "python -m's exit 1",
+      exitCode: 1,
+      line: "/usr/bin/python3: Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')"
+    }
+  ])
+    it.live(
+      `a node without the engine (${miss.how}): named, that combination avoids it and runs on another node`,
+      () =>
+        Effect.gen(function* () {
+          const want = yield* clean
+          const r = yield* Effect.gen(function* () {
+            const r = yield* runSweep(options(1))
+            return { doc: r.doc, log: yield* engineLog }
+          }).pipe(
+            Effect.provide(
+              setup({
+                eligible: () => ids("a", "b"),
+                // node a has no engine
+                start: (_, n) =>
+                  n === 1
+                    ? { notReady: { exitCode: miss.exitCode, log: `${miss.line}\n`, runtimeSec: 0.01 } }
+                    : { ready: true },
+                node: (_, n) => (n === 1 ? node("a") : node("b")),
+                run: model
+              })
+            )
+          )
+          assert.strictEqual(r.doc.status, "done")
+          assert.deepStrictEqual(points(r.doc), points(want))
+          const c = r.doc.combinations[0]!
+          assert.deepStrictEqual(
+            c.engine_starts.map((s) => `${s.outcome}@${s.node?.hostname}`),
+            ["interrupted@host-a", "ready@host-b"]
+          )
+          assert.include(
+            c.engine_starts[0]!.error ?? "",
+            `the engine is not installed on node host-a ("${miss.line}")`
+          )
+          // back to the queue, after the others; its next start (and only that combination's) avoided node a
+          assert.deepStrictEqual(r.log.starts.map(seqsOf), [2, 4, 8, 2])
+          assert.deepStrictEqual(r.log.avoids, [[], [], [], ids("a")])
+        })
+    )
 
   it.live(
     "a node without the client: the run is interrupted, not failed; the combination avoids the node",
@@ -266,6 +279,23 @@ describe("a sweep survives its nodes' faults", () => {
 })
 
 describe("the re-queue policy (domain/Sweep/Requeue.ts)", () => {
+  it("not installed: the shell's 127/126, python -m's own exit-1 line; not an ImportError inside a program, not another exit", () => {
+    assert.isTrue(isNotInstalled(127))
+    assert.isTrue(isNotInstalled(126))
+    assert.isTrue(isNotInstalled(1, "/usr/bin/python3: No module named sglang.launch_server"))
+    assert.isTrue(
+      isNotInstalled(
+        1,
+        "/usr/bin/python3: Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')"
+      )
+    )
+    // an engine that starts and then misses an optional package: its own failure, on every node
+    assert.isFalse(isNotInstalled(1, "ModuleNotFoundError: No module named 'flash_attn'"))
+    assert.isFalse(isNotInstalled(1, "error: argument --max-num-seqs: must be at least 1"))
+    assert.isFalse(isNotInstalled(2, "/usr/bin/python3: No module named sglang"))
+    assert.isFalse(isNotInstalled(1))
+  })
+
   it("avoids a node lacking the engine while another can run it; a node with no Ray id cannot be avoided", () => {
     const miss = { _tag: "Missing", what: "engine", node: node("a"), line: undefined } as const
     const again = afterSetback(emptyRequeue, miss, {

@@ -6,7 +6,8 @@
  *   engine start `interrupted`, and the combination goes back to the queue, to run again from its
  *   first point not done on whichever node Ray grants (another one, or the same one once back);
  * - the node lacks the engine, the client or the `--between` command (the shell's 127 "not found",
- *   126 "not executable"; the sweep runner's own 127 for a client it cannot start): the same, and
+ *   126 "not executable"; the sweep runner's own 127 for a client it cannot start; Python's "No
+ *   module named" for the module `python -m` launches): the same, and
  *   the combination avoids that node from then on; when no node that can hold it is left, it fails
  *   naming each node and what was missing there.
  * Neither is charged to the combination (its points keep every finished run; nothing runs twice).
@@ -20,9 +21,24 @@ import { type NodeRecord, nodeName } from "./Nodes.js"
 /** Node losses one combination survives; the next one fails it. */
 export const MAX_NODE_LOSSES = 3
 
-/** The shell's "command not found" and "not executable" (also the sweep runner's for a client it cannot start). */
-export const isNotInstalled = (exitCode: number | null | undefined): boolean =>
-  exitCode === 127 || exitCode === 126
+/**
+ * Python's own last line when `python -m MODULE` finds no MODULE (CPython's runpy: the interpreter's
+ * path, then "No module named a.b" — unquoted, unlike an ImportError's — or "Error while finding
+ * module specification for 'a.b' (ModuleNotFoundError: …)"; exit 1): the launched engine or client
+ * is not installed there (`python -m sglang.launch_server` on a node without SGLang).
+ */
+const NO_LAUNCHED_MODULE =
+  /: (No module named [^'\s]+|Error while finding module specification for '[^']+' \(ModuleNotFoundError: .*\))$/
+
+/**
+ * The command is not installed on the node: the shell's "command not found" (127) and "not
+ * executable" (126) (also the sweep runner's 127 for a client it cannot start), or Python's exit 1
+ * with `line` (the output's last line) saying the module `-m` names is not there.
+ */
+export const isNotInstalled = (exitCode: number | null | undefined, line?: string): boolean =>
+  exitCode === 127 ||
+  exitCode === 126 ||
+  (exitCode === 1 && line !== undefined && NO_LAUNCHED_MODULE.test(line))
 
 export type Setback =
   | {
