@@ -4,16 +4,24 @@
 // host outside the checkout), the same client. Prints the wall-time ratio (goal <= 0.40x; the
 // ideal 0.33x), the engine starts of each (goal: = combinations), whether both find the same
 // best, and where each one's time went (the sweep's own accounting, summary.time, and each
-// combination's span). The loads have one best in closed form: seqs=6 at c=6 (200 x 6 / 10 = 120
-// tok/s; every other combination fails c=6, past its batch limit, and passes c=2 at 66.7 tok/s at
-// most); with c=1,2,4 seqs 4, 5 and 6 all passed c=4 at the same 100 tok/s, and the measuring noise
-// picked the best (one run found seqs=5, the other seqs=6). Needs root (namespaces) and
-// `npm run build`; makes its own hosts and ends them.
+// combination's span). The model is the stand-in's own (examples/engine-model.mjs: past its batch
+// limit an engine's throughput plateaus and the queueing shows in TTFT), 12 prompts of 32 output
+// tokens per run, and the loads and SLO have one best in closed form (`predict`): seqs=6 at c=6,
+// 200 x 6 / 10 = 120 tok/s, p99 TTFT one step (50 ms); every other combination queues at c=6 (a
+// wave of at least 800 ms, p99 TTFT >= 1155 ms) and fails p99_ttft_ms<=500, and passes at most
+// 66.7 tok/s at c=2 (seqs=1 fails c=2 too: 825 ms). 500 ms leaves 450 ms for the machine's round
+// trip (up to ~250 ms measured at load average 17) and 325 ms below the nearest failure (16 output
+// tokens and 300 ms left too little: at load average 16, --parallel 3's seqs=6 failed c=6). The
+// combinations take 18.6-28.8 s of client time each (seqs=1 the longest). Before, the bench ran a
+// saturated engine (`--queue-ms 1500`, 8
+// prompts): seqs=1's combination took 30.6 s of client time against 6.4-11.5 s for the others,
+// which bounded the ratio near 0.40x with no per-combination cost at all (docs/performance.md).
+// Needs root (namespaces) and `npm run build`; makes its own hosts and ends them.
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { FAKE_CLIENT_ARGS, ray, root, sweepRunArgv, time } from "./lib.mjs"
+import { ray, root, sweepRunArgv, time } from "./lib.mjs"
 
 const script = path.join(root, "scripts/hosts.sh")
 const realRay = fs.realpathSync(ray)
@@ -77,15 +85,15 @@ export const benchHosts = () => {
             "--parallel",
             String(parallel),
             "--server",
-            "fake-engine --load-sec 0.2 --queue-ms 1500 --max-num-seqs {seqs}",
+            "fake-engine --load-sec 0.2 --max-num-seqs {seqs}",
             "--param",
             "seqs=1,2,3,4,5,6",
             "--load",
             "c=1,2,6",
             "--slo",
-            "p99_ttft_ms<=1000"
+            "p99_ttft_ms<=500"
           ],
-          ["fake-bench-client", ...FAKE_CLIENT_ARGS]
+          ["fake-bench-client", "--num-prompts", "12", "--max-concurrency", "{c}", "--output-len", "32"]
         )
       )
     const results = {}
