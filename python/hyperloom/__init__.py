@@ -15,6 +15,8 @@ this package and its __main__.py). One job per module:
     endpoint     the JSON-lines plumbing both bridges share
     bridge       one lease (`python PYDIR bridge`)
     group        one serving group, a rank actor per node (`python PYDIR group`)
+    fence        the heartbeat fence: an actor cut off from its bridge stops its command before Ray
+                 can declare its node dead (both bridges)
     engine       the serving engine's life on the leased node: start, alive, ready, stop (both runners)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
     sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)

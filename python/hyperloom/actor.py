@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from hyperloom import gone, gpus, procgroup
+from hyperloom import fence, gone, gpus, procgroup
 from hyperloom.gone import END_PATIENCE_SEC, END_TIMEOUT_SEC
 from hyperloom.shipping import RUNNER_FILES, package_files, runnable_dir, supervisor_files
 
@@ -162,10 +162,15 @@ def make_actor_class(ray, with_runner=False):
             self._lock = threading.Lock()
             self._spawned = threading.Event()  # run has started the supervisor (or never will)
             self._hold = None  # a group rank's word to start CMD: the write end of --hold-fd
+            self._last_beat = time.monotonic()  # when the bridge was last heard from (`beat`)
+
+        def beat(self):
+            """The bridge is still there (the heartbeat fence: hyperloom.fence)."""
+            self._last_beat = time.monotonic()
 
         @ray.method(num_returns="streaming")
         def run(self, argv, env, cwd, grace, owner=None, stdin=False, raw_output=False, gpu_clean_timeout=None,
-                hold=False, token=None, own_entry=False):
+                hold=False, token=None, own_entry=False, heartbeat=None, beater_node=None):
             """Streams CMD's events. `stdin`: CMD reads a pipe that `feed` writes (else /dev/null).
             `raw_output`: output events carry byte chunks ({"data": bytes}) exactly as CMD wrote
             them, else lines decoded as UTF-8 (with replacement; lines over MAX_LINE_BYTES split).
@@ -175,7 +180,12 @@ def make_actor_class(ray, with_runner=False):
             `token`: the lease's token (hyperloom.gone), by which its bridge finds what is left of
             the lease on this node should this worker die. `own_entry` (a class made
             with_runner): argv is [PYTHON, PYDIR, COMMAND, ...] of the bridge's host; COMMAND runs
-            with this node's Python and PYDIR (the bridge's own, or a copy of the runners' files)."""
+            with this node's Python and PYDIR (the bridge's own, or a copy of the runners' files).
+            `heartbeat` (seconds): the fence (hyperloom.fence): with no `beat` for that long the
+            bridge is unreachable, and CMD is stopped (TERM, the grace, KILL) before Ray can
+            declare this node dead and grant its slot again; not when this actor runs on
+            `beater_node`, the bridge's own node (no cut comes between them; the keeper watches
+            the bridge there). None: no fence."""
             pydir = runnable_dir(files)
             if own_entry and runner is not None:
                 argv = [sys.executable, "-I", runnable_dir(runner)] + list(argv[2:])
@@ -189,6 +199,17 @@ def make_actor_class(ray, with_runner=False):
                 return
             proc, r = spawned
             events, containment = watch_supervisor(proc, r, raw_output)
+            done = threading.Event()
+            if heartbeat and beater_node != ray.get_runtime_context().get_node_id():
+                self._last_beat = time.monotonic()
+
+                def fenced(silent):
+                    line = fence.silent_line("lease", silent)
+                    sys.stderr.write(line + "\n")
+                    events.put(("fenced", line, None))
+                    self.stop(grace)
+
+                fence.watch(lambda: self._last_beat, heartbeat, done, fenced)
 
             started = False
             pending = []  # output seen before the supervisor said whether CMD started
@@ -231,6 +252,8 @@ def make_actor_class(ray, with_runner=False):
                         out.append(dict(a, event="gpu_busy", **self._node()))
                     elif kind == "clean":  # a held rank's GPUs are clean: it waits for `go`
                         out.append({"event": "gpu_clean"})
+                    elif kind == "fenced":  # the bridge went silent: CMD is being stopped
+                        (out if started else pending).append({"event": "output", "stream": "stderr", "line": a})
                     elif kind == "gpu_wait":  # told at once, not held back until the start
                         out.append({"event": "output", "stream": "stderr", "line": gpus.wait_line(a)})
                     elif kind == "exit":
@@ -254,6 +277,7 @@ def make_actor_class(ray, with_runner=False):
                     yield out
                 if proc_rc is not None and not open_streams:
                     break
+            done.set()
             self._let_go()
             if not started:
                 yield [self._started_event(None, proc.pid)] + pending

@@ -75,6 +75,15 @@ not to the node. The actor is killed and the group removed as soon as CMD's exit
 (the actor died, or did not stop in time) the group goes only once nothing of the lease runs on
 its node (hyperloom.gone, by the lease's token). The bridge itself stays until released so that
 hyperloom decides when it ends.
+
+The heartbeat fence (hyperloom.fence, as a group's ranks have it): when the actor runs on a node
+other than this bridge's (a sweep's lease on another host), the bridge calls its `beat` every
+second from its placement on; cut off from the bridge past the heartbeat timeout (below Ray's
+node-death time, from the cluster's health-check settings), the actor stops the command by
+itself (TERM, the grace, KILL; stderr line "hyperloom lease: nothing from the bridge for N s:
+stopping the command (fenced)"), so the command is gone before Ray can grant its slot again. An
+actor on the bridge's own node is not fenced: nothing cuts a node from itself, and the keeper
+ends the command with the bridge there.
 """
 
 import argparse
@@ -85,7 +94,7 @@ import re
 import sys
 import threading
 
-from hyperloom import actor, deadlease, leasename, shipping
+from hyperloom import actor, deadlease, fence, leasename, shipping
 from hyperloom.endpoint import JsonLinesEndpoint, ProtocolError, describe, serve_stdio
 
 DEFAULT_NAMESPACE = "hyperloom"
@@ -104,6 +113,9 @@ class Bridge(JsonLinesEndpoint):
         self.pg = None  # the placement group holding the lease's resources (None: it holds none)
         self.token = leasename.new_token()  # names what the lease runs on its node (hyperloom.gone)
         self.node_id = None  # the node the command runs on, once started
+        self.placed = False  # the placement group is placed (the actor is created now)
+        self.placed_on = None  # its node, when known
+        self.own_node = None  # this driver's node: an actor there is not fenced
 
     # -- lifecycle
 
@@ -120,6 +132,8 @@ class Bridge(JsonLinesEndpoint):
         threading.Thread(target=self.sweep, args=(lambda: not self.started,), daemon=True).start()
         try:
             own_entry = shipping.is_own_entry(spec["argv"])
+            self.own_node = ray.get_runtime_context().get_node_id()
+            heartbeat, _ = fence.timing(ray, self.grace)
             cls = ray.remote(actor.make_actor_class(ray, with_runner=own_entry))
             options = actor.actor_options(spec)
             # Named for whoever meets it as the holder of a busy slot (see leasename.lease_name).
@@ -156,7 +170,7 @@ class Bridge(JsonLinesEndpoint):
             gen = self.actor.run.remote(
                 spec["argv"], spec["env"], spec["cwd"], self.grace, actor.owner_info(),
                 stdin=spec["stdin"], raw_output=spec["raw_output"], gpu_clean_timeout=spec["gpu_clean_timeout_sec"],
-                token=self.token, own_entry=own_entry,
+                token=self.token, own_entry=own_entry, heartbeat=heartbeat, beater_node=self.own_node,
             )
         except Exception as e:
             self.emit_error("actor_failed", describe(e))
@@ -165,7 +179,24 @@ class Bridge(JsonLinesEndpoint):
             self.stdin = queue.SimpleQueue()
             threading.Thread(target=self.feed_stdin, args=(self.actor,), daemon=True).start()
         threading.Thread(target=self.pump, args=(gen,), daemon=True).start()
+        # The heartbeat fence (hyperloom.fence): an actor on another node hears from this bridge
+        # every second, else stops its command before Ray can declare that node dead.
+        threading.Thread(
+            target=fence.beat_loop, args=(self.beaten, fence.beat_every(heartbeat), self.beats_over), daemon=True
+        ).start()
         return None
+
+    def beaten(self):
+        """The actor, when it is beaten now: it runs (or is being created on its placed bundle:
+        before that, beats would only queue), on a node other than this driver's (unknown: beaten)."""
+        held = self.actor
+        if held is None or self.exited or (self.pg is not None and not (self.placed or self.started)):
+            return []
+        node = self.node_id or self.placed_on
+        return [] if node is not None and node == self.own_node else [held]
+
+    def beats_over(self):
+        return self.exited or (self.releasing and self.actor is None)
 
     def watch_placed(self, pg):
         """Says `placed` (with the bundle's node) once Ray has placed the lease's group: its slot
@@ -231,6 +262,7 @@ class Bridge(JsonLinesEndpoint):
                     self.kill_actor()
                     self.let_go(confirmed=True)
             elif kind == "placed":
+                self.placed, self.placed_on = True, payload
                 self.emit("placed", node_id=payload)
             elif kind == "pump_done":
                 if not self.exited:

@@ -85,15 +85,12 @@ checks its own node's GPUs, then holds its command back (hyperloom.supervisor --
 bridge has heard from every rank that its GPUs are clean, and only then tells each to start. A rank
 whose GPUs stay held fails with gpu_busy; the others are stopped before their commands ever ran.
 
-The heartbeat (docs/design.md#fencing-an-unreachable-node): while the ranks run, this bridge calls
-every rank's `beat` every H/5 seconds. A rank cut off from it (a network partition, the launching
-host gone) hears nothing, and after H seconds stops its command (TERM, the grace, KILL) by itself.
-Ray declares an unreachable node dead, and frees its slot, only after
-`health_check_failure_threshold` health checks in a row failed, each after
-`health_check_timeout_ms`, `health_check_period_ms` apart (5 × (10 s + 3 s) ≈ 65 s by default,
-measured 63-69 s); this driver reads those values as the cluster has them (ray start --system-config
-reaches drivers through the GCS) and takes H = 40 % of that, at most 20 s, so the command is gone
-before the slot can be given to anyone else.
+The heartbeat (docs/design.md#fencing-an-unreachable-node, hyperloom.fence): while the ranks run,
+this bridge calls every rank's `beat` every second. A rank cut off from it (a network partition,
+the launching host gone) hears nothing, and after H seconds stops its command (TERM, the grace,
+KILL) by itself, H being below the time Ray takes to declare the rank's node dead (D, read from
+the cluster's health-check settings), so the command is gone before the slot can be given to
+anyone else.
 """
 
 import argparse
@@ -101,48 +98,12 @@ import os
 import queue
 import sys
 import threading
-import time
 
 from hyperloom import actor as lease_actor
-from hyperloom import deadlease, endpoint, gone, leasename, shipping
+from hyperloom import deadlease, endpoint, fence, gone, leasename, shipping
 from hyperloom.bridge import Bridge as LeaseBridge, parse_lease
 
 RANK_START_TIMEOUT_SEC = 120.0
-DEFAULT_NODE_DEATH_SEC = 65.0  # Ray 2.58's defaults: 5 x (10 s + 3 s)
-DEFAULT_HEALTH_PERIOD_SEC = 3.0
-# What a fencing rank needs beyond the stop grace to have its command gone: its watch's poll (at
-# most 1 s) and the KILL and reaping after the grace. Measured on two hosts of their own
-# (docs/multi-node.md): a rank whose heartbeat was 8 s had its command gone 9.8 s after the cut.
-FENCE_SLACK_SEC = 2.0
-# How often the group bridge beats each rank: a rank's silence then starts at most this long
-# before a cut, so a cut shorter than (heartbeat - BEAT_EVERY_SEC) never fences.
-BEAT_EVERY_SEC = 1.0
-
-
-def health_check(ray):
-    """Ray's health checks as this connected driver has them: (failures in a row, period s,
-    timeout s); Ray 2.58's documented defaults for a Ray without these settings."""
-    try:
-        config = ray._raylet.Config
-        return (config.health_check_failure_threshold(), config.health_check_period_ms() / 1000.0,
-                config.health_check_timeout_ms() / 1000.0)
-    except Exception:
-        return 5, DEFAULT_HEALTH_PERIOD_SEC, DEFAULT_NODE_DEATH_SEC / 5 - DEFAULT_HEALTH_PERIOD_SEC
-
-
-def node_death_sec(ray):
-    """How long Ray takes to declare an unreachable node dead: its failed health checks in a row,
-    each one's timeout plus the period between them, as this connected driver has them."""
-    threshold, period, timeout = health_check(ray)
-    return threshold * (timeout + period)
-
-
-def heartbeat_sec(death_sec, period_sec, grace_sec):
-    """The heartbeat timeout: a rank that hears nothing for this long stops its command, which is
-    then gone within the grace and FENCE_SLACK_SEC, before Ray can declare its node dead (at the
-    earliest one health-check period before death_sec: the cut may fall just before a check) and
-    grant its slot again. As late as that allows, so that a cut Ray survives, the run survives."""
-    return max(1.0, death_sec - period_sec - grace_sec - FENCE_SLACK_SEC)
 
 
 class GroupBridge(endpoint.JsonLinesEndpoint):
@@ -246,8 +207,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
         if spec["rank_ports"]:
             asked = [r["actor"].endpoint.remote() for r in self.ranks]
             own_ports = [p for _, p in ray.get(asked, timeout=RANK_START_TIMEOUT_SEC)]
-        death = node_death_sec(ray)
-        beat = heartbeat_sec(death, health_check(ray)[1], self.grace)
+        beat, death = fence.timing(ray, self.grace)
         self.emit("leader", host=host, port=port, heartbeat_sec=beat, node_death_sec=death)
         world = str(spec["nodes"])
         for rank, r in enumerate(self.ranks):
@@ -273,19 +233,14 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
             threading.Thread(target=self.pump, args=(rank, gen), daemon=True).start()
             if rank == 0 and spec["stdin"]:
                 threading.Thread(target=self.feed_stdin, args=(r["actor"],), daemon=True).start()
-        threading.Thread(target=self.beat_ranks, args=(min(BEAT_EVERY_SEC, beat / 5.0),), daemon=True).start()
+        # The heartbeat: every rank still running hears from this bridge every second.
+        threading.Thread(
+            target=fence.beat_loop, args=(self.running_ranks, fence.beat_every(beat), lambda: self.ended or self.releasing),
+            daemon=True,
+        ).start()
 
-    def beat_ranks(self, every):
-        """The heartbeat: every rank still running hears from this bridge every `every` seconds."""
-        while not (self.ended or self.releasing):
-            for r in list(self.ranks):
-                actor = r.get("actor")
-                if actor is not None and not r["exited"]:
-                    try:
-                        actor.beat.remote()
-                    except Exception:
-                        pass  # a dead actor: its pump reports it
-            time.sleep(every)
+    def running_ranks(self):
+        return [r["actor"] for r in list(self.ranks) if r.get("actor") is not None and not r["exited"]]
 
     def pump(self, rank, gen):
         ray = self.ray
@@ -468,47 +423,22 @@ def make_rank_class(ray):
     runner = shipping.package_files(shipping.RUNNER_FILES)
 
     class HyperloomGroupRank(base):
-        def __init__(self):
-            super().__init__()
-            self._last_beat = time.monotonic()
-
-        def beat(self):
-            """The group bridge is still there."""
-            self._last_beat = time.monotonic()
-
         @ray.method(num_returns="streaming")
         def run_rank(self, argv, env, env_base, cwd, grace, owner, heartbeat, own_entry=False, gpu_clean_timeout=None,
                      token=None, stdin=False):
             """The lease actor's `run`, in this node's own environment (env_base "node": the
-            Ray worker's, with `env` laid over it), watched by the heartbeat: with no `beat` for
-            `heartbeat` seconds the bridge is unreachable, and the command is stopped before Ray
-            can declare this node dead and free its slot. `own_entry`: argv is [PYTHON, PYDIR,
-            COMMAND, ...] of the bridge's host; run COMMAND with this node's Python and PYDIR."""
+            Ray worker's, with `env` laid over it), watched by the heartbeat (hyperloom.fence) on
+            every node, the bridge's own too: with no `beat` for `heartbeat` seconds the bridge
+            is unreachable, and the command is stopped before Ray can declare this node dead and
+            free its slot. `own_entry`: argv is [PYTHON, PYDIR, COMMAND, ...] of the bridge's
+            host; run COMMAND with this node's Python and PYDIR."""
             if own_entry:
                 argv = [sys.executable, "-I", shipping.runnable_dir(runner)] + list(argv[2:])
             merged = dict(os.environ) if env_base == "node" else {}
             merged.update(env)
-            done = threading.Event()
-            self._last_beat = time.monotonic()
-
-            def watch():
-                while not done.wait(min(1.0, heartbeat / 5.0)):
-                    silent = time.monotonic() - self._last_beat
-                    if silent > heartbeat:
-                        sys.stderr.write(
-                            "hyperloom rank: nothing from the group bridge for %.0f s: stopping the command\n" % silent
-                        )
-                        self.stop(grace)
-                        return
-
-            if heartbeat:
-                threading.Thread(target=watch, daemon=True).start()
-            try:
-                # Held after its gate: the bridge says when every rank's GPUs are clean.
-                yield from base.run(self, argv, merged, cwd, grace, owner, stdin=stdin, gpu_clean_timeout=gpu_clean_timeout,
-                                    hold=True, token=token)
-            finally:
-                done.set()
+            # Held after its gate: the bridge says when every rank's GPUs are clean.
+            yield from base.run(self, argv, merged, cwd, grace, owner, stdin=stdin, gpu_clean_timeout=gpu_clean_timeout,
+                                hold=True, token=token, heartbeat=heartbeat)
 
         def endpoint(self):
             import socket

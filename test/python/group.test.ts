@@ -17,11 +17,11 @@ const py = (code: string) => {
   return JSON.parse(r.stdout)
 }
 
-describe("the group bridge's heartbeat", () => {
+describe("the heartbeat (hyperloom.fence, both bridges)", () => {
   it("Ray's node-death time from its health-check settings; the heartbeat as late as fencing allows: death − period − grace − 2 s", () => {
     const r = py(`
 import json, types
-from hyperloom import group
+from hyperloom import fence
 def fake(threshold, period, timeout):
     config = types.SimpleNamespace(
         health_check_failure_threshold=lambda: threshold,
@@ -29,9 +29,9 @@ def fake(threshold, period, timeout):
         health_check_timeout_ms=lambda: timeout)
     return types.SimpleNamespace(_raylet=types.SimpleNamespace(Config=config))
 rays = [fake(5, 3000, 10000), fake(5, 2000, 2000), object()]
-deaths = [group.node_death_sec(r) for r in rays]
-beats = [group.heartbeat_sec(d, group.health_check(r)[1], 3.0) for d, r in zip(deaths, rays)]
-print(json.dumps({"deaths": deaths, "beats": beats + [group.heartbeat_sec(1.0, 3.0, 3.0)]}))
+deaths = [fence.node_death_sec(r) for r in rays]
+beats = [fence.heartbeat_sec(d, fence.health_check(r)[1], 3.0) for d, r in zip(deaths, rays)]
+print(json.dumps({"deaths": deaths, "beats": beats + [fence.heartbeat_sec(1.0, 3.0, 3.0)]}))
 `)
     // Ray 2.58's defaults (5 × (3 s + 10 s)), the two-host tests' shortened checks, no settings at all.
     assert.deepStrictEqual(r.deaths, [65, 20, 65])
