@@ -9,7 +9,9 @@
  * - SIGKILL of `sweep run` with three combinations in flight: the same command resumes them all;
  * - a worker's raylet SIGKILLed mid-combination, and a worker cut off past the node-death time:
  *   the run in flight is interrupted, the combination runs again from its first point not done on
- *   another node; the sweep completes with the right best, no point measured twice.
+ *   another node; the sweep completes with the right best, no point measured twice. The cut-off
+ *   worker's engine is gone within Ray's node-death time of the cut (the lease's heartbeat fence,
+ *   docs/multi-node.md "Fencing …": heartbeat 10 − 1 − 3 − 2 = 4 s here).
  * The sweep: seqs = 1, 2, 4 (the stand-in's batch limit B), c = 2, 4, p99 TTFT <= 1000 ms with a
  * 1500 ms queue cost: a point passes when c <= B, so the best is seqs=4 at c=4.
  */
@@ -22,6 +24,7 @@ import {
   type Hosts,
   killRaylet,
   makeHosts,
+  onHost,
   rayletOn,
   STAND_IN_BIN,
   startCluster,
@@ -245,16 +248,31 @@ describe.skipIf(why !== undefined)("a cluster sweep survives its faults (three h
     const tag = newTag()
     const cli = hosts.startCli(sweepArgs(session, tag), withStandIns)
     const hit = await waitFor("a combination mid-way on a worker", () => midCombination(session), 120_000, 50)
+    const engineThere = () => pidsWithArg(`--tag=${tag}`).filter((pid) => onHost(hosts, hit.host, pid))
+    assert.isNotEmpty(engineThere(), "an engine runs on the worker to be cut off")
+    const t0 = Date.now()
     await hosts.cut(hit.host)
+    // During the cut: the worker's process table every 100 ms (the heartbeat fence stops its engine
+    // before Ray can declare the node dead, ~NODE_DEATH_SEC after the cut, and grant its slot again).
+    let engineGoneSec: number | undefined
     try {
-      await sleep((NODE_DEATH_SEC + 5) * 1000)
+      while (Date.now() < t0 + (NODE_DEATH_SEC + 5) * 1000) {
+        if (engineGoneSec === undefined && engineThere().length === 0)
+          engineGoneSec = (Date.now() - t0) / 1000
+        await sleep(100)
+      }
     } finally {
       await hosts.heal(hit.host)
     }
+    process.stderr.write(
+      `cut: the cut-off worker's engine gone ${engineGoneSec ?? "never"} s after the cut\n`
+    )
+    assert.isDefined(engineGoneSec, "the cut-off worker's engine stopped during the cut")
+    assert.isBelow(engineGoneSec!, NODE_DEATH_SEC, "within Ray's node-death time of the cut")
     await endedRequeued(cli, session, hit.index)
-    // back on the network, the cut-off node learns it was declared dead: its raylet and the engine go
+    // nothing of the sweep's engines is left anywhere
     await waitFor(
-      "the cut-off node's engine gone",
+      "the engines gone",
       () => (pidsWithArg(`--tag=${tag}`).length === 0 ? true : undefined),
       60_000,
       500
