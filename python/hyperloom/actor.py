@@ -218,6 +218,7 @@ def make_actor_class(ray, with_runner=False):
             open_streams = {"stdout", "stderr", "status"}
             drain_deadline = None
             left = None  # what gone.end left, once it ran (the supervisor died without reporting the end)
+            fenced = None  # the fence's line, once it stopped CMD (the bridge went silent)
             while True:
                 timeout = None
                 if drain_deadline is not None:
@@ -253,6 +254,7 @@ def make_actor_class(ray, with_runner=False):
                     elif kind == "clean":  # a held rank's GPUs are clean: it waits for `go`
                         out.append({"event": "gpu_clean"})
                     elif kind == "fenced":  # the bridge went silent: CMD is being stopped
+                        fenced = a
                         (out if started else pending).append({"event": "output", "stream": "stderr", "line": a})
                     elif kind == "gpu_wait":  # told at once, not held back until the start
                         out.append({"event": "output", "stream": "stderr", "line": gpus.wait_line(a)})
@@ -291,7 +293,8 @@ def make_actor_class(ray, with_runner=False):
                     if left:
                         line = "hyperloom: the lease ends with %s still running" % ", ".join(left)
                         yield [{"event": "output", "stream": "stderr", "line": line}]
-            yield [{"event": "exit", "code": exit_code}]
+            # A fenced end says so: for the bridge, its node was lost (cut off), not CMD's own end.
+            yield [dict({"event": "exit", "code": exit_code}, **({"fenced": fenced} if fenced else {}))]
 
         def _spawn(self, command, env, stdin, hold):
             """Starts the supervisor, `command(status_fd, hold_fd)` its argv, in a session of its

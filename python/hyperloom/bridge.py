@@ -61,7 +61,8 @@ bridge -> hyperloom (stdout), in this order:
            "ray_init"      ray.init(address=...) failed (message: Ray's reason); an address
                            refusing TCP fails at once instead of Ray's minutes of retries
            "actor_creation" the actor could not be created (e.g. name taken)
-           "actor_died"    the actor died while the lease was pending or running
+           "actor_died"    the actor died while the lease was pending or running, or it stopped CMD
+                           cut off from this bridge (the heartbeat fence, below; no `exit` then)
            "actor_failed"  the actor's method raised
            "internal"      a bug in this file
     {"event": "released"}                                  last line; the actor is killed, the
@@ -116,6 +117,7 @@ class Bridge(JsonLinesEndpoint):
         self.placed = False  # the placement group is placed (the actor is created now)
         self.placed_on = None  # its node, when known
         self.own_node = None  # this driver's node: an actor there is not fenced
+        self.fenced = None  # the fence's line, when the actor stopped CMD cut off from this bridge
 
     # -- lifecycle
 
@@ -261,6 +263,11 @@ class Bridge(JsonLinesEndpoint):
                     # frees now; release still ends the bridge.
                     self.kill_actor()
                     self.let_go(confirmed=True)
+                    if self.fenced:
+                        # Cut off from this bridge, the actor stopped CMD (the heartbeat fence):
+                        # its node was lost to the lease, as if Ray had declared it dead.
+                        self.emit_error("actor_died", "%s; the link came back before Ray declared the node dead" % self.fenced)
+                        return self.release(1)
             elif kind == "placed":
                 self.placed, self.placed_on = True, payload
                 self.emit("placed", node_id=payload)
@@ -295,6 +302,9 @@ class Bridge(JsonLinesEndpoint):
                 self.node_id = ev.get("node_id")
             elif name == "exit":
                 self.exited = True
+                self.fenced = ev.pop("fenced", None)
+                if self.fenced:
+                    continue  # said as the error `actor_died` (serve)
             if isinstance(ev.get("data"), bytes):
                 ev["data"] = base64.b64encode(ev["data"]).decode("ascii")
             self.emit(name, **ev)

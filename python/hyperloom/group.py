@@ -302,6 +302,7 @@ class GroupBridge(endpoint.JsonLinesEndpoint):
                 self.start_if_all_clean()
                 continue
             ev["rank"] = rank
+            ev.pop("fenced", None)  # its stderr line said it; the rank's exit ends the group as any other
             if name == "started":
                 r["started"] = True
                 try:

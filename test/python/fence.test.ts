@@ -30,6 +30,7 @@ def lease(argv, beater_node, beat_every=None):
     events = [ev for batch in run for ev in batch]
     over.set()
     return {"code": [e["code"] for e in events if e["event"] == "exit"], "sec": time.monotonic() - t0,
+            "fenced": [e.get("fenced") for e in events if e["event"] == "exit"],
             "stderr": [e["line"] for e in events if e["event"] == "output" and e["stream"] == "stderr"]}
 
 out = {}
@@ -55,14 +56,57 @@ describe("a single lease's heartbeat fence", () => {
     assert.deepStrictEqual(out.silent.code, [143])
     assert.isBelow(out.silent.sec, 1.5 + 0.3 + 0.5 + 2)
     assert.isAtLeast(out.silent.sec, 1.5)
-    assert.deepStrictEqual(out.silent.stderr, [
-      "hyperloom lease: nothing from the bridge for 2 s: stopping the command (fenced)"
-    ])
+    const line = "hyperloom lease: nothing from the bridge for 2 s: stopping the command (fenced)"
+    assert.deepStrictEqual(out.silent.stderr, [line])
+    assert.deepStrictEqual(out.silent.fenced, [line], "its exit says it was fenced")
     // 3 s of command, twice the heartbeat: it ran to its own end
     for (const kept of [out.beaten, out.same_node]) {
       assert.deepStrictEqual(kept.code, [0])
+      assert.deepStrictEqual(kept.fenced, [null])
       assert.deepStrictEqual(kept.stderr, [])
       assert.isAtLeast(kept.sec, 3)
     }
   }, 60_000)
+})
+
+const BRIDGE = `
+import io, json
+from hyperloom import bridge
+line = "hyperloom lease: nothing from the bridge for 5 s: stopping the command (fenced)"
+def serve(batch):
+    out = io.StringIO()
+    b = bridge.Bridge(out)
+    b.inbox.put(("batch", batch))
+    b.inbox.put(("msg", {"op": "release"}))
+    code = b.serve()
+    return {"code": code, "events": [json.loads(x) for x in out.getvalue().splitlines()]}
+print(json.dumps({
+    "fenced": serve([{"event": "output", "stream": "stderr", "line": line}, {"event": "exit", "code": 143, "fenced": line}]),
+    "own": serve([{"event": "exit", "code": 143}]),
+}))
+`
+
+describe("the lease bridge on a fenced end", () => {
+  it("says the node was lost (actor_died, the fence's line), not the command's exit; a command's own end stays an exit", () => {
+    const r = spawnSync(rayPython, ["-c", BRIDGE], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", PYTHONPATH: pythonDir },
+      encoding: "utf8",
+      timeout: 30_000
+    })
+    assert.strictEqual(r.status, 0, r.stderr)
+    const out = JSON.parse(r.stdout)
+    const line = "hyperloom lease: nothing from the bridge for 5 s: stopping the command (fenced)"
+    assert.strictEqual(out.fenced.code, 1)
+    assert.deepStrictEqual(out.fenced.events, [
+      { event: "output", stream: "stderr", line },
+      {
+        event: "error",
+        kind: "actor_died",
+        message: `${line}; the link came back before Ray declared the node dead`
+      },
+      { event: "released" }
+    ])
+    assert.strictEqual(out.own.code, 0)
+    assert.deepStrictEqual(out.own.events, [{ event: "exit", code: 143 }, { event: "released" }])
+  })
 })
