@@ -20,55 +20,27 @@
  * a second line (`{"since","actor_id"}`) to its ticket when its command runs.
  * `history.jsonl` (in the user's own directory) keeps the user's recent leases for the estimate.
  */
-import type { ChildProcess } from "node:child_process"
-import * as crypto from "node:crypto"
-import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { Clock, Effect, Layer, Ref, type Scope } from "effect"
-import { byArrival, type HistoryEntry, type QueueEntry } from "../domain/Queue.js"
+import type { HistoryEntry, QueueEntry } from "../domain/Queue.js"
 import { redactText } from "../domain/Redact.js"
 import type { SweepRecord } from "../domain/Sweep/HostEstimate.js"
-import { appendHistory, readHistory } from "./HostQueue/History.js"
-import { startKeeper } from "./HostQueue/Keeper.js"
-import { euid, hostPlace, placeIn, type QueuePlace } from "./HostQueue/Place.js"
-import { flockHolders, uidOf } from "./HostQueue/ProcLocks.js"
-import { appendSweep, readSweeps } from "./HostQueue/Sweeps.js"
-import { parseHolding, parseRecord, readBounded } from "./HostQueue/Ticket.js"
-import {
-  closeFd,
-  flockOnce,
-  holdLockFile,
-  inodeKey,
-  type LockHeld,
-  LockUnavailable,
-  userName
-} from "./LockFile.js"
+import { type JoinInfo, joinQueue, type Ticket } from "./HostQueue/Join.js"
+import { hostPlace, placeIn, type QueuePlace } from "./HostQueue/Place.js"
+import { leaseHistory, recentSweepsIn, recordSweepIn } from "./HostQueue/Records.js"
+import { scanTickets } from "./HostQueue/Scan.js"
+import type { LockHeld, LockUnavailable } from "./LockFile.js"
 import { Settings } from "./Settings.js"
 
+export type { JoinInfo, Ticket } from "./HostQueue/Join.js"
 export { hostPlace, isSharedSticky, placeIn, type QueuePlace } from "./HostQueue/Place.js"
-
-/** What a lease tells the queue about itself when it joins. */
-export interface JoinInfo {
-  /** What waiters are told it is (default: this process's hyperloom command line). */
-  readonly command?: string | undefined
-  readonly gpus: number
-}
 
 /** What a lease that names no command is told as: the hyperloom command line (Settings' `commandLine`). */
 const commandText = (commandLine: ReadonlyArray<string>) =>
   redactText(`hyperloom ${commandLine.join(" ")}`)
     .trim()
     .slice(0, 300)
-
-/** This process's place in the queue, for the scope it was joined in. */
-export interface Ticket {
-  readonly entry: QueueEntry
-  /** Every live entry of the queue now, in arrival order (domain/Queue.ts `blockers` says who is ahead). */
-  readonly look: Effect.Effect<ReadonlyArray<QueueEntry>, LockUnavailable>
-  /** Marks that its command runs (it holds the slot from now). */
-  readonly markHolding: (actorId: string) => Effect.Effect<void>
-}
 
 export interface QueueView {
   /** Every live entry, in arrival order. */
@@ -91,286 +63,31 @@ export interface HostQueueShape {
   readonly recentSweeps: Effect.Effect<ReadonlyArray<SweepRecord>>
 }
 
-/** A temporary ticket of ours left this long unlocked is a dead join's, and removed. */
-const TEMP_STALE_MS = 60_000
-
-const errno = (e: unknown) => (e as NodeJS.ErrnoException).code ?? "error"
-
-const io = (path: string) => (e: unknown) =>
-  new LockUnavailable({ path, detail: `${errno(e)}: ${String(e)}` })
-
-const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-
-/** The live queue at `placeOf` (see the module's text). */
+/**
+ * The live queue at `placeOf` (see the module's text): joining and leaving are HostQueue/Join.ts,
+ * who is in it HostQueue/Scan.ts, the user's records HostQueue/Records.ts.
+ */
 export const makeFileQueue = (
   placeOf: Effect.Effect<QueuePlace, LockUnavailable>,
   commandLine: ReadonlyArray<string> = []
 ): HostQueueShape => {
   const ownCommand = commandText(commandLine)
   const host = os.hostname()
-
-  /** Whether the ticket behind `fd` is locked by a process of `owner`; a dead one of ours is removed. */
-  const alive = (
-    fd: number,
-    path: string,
-    key: string,
-    owner: number,
-    held: ReturnType<typeof flockHolders>
-  ): Effect.Effect<boolean, LockUnavailable> =>
-    Effect.gen(function* () {
-      const holders = held.get(key)
-      let live: boolean
-      if (holders !== undefined && holders.length > 0) {
-        // The kernel names who holds it: only an exclusive lock of a process of the owner counts.
-        live = holders.some((h) => h.exclusive && uidOf(h.pid) === owner)
-      } else {
-        // Not listed (a holder in another PID namespace is hidden there, or it is free): ask the lock.
-        live = !(yield* flockOnce(fd, path))
-      }
-      if (!live && (owner === euid() || euid() === 0)) {
-        try {
-          fs.unlinkSync(path)
-        } catch {
-          // already removed by another waiter
-        }
-      }
-      return live
-    })
-
-  /** The live entries; `own` is this process's ticket (its lock is ours: never tried, a flock(1) spawn each look). */
-  const scan = (place: QueuePlace, own?: string) =>
-    Effect.gen(function* () {
-      const held = flockHolders()
-      let names: Array<string>
-      try {
-        names = fs.readdirSync(place.tickets)
-      } catch (e) {
-        return yield* Effect.fail(io(place.tickets)(e))
-      }
-      const ticketRe = new RegExp(`^${escapeRe(place.prefix)}(\\d+)\\.(\\d+)\\.([0-9a-f]{8})$`)
-      const tempRe = new RegExp(`^${escapeRe(place.prefix)}new\\.(\\d+)\\.`)
-      const now = Date.now()
-      const entries: Array<QueueEntry> = []
-      for (const name of names) {
-        const path = nodePath.join(place.tickets, name)
-        const temp = tempRe.exec(name)
-        if (temp !== null) {
-          // A join that died before its ticket appeared: ours, unlocked and old.
-          if (Number(temp[1]) === euid()) {
-            try {
-              const st = fs.lstatSync(path)
-              if (st.isFile() && now - st.ctimeMs > TEMP_STALE_MS && !held.has(inodeKey(st)))
-                fs.unlinkSync(path)
-            } catch {
-              // gone
-            }
-          }
-          continue
-        }
-        const m = ticketRe.exec(name)
-        if (m === null) continue
-        const owner = Number(m[1])
-        const pid = Number(m[2])
-        const leaseId = `${host}-${owner}-${pid}-${m[3]}`
-        let fd: number
-        try {
-          // Never a symlink, never blocking on a FIFO; what it is is asked of the open descriptor.
-          fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
-        } catch {
-          continue
-        }
-        const counted = yield* Effect.gen(function* () {
-          const st = fs.fstatSync(fd, { bigint: true })
-          if (!st.isFile() || Number(st.uid) !== owner) return undefined
-          const text = readBounded(fd)
-          if (text === undefined) return undefined
-          const lines = text.split("\n")
-          const record = parseRecord(lines[0] ?? "", { uid: owner, pid, leaseId })
-          if (record === undefined) return undefined
-          if (leaseId !== own && !(yield* alive(fd, path, inodeKey(fs.fstatSync(fd)), owner, held)))
-            return undefined
-          const holding = parseHolding(lines[1])
-          const { joinedUs, ...entry } = record
-          return {
-            ...entry,
-            ticket: Number(st.ctimeNs / 1000n),
-            arrival: `${String(st.ctimeNs).padStart(20, "0")}.${String(joinedUs).padStart(17, "0")}.${name}`,
-            ...(holding !== undefined ? { holding } : {})
-          } satisfies QueueEntry
-        }).pipe(
-          Effect.catchAllDefect(() => Effect.succeed(undefined)),
-          Effect.ensuring(closeFd(fd))
-        )
-        if (counted !== undefined) entries.push(counted)
-      }
-      return entries.sort(byArrival)
-    })
-
-  const historyFile = (place: QueuePlace) => nodePath.join(place.own, "history.jsonl")
-  const mutex = (place: QueuePlace) =>
-    holdLockFile(nodePath.join(place.own, ".mutex"), {
-      waitMs: 30_000,
-      label: `the host queue's history mutex (${place.own})`,
-      what: ownCommand
-    })
-
-  const join = (info: JoinInfo) =>
-    Effect.gen(function* () {
+  return {
+    join: (info) => Effect.flatMap(placeOf, (place) => joinQueue(place, host, ownCommand, info)),
+    view: Effect.gen(function* () {
       const place = yield* placeOf
-      const now = yield* Clock.currentTimeMillis
-      const joinedUs = Number((yield* Clock.currentTimeNanos) / 1000n)
-      const uid = euid()
-      const rand = crypto.randomBytes(4).toString("hex")
-      const name = `${place.prefix}${uid}.${process.pid}.${rand}`
-      const path = nodePath.join(place.tickets, name)
-      const temp = nodePath.join(place.tickets, `${place.prefix}new.${uid}.${process.pid}.${rand}`)
-      const entry: QueueEntry = {
-        ticket: 0,
-        leaseId: `${host}-${uid}-${process.pid}-${rand}`,
-        pid: process.pid,
-        uid,
-        user: userName(uid),
-        // The ticket is world-readable (`hyperloom queue` shows it to every user): no secrets in it.
-        command: info.command === undefined ? ownCommand : redactText(info.command).slice(0, 300),
-        gpus: info.gpus,
-        joinedAt: now
+      const entries = yield* scanTickets(place, host)
+      return {
+        entries,
+        history: leaseHistory(place),
+        path: nodePath.join(place.tickets, `${place.prefix}*`),
+        shared: place.shared
       }
-      const record = `${JSON.stringify({
-        lease_id: entry.leaseId,
-        pid: entry.pid,
-        uid,
-        user: entry.user,
-        command: entry.command,
-        gpus: entry.gpus,
-        joined_at: now,
-        joined_us: joinedUs
-      })}\n`
-      const removeAll = (fd: number | undefined, keeper: ChildProcess | undefined) =>
-        Effect.sync(() => {
-          for (const p of [path, temp]) {
-            try {
-              fs.unlinkSync(p)
-            } catch {
-              // not there
-            }
-          }
-          if (keeper?.pid !== undefined) {
-            try {
-              process.kill(keeper.pid, "SIGKILL")
-            } catch {
-              // already gone
-            }
-          }
-          if (fd !== undefined) {
-            try {
-              fs.closeSync(fd)
-            } catch {
-              // closed
-            }
-          }
-        })
-      const taken = yield* Effect.acquireRelease(
-        Effect.gen(function* () {
-          const fd = yield* Effect.try({
-            try: () => {
-              // Ours alone until it is locked (0600): nobody else can open it and take its lock first.
-              const fd = fs.openSync(
-                temp,
-                fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
-                0o600
-              )
-              fs.writeSync(fd, record)
-              return fd
-            },
-            catch: io(temp)
-          })
-          const keeper = yield* startKeeper(fd, temp).pipe(Effect.tapError(() => removeAll(fd, undefined)))
-          // Locked before it can be seen: a visible ticket is always held while its lease lives.
-          const st = yield* Effect.try({
-            try: () => {
-              fs.fchmodSync(fd, 0o644)
-              fs.renameSync(temp, path)
-              return fs.fstatSync(fd, { bigint: true })
-            },
-            catch: io(path)
-          }).pipe(Effect.tapError(() => removeAll(fd, keeper)))
-          return { fd, keeper, st, holdingSince: undefined as number | undefined }
-        }),
-        (t) =>
-          Effect.gen(function* () {
-            const ended = yield* Clock.currentTimeMillis
-            yield* removeAll(t.fd, t.keeper)
-            if (t.holdingSince !== undefined)
-              yield* recordLease(place, ended, (ended - t.holdingSince) / 1000, info.gpus)
-          })
-      )
-      const mine: QueueEntry = {
-        ...entry,
-        ticket: Number(taken.st.ctimeNs / 1000n),
-        arrival: `${String(taken.st.ctimeNs).padStart(20, "0")}.${String(joinedUs).padStart(17, "0")}.${name}`
-      }
-      const ticket: Ticket = {
-        entry: mine,
-        look: Effect.flatMap(scan(place, mine.leaseId), (entries) =>
-          entries.some((e) => e.leaseId === mine.leaseId)
-            ? Effect.succeed(entries)
-            : Effect.fail(
-                new LockUnavailable({
-                  path,
-                  detail: `this lease's place in the host's queue was lost (its lock keeper, pid ${taken.keeper.pid}, ended, or the ticket was removed)`
-                })
-              )
-        ),
-        markHolding: (actorId) =>
-          Effect.flatMap(Clock.currentTimeMillis, (since) =>
-            Effect.sync(() => {
-              taken.holdingSince = since
-              try {
-                const line = Buffer.from(`${JSON.stringify({ since, actor_id: actorId })}\n`)
-                fs.writeSync(taken.fd, line, 0, line.length, fs.fstatSync(taken.fd).size)
-              } catch {
-                // a full disk: the queue shows it waiting, which holds nobody back behind it for long
-              }
-            })
-          )
-      }
-      return ticket
-    })
-
-  /** Appends a finished lease to the history; trims it to the last HISTORY_KEEP now and then. */
-  const recordLease = (place: QueuePlace, endedAt: number, heldSec: number, gpus: number) =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        yield* mutex(place)
-        appendHistory(historyFile(place), { endedAt, heldSec, gpus })
-      })
-    ).pipe(Effect.catchAll(() => Effect.void))
-
-  const view = Effect.gen(function* () {
-    const place = yield* placeOf
-    const entries = yield* scan(place)
-    return {
-      entries,
-      history: readHistory(historyFile(place)),
-      path: nodePath.join(place.tickets, `${place.prefix}*`),
-      shared: place.shared
-    }
-  })
-
-  const sweepsFile = (place: QueuePlace) => nodePath.join(place.own, "sweeps.jsonl")
-  const recordSweep = (record: SweepRecord) =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        const place = yield* placeOf
-        yield* mutex(place)
-        appendSweep(sweepsFile(place), record)
-      })
-    ).pipe(Effect.catchAllCause(() => Effect.void))
-  const recentSweeps = Effect.map(placeOf, (place) => readSweeps(sweepsFile(place))).pipe(
-    Effect.orElseSucceed((): ReadonlyArray<SweepRecord> => [])
-  )
-
-  return { join, view, recordSweep, recentSweeps }
+    }),
+    recordSweep: (record) => recordSweepIn(placeOf, ownCommand, record),
+    recentSweeps: recentSweepsIn(placeOf)
+  }
 }
 
 export class HostQueue extends Effect.Service<HostQueue>()("hyperloom/services/HostQueue", {

@@ -1,12 +1,62 @@
 /**
- * A host queue ticket's contents (docs/design.md#fair-queue): its first line the record of the
- * lease that joined (parsed only when it names the lease the ticket's name says), a second line
- * once its command runs (`{"since","actor_id"}`), read up to RECORD_MAX_BYTES.
+ * A host queue ticket's format (docs/design.md#fair-queue): its name
+ * (`<prefix><uid>.<pid>.<random>`, made under `<prefix>new.<uid>.<pid>.<random>`), its place in
+ * the order (`arrivalOf`), and its contents: its first line the record of the lease that joined
+ * (parsed only when it names the lease the ticket's name says), a second line once its command
+ * runs (`{"since","actor_id"}`), read up to RECORD_MAX_BYTES.
  */
 import * as fs from "node:fs"
+import * as nodePath from "node:path"
 import type { QueueEntry } from "../../domain/Queue.js"
 import { redactText } from "../../domain/Redact.js"
-import { userName } from "../LockFile.js"
+import { LockUnavailable, userName } from "../LockFile.js"
+import type { QueuePlace } from "./Place.js"
+
+/** A failed file operation on the queue at `path`, as the queue's error. */
+export const ioFailure = (path: string) => (e: unknown) =>
+  new LockUnavailable({ path, detail: `${(e as NodeJS.ErrnoException).code ?? "error"}: ${String(e)}` })
+
+/** A lease's id: its host, and the uid, pid and random part its ticket's name holds. */
+export const leaseIdOf = (host: string, uid: number, pid: number, rand: string) =>
+  `${host}-${uid}-${pid}-${rand}`
+
+/** The paths of a ticket: where it is seen (`path`, its `name`) and where it is made (`temp`). */
+export const ticketPaths = (place: QueuePlace, uid: number, pid: number, rand: string) => {
+  const name = `${place.prefix}${uid}.${pid}.${rand}`
+  return {
+    name,
+    path: nodePath.join(place.tickets, name),
+    temp: nodePath.join(place.tickets, `${place.prefix}new.${uid}.${pid}.${rand}`)
+  }
+}
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/** A ticket's name (uid, pid, random part) and a temporary one's (uid), for names starting with `prefix`. */
+export const namePatterns = (prefix: string) => ({
+  ticket: new RegExp(`^${escapeRe(prefix)}(\\d+)\\.(\\d+)\\.([0-9a-f]{8})$`),
+  temp: new RegExp(`^${escapeRe(prefix)}new\\.(\\d+)\\.`)
+})
+
+/**
+ * A ticket's place in the order: its ctime (set by the kernel at the rename), then its record's
+ * join time, then its name — as one string that sorts as they do.
+ */
+export const arrivalOf = (ctimeNs: bigint, joinedUs: number, name: string) =>
+  `${String(ctimeNs).padStart(20, "0")}.${String(joinedUs).padStart(17, "0")}.${name}`
+
+/** A ticket's record, as its first line. */
+export const recordLine = (entry: Omit<QueueEntry, "ticket" | "arrival">, joinedUs: number) =>
+  `${JSON.stringify({
+    lease_id: entry.leaseId,
+    pid: entry.pid,
+    uid: entry.uid,
+    user: entry.user,
+    command: entry.command,
+    gpus: entry.gpus,
+    joined_at: entry.joinedAt,
+    joined_us: joinedUs
+  })}\n`
 
 /** A ticket's record is read up to this many bytes (a larger one does not count). */
 export const RECORD_MAX_BYTES = 64 * 1024
