@@ -13,6 +13,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as baseline from "../../src/cli/commands/baseline.js"
 import { compareCommand } from "../../src/cli/commands/compare.js"
 import * as lease from "../../src/cli/commands/lease.js"
+import { queueCommand } from "../../src/cli/commands/queue.js"
+import * as ray from "../../src/cli/commands/ray.js"
+import { reportCommand } from "../../src/cli/commands/report.js"
 import { showCommand } from "../../src/cli/commands/state.js"
 import * as sweep from "../../src/cli/commands/sweep.js"
 import { EXIT } from "../../src/cli/Exit.js"
@@ -28,8 +31,8 @@ const helpSources = () => [
   path.join(CLI_DIR, "Shared.ts")
 ]
 
-/** "exit 13", "exits 15", "code 16", "Exit: 0", "lease run: 125": a code written as a number. */
-const HAND_WRITTEN_CODE = /\b(?:exits?|codes?|Exit:|run:)\s+\d+/g
+/** "exit 13", "Exits 0", "code 16", "Exit: 0", "lease run: 125", "0 when feasible, 7 when not": a code written as a number. */
+const HAND_WRITTEN_CODE = /\b(?:exits?|codes?|exit:|run:)\s+\d+|\b\d+ when\b/gi
 
 /** A number that is one of the table's codes from 10 up ("124 timeout, 130 cancelled"). */
 const TABLE_NUMBER = new RegExp(
@@ -103,6 +106,42 @@ describe("the option names strictCommand is given are the Command's", () => {
       const declared = optionNames(Command.getUsage(command as never))
       assert.isNotEmpty(declared)
       assert.deepStrictEqual([...listed].sort(), [...new Set(declared)].sort())
+    })
+  }
+})
+
+/** A command's own description (its DESCRIPTION paragraph, without the options' texts). */
+const descriptionOf = (command: Command.Command<string, never, unknown, unknown>): string => {
+  let d = (command as unknown as { descriptor: Record<string, unknown> }).descriptor
+  while (d._tag === "Map") d = d.command as Record<string, unknown>
+  return HelpDoc.toAnsiText(d.description as HelpDoc.HelpDoc).trim()
+}
+
+/**
+ * A command's description is a short paragraph; the options say the rest, and what is reference
+ * (exit tables, file layouts, long explanations) is in the README and docs/, which it points to.
+ */
+const DESCRIPTION_MAX_CHARS = 1000
+
+describe("every command's description stays a short paragraph", () => {
+  for (const [name, command] of [
+    ["ray status", ray.statusCommand],
+    ["ray doctor", ray.doctorCommand],
+    ["ray ensure", ray.ensureCommand],
+    ["ray repair", ray.repairCommand],
+    ["lease run", lease.leaseRun],
+    ["baseline run", baseline.baselineRun],
+    ["state show", showCommand],
+    ["sweep run", sweep.sweepRun],
+    ["sweep show", sweep.sweepShow],
+    ["report", reportCommand],
+    ["compare", compareCommand],
+    ["queue", queueCommand]
+  ] as const) {
+    it(name, () => {
+      const text = descriptionOf(command as never)
+      assert.isNotEmpty(text)
+      assert.isAtMost(text.length, DESCRIPTION_MAX_CHARS, `${name}'s description:\n${text}`)
     })
   }
 })

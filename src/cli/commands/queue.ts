@@ -102,6 +102,6 @@ export const queueCommand = Command.make("queue", { json }, (o) =>
   present(o.json, queueReport, { render })
 ).pipe(
   Command.withDescription(
-    "Show the host's queue for the serving slot: the leases that hold it (lease id, user, pid, command, GPUs, since when) and the leases waiting for it in arrival order (position, user, command, waited so far, an estimate from the host's recent lease times). Leases of this host, of every user, are granted in this order, whatever order Ray would choose: only the queue's head submits its actor. A waiter that dies or is stopped (Ctrl-C) leaves at once; a waiter of another user that is the head and does not ask Ray for 20 s is passed over (shown as such). Reads the host's queue, and asks Ray (briefly) which waiters' leases it shows asking for the slot."
+    "Show the host's queue for the serving slot: the leases that hold it (lease id, user, pid, command, GPUs, since when) and those waiting, in arrival order (position, user, command, waited so far, an estimate from the host's recent leases). Every user's leases of this host are granted in this order, whatever order Ray would choose. Reads the queue and asks Ray (briefly) which waiters it shows asking for the slot. Who leaves the queue and who is passed over: docs/reliability.md#8-fair-the-hosts-queue."
   )
 )

@@ -23,7 +23,7 @@ export const doctorCommand = Command.make("doctor", { json, gpus, noServingSlot,
   })
 ).pipe(
   Command.withDescription(
-    "Whether a serving lease (--gpus N, with serving_slot unless --no-serving-slot) is feasible, and whether the automatic repair would be allowed, with every guard. Changes nothing. Exits 0 when feasible, 7 when not."
+    `Whether a serving lease (--gpus N, with serving_slot unless --no-serving-slot) is feasible, and whether the automatic repair would be allowed, with every guard. Changes nothing. Exits ${EXIT.ok} when feasible, ${EXIT.infeasible} when not.`
   )
 )
 

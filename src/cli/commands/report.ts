@@ -78,6 +78,6 @@ export const reportCommand = Command.make("report", { sessions, out, json }, (o)
   }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(
   Command.withDescription(
-    "Write one self-contained HTML page. Baseline sessions (state.json): a chart of output-token throughput per attempt, a chart of latency (TTFT, TPOT) per attempt, a side-by-side table (status, throughputs, latencies, engine, GPUs, commands) and each session's attempts. Sweep sessions (sweep.json, from sweep run): per combination, output throughput and p99 TTFT/TPOT against load with the SLO lines, a Pareto chart of output tok/s per user against output tok/s per GPU, the best (or the tie) with its command lines, the points table and the sweep's environment. Give sessions of one kind per page. Inline SVG and CSS only: the page fetches nothing. Never modifies the sessions."
+    "Write one self-contained HTML page (inline SVG and CSS: it fetches nothing) for sessions of one kind. Baseline sessions: throughput and latency (TTFT, TPOT) per attempt, a side-by-side table and each session's attempts. Sweep sessions: per combination, output throughput and p99 TTFT/TPOT against load with the SLO lines, the Pareto chart (tok/s per user against tok/s per GPU), the best with its command lines, the points table and the sweep's environment; two sweeps also on shared axes with the deltas. Never modifies the sessions. What each chart shows: docs/baseline.md#the-report, docs/trust.md#two-sweeps-in-one-report."
   )
 )
