@@ -48,10 +48,44 @@ const bracketRepeatable = (lines: ReadonlyArray<string>): Array<string> => {
   )
 }
 
+/** A list of commands cuts a first sentence longer than this at a word. */
+const SUMMARY_MAX_CHARS = 200
+
+/**
+ * A command's description as a list of commands shows it: its first sentence (a dot inside
+ * parentheses or backticks does not end it), cut at a word and marked when longer than
+ * SUMMARY_MAX_CHARS. The command's own --help shows the whole description.
+ */
+const summaryOf = (description: string): string => {
+  let depth = 0
+  let quoted = false
+  let end = description.length
+  for (let i = 0; i < description.length; i++) {
+    const c = description[i]
+    if (c === "`") quoted = !quoted
+    else if (!quoted && c === "(") depth++
+    else if (!quoted && c === ")") depth = Math.max(0, depth - 1)
+    else if (
+      !quoted &&
+      depth === 0 &&
+      c === "." &&
+      (i + 1 === description.length || description[i + 1] === " ")
+    ) {
+      end = i + 1
+      break
+    }
+  }
+  const sentence = description.slice(0, end)
+  if (sentence.length <= SUMMARY_MAX_CHARS) return sentence
+  const cut = sentence.slice(0, SUMMARY_MAX_CHARS)
+  return `${cut.slice(0, Math.max(cut.lastIndexOf(" "), 1)).trimEnd()} …`
+}
+
 /**
  * The help text (plain, before wrapping) without the banner, the version line and the boilerplate
  * paragraphs; the version stays on the root page. In COMMANDS, each entry's usage on a line of its
- * own and its description under it, indented, so that wrapping keeps it aligned.
+ * own and its description's first sentence under it (`summaryOf`), indented, so that wrapping
+ * keeps it aligned.
  */
 export const tidyHelp = (plain: string, root: boolean): string => {
   const lines = bracketRepeatable(plain.split("\n"))
@@ -67,7 +101,7 @@ export const tidyHelp = (plain: string, root: boolean): string => {
       const entry = /^ {2}- (.*?)(?: {2,}(\S.*))?$/.exec(line)
       if (entry !== null) {
         out.push(`  ${entry[1]!.trimEnd()}`)
-        if (entry[2] !== undefined) out.push(`      ${entry[2]}`)
+        if (entry[2] !== undefined) out.push(`      ${summaryOf(entry[2])}`)
       } else {
         out.push(`      ${trimmed}`)
       }

@@ -127,6 +127,6 @@ export const compareCommand = Command.make(
     }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(
   Command.withDescription(
-    `Compare two sweep sessions (points matched on params and load) or two baseline sessions: what differs between their records first, then per matched point the change with its 95 % interval and a verdict (faster, slower, no difference beyond the noise), the overall geometric-mean change and best against best; unmatched points are listed. With one run per point on a side the raw change is shown, with no confidence claimed. --fail-on makes it a CI gate: exit ${EXIT.compareRegression} when a metric regresses past its threshold (or nothing could be compared), else ${EXIT.ok}. Never modifies the sessions. How it judges: docs/trust.md#hyperloom-compare-a-b.`
+    `Compare two sweep sessions or two baseline sessions, point by point, with confidence intervals. Sweep points are matched on params and load, baselines as a whole: what differs between their records first, then per matched point the change with its 95 % interval and a verdict (faster, slower, no difference beyond the noise), the overall geometric-mean change and best against best; unmatched points are listed. With one run per point on a side the raw change is shown, with no confidence claimed. --fail-on makes it a CI gate: exit ${EXIT.compareRegression} when a metric regresses past its threshold (or nothing could be compared), else ${EXIT.ok}. Never modifies the sessions. How it judges: docs/trust.md#hyperloom-compare-a-b.`
   )
 )

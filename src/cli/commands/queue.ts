@@ -102,6 +102,6 @@ export const queueCommand = Command.make("queue", { json }, (o) =>
   present(o.json, queueReport, { render })
 ).pipe(
   Command.withDescription(
-    "Show the host's queue for the serving slot: the leases that hold it (lease id, user, pid, command, GPUs, since when) and those waiting, in arrival order (position, user, command, waited so far, an estimate from the host's recent leases). Every user's leases of this host are granted in this order, whatever order Ray would choose. Reads the queue and asks Ray (briefly) which waiters it shows asking for the slot. Who leaves the queue and who is passed over: docs/reliability.md#8-fair-the-hosts-queue."
+    "Show who holds the host's serving slot and who waits for it. The holders (lease id, user, pid, command, GPUs, since when) and the waiters, in arrival order (position, user, command, waited so far, an estimate from the host's recent leases). Every user's leases of this host are granted in this order, whatever order Ray would choose. Reads the queue and asks Ray (briefly) which waiters it shows asking for the slot. Who leaves the queue and who is passed over: docs/reliability.md#8-fair-the-hosts-queue."
   )
 )

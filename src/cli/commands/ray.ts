@@ -31,7 +31,7 @@ export const ensureCommand = Command.make("ensure", { json, gpus, nodes }, (o) =
   present(o.json, ensure(leaseRequestOf(o)), { render: renderEnsure, toJson: ensureReport })
 ).pipe(
   Command.withDescription(
-    "Reuse the Ray head that answers `ray status`, repairing it if it lacks serving_slot and every guard allows; start a local head with serving_slot when none answers (never behind an explicit RAY_ADDRESS, on a multi-node run, or over Ray daemons it cannot reach)."
+    "Make sure a Ray head with serving_slot answers. Reuse the head that answers `ray status`, repairing it if it lacks serving_slot and every guard allows; start a local head with serving_slot when none answers (never behind an explicit RAY_ADDRESS, on a multi-node run, or over Ray daemons it cannot reach)."
   )
 )
 

@@ -470,6 +470,6 @@ export const sweepShow = Command.make("show", { session, json }, (o) =>
   }).pipe(withJsonErrors(o.json), Effect.scoped)
 ).pipe(
   Command.withDescription(
-    "Show a sweep session: the points table (median, and min–max with repeats), per combination its largest SLO-passing load and peak throughput, and the best (or the tie) with its complete server and client command lines. --json prints sweep.json itself (a versioned, stable document). Never modifies the session."
+    "Show a sweep session's points and its best. The points table (median, and min–max with repeats), per combination its largest SLO-passing load and peak throughput, and the best (or the tie) with its complete server and client command lines. --json prints sweep.json itself (a versioned, stable document). Never modifies the session."
   )
 )
