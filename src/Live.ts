@@ -6,9 +6,9 @@
  * Every service module has the same shape: its tag, `layer` (the live layer) and `layerTest(…)`
  * (the test layer); `layerWith(options)` where the live layer takes options.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer } from "effect"
 import * as LiveCluster from "./LiveCluster.js"
+import * as NodePlatform from "./NodePlatform.js"
 import * as AttemptRunner from "./programs/AttemptRunner.js"
 import * as SweepEngine from "./programs/SweepEngine.js"
 import * as AttemptFiles from "./services/AttemptFiles.js"
@@ -35,7 +35,7 @@ const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) => {
   ).pipe(
     // the cluster's services (LiveCluster.ts: the ray commands run on them alone) under the others
     Layer.provideMerge(LiveCluster.onSettings(settings)),
-    Layer.provide(NodeContext.layer)
+    Layer.provide(NodePlatform.layer)
   )
   // The baseline's attempts run the lease program over these same services (one work permit).
   // A sweep's engines run as leases through that same AttemptRunner.

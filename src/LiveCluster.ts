@@ -4,8 +4,8 @@
  * the GPU scan. Live.ts builds every other service on this same composition; the ray commands run
  * on it alone, so their cold start neither loads nor builds the lease, baseline and sweep services.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer } from "effect"
+import * as NodePlatform from "./NodePlatform.js"
 import * as ClusterInspector from "./services/ClusterInspector.js"
 import * as GcsClient from "./services/GcsClient.js"
 import * as GpuScan from "./services/GpuScan.js"
@@ -21,7 +21,7 @@ export const onSettings = <E>(settings: Layer.Layer<Settings.Settings, E>) =>
     Layer.provideMerge(ClusterInspector.layer.pipe(Layer.provide(ProcFs.layer))),
     Layer.provideMerge(GcsClient.layer),
     Layer.provideMerge(settings),
-    Layer.provide(NodeContext.layer)
+    Layer.provide(NodePlatform.layer)
   )
 
 /** The cluster's services, with settings overridden from the command line (e.g. --nodes). */

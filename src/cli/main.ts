@@ -6,9 +6,9 @@
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Either, Exit, Logger, LogLevel, Option } from "effect"
+import * as NodePlatform from "../NodePlatform.js"
 import { loadTerminal, type TerminalSettings } from "../services/Settings.js"
 import { cliOf, loadRootCommand } from "./Cli.js"
 import { EXIT, exitCodeFor, type Failure, UsageError } from "./Exit.js"
@@ -254,7 +254,7 @@ const failUsage = (e: NonNullable<typeof earlyUsageError>) =>
   )
 
 /** The whole CLI: its error channel must be known failures only (an unmapped one fails here). */
-const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodeContext.NodeContext> =
+const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodePlatform.NodePlatform> =
   earlyUsageError !== undefined
     ? failUsage(earlyUsageError)
     : Effect.promise(() => loadRootCommand(commandLine.args)).pipe(
@@ -272,7 +272,7 @@ const run: Effect.Effect<void, Failure | ValidationError.ValidationError, NodeCo
 
 const program = run.pipe(
   (effect) => withConsole(effect, commandLine.help),
-  Effect.provide(NodeContext.layer),
+  Effect.provide(NodePlatform.layer),
   Effect.provide(Logger.replace(Logger.defaultLogger, stderrLogger)),
   Logger.withMinimumLogLevel(level ?? (terminal.debug ? LogLevel.Debug : LogLevel.Info)),
   Effect.matchCauseEffect({

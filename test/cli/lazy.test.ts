@@ -91,6 +91,20 @@ describe("a command's modules", () => {
     assert.isTrue(has(files, "/effect/dist/esm/Effect.js"))
   })
 
+  it("no module reaches Node's worker manager, which no command uses", () => {
+    // @effect/platform-node's NodeContext.layer carries one (its Worker and WorkerError schemas,
+    // node:worker_threads): evaluating them cost a cold doctor ~4% of its CPU (docs/performance.md)
+    for (const files of [reachable(["src/cli/commands/ray.ts", "src/LiveCluster.ts"]), reachable([""])]) {
+      for (const worker of [
+        "/@effect/platform-node/dist/esm/NodeContext.js",
+        "/@effect/platform-node/dist/esm/NodeWorker.js",
+        "/@effect/platform/dist/esm/Worker.js",
+        "/@effect/platform/dist/esm/WorkerError.js"
+      ])
+        assert.isFalse(has(files, worker), `${worker} is not reached`)
+    }
+  })
+
   it("every command together reaches all of them (the root's help, completions)", () => {
     const files = reachable([""])
     for (const other of OTHERS) assert.isTrue(has(files, other), `${other} is reached`)
