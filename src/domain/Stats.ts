@@ -10,11 +10,12 @@
  *   bisection: exact to ~1e-9, where the normal approximation is 6× too narrow at df = 1.
  * - `welch`: Welch's unequal-variance t-test on two samples' summaries: the difference of the
  *   means, its standard error, the Welch–Satterthwaite degrees of freedom and the 95 % interval.
- * - `ratioChange`: the relative change B ÷ A − 1 with a 95 % interval (first-order delta method on
- *   the ratio of the means, Welch–Satterthwaite degrees of freedom).
+ * - `ratioChange`: the relative change B ÷ A − 1 with a 95 % interval: Fieller's interval under
+ *   Welch's test (Welch–Satterthwaite degrees of freedom), which excludes 0 exactly when Welch's
+ *   test finds the means differ.
  * - `geometricMeanChange`: the geometric mean of several points' ratios with its 95 % interval
  *   (the mean of the log ratios, each log ratio's variance by the delta method, degrees of freedom
- *   by Welch–Satterthwaite over every sample involved).
+ *   by Welch–Satterthwaite over every sample involved); over one point, that point's change.
  */
 
 /** The confidence level everything here states. */
@@ -209,19 +210,37 @@ export interface Change {
 /** The change is beyond the noise: its interval excludes 0 (never without an interval). */
 export const significantChange = (c: Change): boolean => c.ci95 !== null && (c.ci95[0] > 0 || c.ci95[1] < 0)
 
-/** The relative change of b against a with its 95 % interval (delta method, Welch df). */
+/**
+ * The relative change of b against a with its 95 % interval: Fieller's interval of the ratio of
+ * the means under Welch's test, the set of ratios ρ that |B − ρA| ÷ √(Var B + ρ² Var A) (the
+ * means' variances, Welch–Satterthwaite df of B − A) does not reject. At ρ = 1 that statistic is
+ * Welch's t itself, so the interval excludes a change of 0 exactly when Welch's test finds the
+ * means differ: the verdict here and the sweep's best-or-tie (Sweep/Best.ts) are one test. The
+ * roots of (A² − t² Var A) ρ² − 2AB ρ + (B² − t² Var B) = 0. When A's own mean lies within its
+ * noise of 0 (A² ≤ t² Var A) the set is unbounded; then the first-order (delta method) interval
+ * is given, which is the same test to first order.
+ */
 export const ratioChange = (a: Moments, b: Moments): Change => {
   const ratio = b.mean / a.mean
   if (a.n < 2 || b.n < 2 || a.sd === null || b.sd === null) return { change: ratio - 1, ci95: null }
-  // Var(B/A) ≈ Var(B)/A² + B²·Var(A)/A⁴ (means of the repeats).
-  const vb = varOfMean(b) / a.mean ** 2
-  const va = (b.mean ** 2 * varOfMean(a)) / a.mean ** 4
-  const se = Math.sqrt(va + vb)
+  const va = varOfMean(a)
+  const vb = varOfMean(b)
   const df = satterthwaite([
     { v: va, df: a.n - 1 },
     { v: vb, df: b.n - 1 }
   ])
-  const half = se === 0 ? 0 : critical(df) * se
+  const t = critical(df)
+  const qa = a.mean ** 2 - t ** 2 * va
+  if (qa > 0) {
+    const root = t * Math.sqrt(Math.max(0, va * b.mean ** 2 + vb * a.mean ** 2 - t ** 2 * va * vb))
+    const ab = a.mean * b.mean
+    // A < 0 (a mean below zero) flips the order of the roots
+    const [lo, hi] = [(ab - root) / qa, (ab + root) / qa].sort((x, y) => x - y) as [number, number]
+    return { change: ratio - 1, ci95: [lo - 1, hi - 1] }
+  }
+  // Var(B/A) ≈ Var(B)/A² + B²·Var(A)/A⁴ (means of the repeats).
+  const se = Math.sqrt(vb / a.mean ** 2 + (b.mean ** 2 * va) / a.mean ** 4)
+  const half = se === 0 ? 0 : t * se
   return { change: ratio - 1, ci95: [ratio - 1 - half, ratio - 1 + half] }
 }
 
@@ -234,6 +253,8 @@ export const geometricMeanChange = (
   pairs: ReadonlyArray<{ readonly a: Moments; readonly b: Moments }>
 ): Change => {
   const k = pairs.length
+  // one point (two baselines): that point's change, so its overall verdict is the point's
+  if (k === 1) return ratioChange(pairs[0]!.a, pairs[0]!.b)
   const logs = pairs.map((p) => Math.log(p.b.mean / p.a.mean))
   const g = Math.exp(mean(logs))
   if (pairs.some((p) => p.a.n < 2 || p.b.n < 2 || p.a.sd === null || p.b.sd === null))

@@ -112,4 +112,36 @@ describe("Welch", () => {
     assert.isTrue(n.ci95![0] < -0.05 && n.ci95![1] > -0.05)
     assert.isFalse(significantChange(n))
   })
+  it("a change's verdict is Welch's test: its interval (Fieller's) excludes 0 exactly when Welch's does", () => {
+    // The delta method's interval of B ÷ A scales A's variance by (B ÷ A)²: for a 10 % drop it is
+    // ~5 % narrower than Welch's, so near the boundary it called "slower" what the sweep's Welch
+    // test calls a tie. Fieller's interval is the set of ratios ρ that Welch's statistic
+    // |B − ρA| ÷ √(Var B + ρ² Var A) does not reject: at ρ = 1 it is Welch's test itself.
+    const disagree: Array<string> = []
+    for (const n of [2, 3, 5])
+      for (const sdA of [1, 3, 6])
+        for (const sdB of [1, 3, 6])
+          for (let mb = 80; mb <= 100; mb += 0.5) {
+            const a = { n, mean: 100, sd: sdA }
+            const b = { n, mean: mb, sd: sdB }
+            if (significantChange(ratioChange(a, b)) !== welch(a, b)!.significant)
+              disagree.push(`n ${n} A 100±${sdA} B ${mb}±${sdB}`)
+          }
+    assert.deepStrictEqual(disagree, [])
+    // by hand: A 100, 102, 98 (sd 2), B 90, 91, 89 (sd 1): Var A = 4/3, Var B = 1/3 (of the means),
+    // df = (5/3)² ÷ ((4/3)²/2 + (1/3)²/2) = 50/17; ρ = (A·B ± t·√(Var A·B² + Var B·A² − t²·Var A·Var B)) ÷ (A² − t²·Var A)
+    const t = t95(50 / 17)
+    const qa = 100 ** 2 - (t ** 2 * 4) / 3
+    const root = t * Math.sqrt((4 / 3) * 90 ** 2 + (1 / 3) * 100 ** 2 - (t ** 2 * 4) / 9)
+    const c = ratioChange(describeSample([100, 102, 98]), describeSample([90, 91, 89]))
+    assert.closeTo(c.change, -0.1, 1e-12)
+    assert.closeTo(c.ci95![0], (9000 - root) / qa - 1, 1e-12)
+    assert.closeTo(c.ci95![1], (9000 + root) / qa - 1, 1e-12)
+    assert.isTrue(significantChange(c))
+    // the overall of one point is that point's change (two baselines match as one point)
+    assert.deepStrictEqual(
+      geometricMeanChange([{ a: describeSample([100, 102, 98]), b: describeSample([90, 91, 89]) }]),
+      c
+    )
+  })
 })
