@@ -58,7 +58,8 @@ export const renderCompareText = (c: Comparison, gates: ReadonlyArray<GateResult
             p.statusB === "ok" ? side(p.b) : `${side(p.b)} ${p.statusB}`,
             p.change === null ? "–" : formatChange(p.change.change),
             p.change === null ? "–" : interval(p.change.ci95),
-            p.verdict ?? `not compared: not ok on both sides (A ${p.statusA}, B ${p.statusB})`
+            (p.verdict ?? `not compared: not ok on both sides (A ${p.statusA}, B ${p.statusB})`) +
+              (p.noisy.length === 0 ? "" : ` (noisy in ${p.noisy.join(" and ")}: output CV over 5 %)`)
           ])
         ])
       )
@@ -107,7 +108,8 @@ export const compareJson = (c: Comparison, gates: ReadonlyArray<GateResult>, exi
       b: stat(p.b),
       change: p.change?.change ?? null,
       ci95: p.change?.ci95 ?? null,
-      verdict: p.verdict
+      verdict: p.verdict,
+      noisy: p.noisy
     })),
     overall:
       m.overall === null

@@ -24,6 +24,7 @@ import {
   type Change,
   describe,
   geometricMeanChange,
+  NOISY_CV,
   ratioChange,
   type Summary,
   significantChange
@@ -62,6 +63,12 @@ export interface PointComparison {
   readonly change: Change | null
   /** null when the point was not measured `ok` on both sides (it is left out of the overall). */
   readonly verdict: PointVerdict | null
+  /**
+   * The sides on which the point is noisy (its output-throughput CV over 5 %, as a sweep flags
+   * it): its interval is wide, so "no difference" there says little. Welch's test weighs the
+   * noise already; the flag says why a verdict could not be had.
+   */
+  readonly noisy: ReadonlyArray<"A" | "B">
 }
 
 export interface MetricComparison {
@@ -102,6 +109,12 @@ const verdictOf = (c: Change, higher: boolean): PointVerdict => {
   return c.change > 0 === higher ? "faster" : "slower"
 }
 
+/** The point's output-throughput CV exceeds 5 % (SPEC: a noisy point; Sweep/Best.ts isNoisy). */
+const isNoisy = (p: ComparePoint): boolean => {
+  const cv = summaryOf(p, "output_throughput")?.cv
+  return cv !== undefined && cv !== null && cv > NOISY_CV
+}
+
 const summaryOf = (p: ComparePoint | undefined, m: MetricKey): Summary | null => {
   const xs = p?.samples[m]
   return xs === undefined || xs.length === 0 ? null : describe(xs)
@@ -139,7 +152,8 @@ export const compareSessions = (
         a: sa,
         b: sb,
         change,
-        verdict: change === null ? null : verdictOf(change, higher)
+        verdict: change === null ? null : verdictOf(change, higher),
+        noisy: [...(isNoisy(pa) ? (["A"] as const) : []), ...(isNoisy(pb) ? (["B"] as const) : [])]
       }
     })
     const pairs = points.flatMap((p) => (p.change !== null ? [{ a: p.a!, b: p.b! }] : []))

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { renderCompareText } from "../../src/cli/RenderCompare.js"
+import { compareJson, renderCompareText } from "../../src/cli/RenderCompare.js"
 import { baselineSide, compareSessions, judgeGate, parseGate, sweepSide } from "../../src/domain/Compare.js"
 import { initialState } from "../../src/domain/State.js"
 import { noisySweep } from "../support/compare.js"
@@ -163,7 +163,35 @@ describe("compare", () => {
     assert.strictEqual(p[0]!.key, "baseline")
     assert.closeTo(p[0]!.change!.change, -0.1, 1e-12)
     assert.strictEqual(p[0]!.verdict, "slower")
+    // the overall of the one point is that point's change, interval and verdict
+    const o = c.metrics[0]!.overall!
+    assert.deepStrictEqual(
+      [o.points, o.change, o.ci95, o.verdict],
+      [1, p[0]!.change!.change, p[0]!.change!.ci95, "slower"]
+    )
   })
+
+  it.effect("a noisy point (output CV over 5 %) is flagged on its side, in the text and the JSON", () =>
+    Effect.gen(function* () {
+      const a = yield* noisySweep({ dir: "/s/a", repeats: 3, seed: 1 })
+      const b = yield* noisySweep({ dir: "/s/b", repeats: 3, seed: 2, cv: 0.15 })
+      const c = compareSessions(sweepSide("A", a, []), sweepSide("B", b, []), ["output_throughput"])
+      const points = c.metrics[0]!.points
+      // A's noise is 2 %: never noisy; B's 15 %: noisy where its runs' CV exceeds 5 %
+      assert.isTrue(points.every((p) => !p.noisy.includes("A")))
+      const noisyB = points.filter((p) => p.noisy.includes("B"))
+      assert.isAbove(noisyB.length, 0)
+      assert.deepStrictEqual(
+        noisyB.map((p) => p.key),
+        points.filter((p) => p.b!.cv! > 0.05).map((p) => p.key)
+      )
+      assert.include(renderCompareText(c, []), `(noisy in B: output CV over 5 %)`)
+      assert.deepStrictEqual(
+        compareJson(c, [], 0).metrics[0]!.points.map((p) => p.noisy),
+        points.map((p) => p.noisy)
+      )
+    })
+  )
 
   it("--fail-on parses a metric, a direction and a signed percentage; nothing else", () => {
     assert.deepStrictEqual(parseGate("output_throughput<-3%"), {
