@@ -264,12 +264,12 @@ describe("sweep run on a real head", () => {
   // TPOT, the engine's step time: the stand-in's steps keep a drift-free clock as a GPU's do, while
   // its TTFT and with it the throughput follow the host's load (measured: TTFT 15-35 ms over the
   // model's at load ~16, which adds per wave of a closed loop; see the docs). Both sessions use the
-  // same seed: the model's run-to-run noise (±1 % per request) is the same draw in both, as a 95 %
+  // same seed: the model's run-to-run noise (±2 % per request) is the same draw in both, as a 95 %
   // test calls one identical pair in twenty different by construction, and what is left to differ
   // is the host.
   describe("compare's verdicts on a real head", () => {
     const model = (extra: string) =>
-      `--max-num-seqs {seqs} --decode-ms 60 --decode-ms-per-seq 0 --noise 0.01 --seed 11 ${extra}`.trim()
+      `--max-num-seqs {seqs} --decode-ms 60 --decode-ms-per-seq 0 --noise 0.02 --seed 11 ${extra}`.trim()
     // one point: 8 requests at c = 4, two waves (and the client's warm-up request), R = 3
     const args = ["--param", "seqs=4", "--load", "c=4", "--repeats", "3"]
     const TPOT = "mean_tpot_ms"
