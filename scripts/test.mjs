@@ -6,8 +6,8 @@
 //
 // The real-Ray tests run `ray stop --force`, which kills every Ray process on the host. Where this
 // process may create namespaces (root; scripts/own-host.sh), each real-Ray test file runs on a
-// host of its own (private PID, network and mount namespaces, own /tmp and /dev/shm), so two files
-// run at once (HYPERLOOM_TEST_RAY_LANES, default 3; in the full run one more once the unit tests
+// host of its own (private PID, network and mount namespaces, own /tmp and /dev/shm), so several files
+// run at once (HYPERLOOM_TEST_RAY_LANES, default 4; in the full run one more once the unit tests
 // are done), the longest first, and this host's own Ray is never touched.
 // Otherwise (or with HYPERLOOM_TEST_OWN_HOSTS=0) the files run one at a time on this host, and it refuses first (one line on stderr,
 // exit 3) when Ray processes it did not start are running, unless
@@ -31,7 +31,7 @@ if (unknown.length > 0) {
 const ownHosts =
   process.env.HYPERLOOM_TEST_OWN_HOSTS !== "0" &&
   spawnSync("bash", ["scripts/own-host.sh", "true"], { stdio: "ignore" }).status === 0
-const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 3) || 1) : 1
+const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 4) || 1) : 1
 
 // Even with hosts of their own, whose tests cannot reach this host's Ray, it refuses
 // (docs/design.md#the-test-suite-protects-the-host-too).
@@ -169,40 +169,40 @@ const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, 
 }
 
 /**
- * Seconds each real-Ray file took (CI, 2026-12-02; the sweep files from the engineers' runs and CI on 2026-12-03; two files at a time beside the unit tests, three
- * after them): the longest start first, so that the lanes end together. A file not listed counts as
- * NEW_FILE_SECONDS.
+ * Seconds each real-Ray file took in the last stop's quickest clean-clone CI run (1,006 s, three
+ * lanes beside the unit tests, four after them; proto from the run before): the longest start
+ * first, so that the lanes end together. sweep.test.ts (451 s there) is split in two since
+ * (sweep-lifecycle.test.ts): each half's share of its tests' seconds, and a head start each.
+ * A file not listed counts as NEW_FILE_SECONDS.
  */
 const RAY_SECONDS = {
-  faults: 199,
-  // sweep.test.ts took ~525-550 s whole; split in two (2026-12-04), each half ~250-290 s of tests
-  sweep: 270,
-  "sweep-lifecycle": 300,
-  "sweep-remote": 206,
-  "sweep-faults": 525,
-  repair: 182,
-  // guards: 176 s in that CI; 4 head starts fewer since: 0.74x its step time before/after at a load average of ~20 (685.5 -> 507.7 s)
-  guards: 130,
-  group: 147,
-  "two-hosts": 141,
-  "repair-faults": 136,
-  baseline: 133,
-  serving: 117,
-  containment: 109,
-  waiting: 96,
-  inspector: 95,
-  bridge: 60,
-  "lease-bridge": 85,
-  queue: 66,
-  terminal: 66,
-  "two-hosts-contained": 66,
-  output: 64,
-  inprocess: 62,
-  signals: 57,
-  gpus: 48,
-  errors: 47,
-  "group-bridge": 13,
-  proto: 7
+  "sweep-faults": 398,
+  "sweep-lifecycle": 250,
+  sweep: 240,
+  repair: 232,
+  faults: 200,
+  "two-hosts": 194,
+  "sweep-remote": 179,
+  group: 174,
+  "repair-faults": 167,
+  guards: 157,
+  baseline: 149,
+  serving: 139,
+  containment: 117,
+  inspector: 112,
+  waiting: 102,
+  terminal: 97,
+  "lease-bridge": 91,
+  "two-hosts-contained": 88,
+  inprocess: 70,
+  queue: 69,
+  output: 62,
+  signals: 56,
+  gpus: 53,
+  bridge: 53,
+  errors: 33,
+  "group-bridge": 15,
+  proto: 9
 }
 const NEW_FILE_SECONDS = 60
 
@@ -268,14 +268,21 @@ if (only === "ray") {
   // The real-Ray tests mostly wait on Ray (heads starting, leases, sleeps); the checks and the
   // unit tests use the CPU. So they run side by side (the output of a step that runs beside
   // another is printed when it ends):
-  // - Ray's setup and the CLI's bundle (seconds), then `lanes` lanes of real-Ray files;
-  // - the check lane: typecheck, lint, the unit tests; then, with hosts of their own, it joins the
-  //   real-Ray lanes for the files still queued (the CPU the unit tests used is free by then);
+  // - Ray's setup beside the CLI's bundle (seconds), then `lanes` lanes of real-Ray files;
+  // - the unit lane: the unit tests at once (the longest CPU step, and one thread: the sooner it
+  //   starts, the sooner its lane is free); then, with hosts of their own, it joins the real-Ray
+  //   lanes for the files still queued (the CPU the unit tests used is free by then);
+  // - the check lane: typecheck, bench typecheck, lint, Python lint (~40 s of CPU, nothing waits
+  //   for them);
   // - the library's build (tsc, only the consumer test needs it), then the consumer test (npm pack
   //   and install: mostly waits on npm).
   const rayReady = (async () => {
-    let fine = await step("ray setup", "bash", ["scripts/setup-ray.sh"])
-    fine = (await step("bundle", "node", ["scripts/build.mjs", "--bundle-only"])) && fine
+    // The bundle needs no Ray: it is made while Ray's setup checks (or installs) the virtualenv.
+    const [setUp, bundled] = await Promise.all([
+      step("ray setup", "bash", ["scripts/setup-ray.sh"]),
+      step("bundle", "node", ["scripts/build.mjs", "--bundle-only"], true)
+    ])
+    let fine = setUp && bundled
     fine = (await step("bundle smoke test", "node", ["dist/hyperloom.mjs", "--help"], true)) && fine
     if (!fine) {
       counts.failed += 1
@@ -304,15 +311,18 @@ if (only === "ray") {
       counts.failed += 1
       failures.push("check lane: the typecheck or the lint failed (see above)")
     }
-    fine = (await vitest("unit", true)) && fine
+    return fine
+  })()
+  const unitLane = (async () => {
+    const fine = await vitest("unit", true)
     if (ownHosts) {
       await rayReady
       await rayLane(lanes + 1)
     }
     return fine
   })()
-  const rayOk = rayReady.then(() => rayTests(ownHosts ? [checkLane] : []))
-  const results = await Promise.all([rayReady, rayOk, libLane, checkLane])
+  const rayOk = rayReady.then(() => rayTests(ownHosts ? [unitLane] : []))
+  const results = await Promise.all([rayReady, rayOk, libLane, checkLane, unitLane])
   ok = results.every(Boolean) && ok
 }
 process.stderr.write("\n== time per test file\n")
