@@ -7,7 +7,7 @@
 // The real-Ray tests run `ray stop --force`, which kills every Ray process on the host. Where this
 // process may create namespaces (root; scripts/own-host.sh), each real-Ray test file runs on a
 // host of its own (private PID, network and mount namespaces, own /tmp and /dev/shm), so several files
-// run at once (HYPERLOOM_TEST_RAY_LANES, default 4; in the full run one more once the unit tests
+// run at once (HYPERLOOM_TEST_RAY_LANES, default 3; in the full run one more once the unit tests
 // are done), the longest first, and this host's own Ray is never touched.
 // Otherwise (or with HYPERLOOM_TEST_OWN_HOSTS=0) the files run one at a time on this host, and it refuses first (one line on stderr,
 // exit 3) when Ray processes it did not start are running, unless
@@ -31,7 +31,7 @@ if (unknown.length > 0) {
 const ownHosts =
   process.env.HYPERLOOM_TEST_OWN_HOSTS !== "0" &&
   spawnSync("bash", ["scripts/own-host.sh", "true"], { stdio: "ignore" }).status === 0
-const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 4) || 1) : 1
+const lanes = ownHosts ? Math.max(1, Number(process.env.HYPERLOOM_TEST_RAY_LANES ?? 3) || 1) : 1
 
 // Even with hosts of their own, whose tests cannot reach this host's Ray, it refuses
 // (docs/design.md#the-test-suite-protects-the-host-too).
