@@ -24,7 +24,7 @@ import {
   type Change,
   describe,
   geometricMeanChange,
-  NOISY_CV,
+  noisyCv,
   ratioChange,
   type Summary,
   significantChange
@@ -110,10 +110,7 @@ const verdictOf = (c: Change, higher: boolean): PointVerdict => {
 }
 
 /** The point's output-throughput CV exceeds 5 % (SPEC: a noisy point; Sweep/Best.ts isNoisy). */
-const isNoisy = (p: ComparePoint): boolean => {
-  const cv = summaryOf(p, "output_throughput")?.cv
-  return cv !== undefined && cv !== null && cv > NOISY_CV
-}
+const isNoisy = (p: ComparePoint): boolean => noisyCv(summaryOf(p, "output_throughput")?.cv)
 
 const summaryOf = (p: ComparePoint | undefined, m: MetricKey): Summary | null => {
   const xs = p?.samples[m]

@@ -24,6 +24,10 @@ export const CONFIDENCE = 0.95
 /** A point whose output-throughput coefficient of variation exceeds this is flagged noisy. */
 export const NOISY_CV = 0.05
 
+/** A coefficient of variation past NOISY_CV (none, with one value, is not noisy). */
+export const noisyCv = (cv: number | null | undefined): boolean =>
+  cv !== undefined && cv !== null && cv > NOISY_CV
+
 export const median = (xs: ReadonlyArray<number>): number => {
   const s = [...xs].sort((a, b) => a - b)
   const mid = Math.floor(s.length / 2)

@@ -14,7 +14,7 @@
  * - `verdictLine`: the one sentence every view of the verdict prints (CLI, JSON, report).
  */
 import { METRIC_KEYS, type MetricKey, type Metrics } from "../Results.js"
-import { describe, median as medianOf, NOISY_CV, welch } from "../Stats.js"
+import { describe, median as medianOf, noisyCv, welch } from "../Stats.js"
 
 export const median = medianOf
 
@@ -61,10 +61,7 @@ export const mediansOf = (stats: MetricStats): Metrics =>
   Object.fromEntries(Object.entries(stats).map(([k, s]) => [k, s.median])) as Metrics
 
 /** A point is noisy when its output throughput varies by more than 5 % (CV) over its repeats. */
-export const isNoisy = (stats: MetricStats): boolean => {
-  const cv = stats.output_throughput?.cv
-  return cv !== undefined && cv !== null && cv > NOISY_CV
-}
+export const isNoisy = (stats: MetricStats): boolean => noisyCv(stats.output_throughput?.cv)
 
 /** What the best rule needs of a point. */
 export interface Candidate {
