@@ -203,13 +203,13 @@ def make_actor_class(ray, with_runner=False):
             if heartbeat and beater_node != ray.get_runtime_context().get_node_id():
                 self._last_beat = time.monotonic()
 
-                def fenced(silent):
+                def on_silent(silent):
                     line = fence.silent_line("lease", silent)
                     sys.stderr.write(line + "\n")
                     events.put(("fenced", line, None))
                     self.stop(grace)
 
-                fence.watch(lambda: self._last_beat, heartbeat, done, fenced)
+                fence.watch(lambda: self._last_beat, heartbeat, done, on_silent)
 
             started = False
             pending = []  # output seen before the supervisor said whether CMD started

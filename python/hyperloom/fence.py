@@ -55,8 +55,9 @@ def heartbeat_sec(death_sec, period_sec, grace_sec):
 
 def timing(ray, grace_sec):
     """(heartbeat timeout, node-death time) for a connected driver whose actors stop with that grace."""
-    death = node_death_sec(ray)
-    return heartbeat_sec(death, health_check(ray)[1], grace_sec), death
+    threshold, period, timeout = health_check(ray)
+    death = threshold * (timeout + period)
+    return heartbeat_sec(death, period, grace_sec), death
 
 
 def beat_every(heartbeat):
