@@ -109,7 +109,7 @@ const verdictOf = (c: Change, higher: boolean): PointVerdict => {
   return c.change > 0 === higher ? "faster" : "slower"
 }
 
-/** The point's output-throughput CV exceeds 5 % (SPEC: a noisy point; Sweep/Best.ts isNoisy). */
+/** The point's output-throughput CV exceeds 5 % (a noisy point, docs/trust.md; Sweep/Best.ts isNoisy). */
 const isNoisy = (p: ComparePoint): boolean => noisyCv(summaryOf(p, "output_throughput")?.cv)
 
 const summaryOf = (p: ComparePoint | undefined, m: MetricKey): Summary | null => {
