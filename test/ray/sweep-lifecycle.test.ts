@@ -12,44 +12,26 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
 import { pidsWithArg, waitGone } from "../support/lease.js"
-import {
-  type Head,
-  prepareRay,
-  projectRoot,
-  startHead,
-  startWorker,
-  teardownRay,
-  waitFor
-} from "../support/ray.js"
+import { projectRoot, startWorker, waitFor } from "../support/ray.js"
 import {
   assertSlotFree,
   client,
   engine,
   newSession,
   newTag,
-  PORT,
   readSweep,
-  removeSessions,
   SLO,
   scenario,
   sweep,
-  sweepArgs
+  sweepArgs,
+  useSweepHead
 } from "../support/sweepOnHead.js"
 
-let head: Head
-
 describe("a sweep's lifecycle on a real head", () => {
-  beforeAll(async () => {
-    await prepareRay()
-    head = await startHead({ port: PORT, slot: true, numGpus: 1 })
-  }, 120_000)
-  afterAll(async () => {
-    await teardownRay()
-    removeSessions()
-  }, 120_000)
+  const head = useSweepHead()
 
   it("--dry-run runs nothing; --strategy adaptive finds the grid's best with fewer engine starts and skips past a kv_cache_oom; --strategy grid completes it; more --load values grow it", async () => {
     const session = newSession()
@@ -362,7 +344,7 @@ describe("a sweep's lifecycle on a real head", () => {
   })
 
   it("--nodes 2 on a head and a worker raylet: one combination as a group", async () => {
-    await startWorker(head, { numCpus: 1, numGpus: 1, resources: { serving_slot: 1 } })
+    await startWorker(head(), { numCpus: 1, numGpus: 1, resources: { serving_slot: 1 } })
     await waitFor(
       "the worker joined",
       async () => {

@@ -13,34 +13,25 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { modelFlags, predict } from "../../examples/engine-model.mjs"
 import { runCli } from "../support/cli.js"
 import { pidsWithArg } from "../support/lease.js"
-import { prepareRay, startHead, teardownRay } from "../support/ray.js"
 import {
   client,
   engine,
   expected,
   newSession,
   newTag,
-  PORT,
   readSweep,
-  removeSessions,
   SLO,
   scenario,
-  sweep
+  sweep,
+  useSweepHead
 } from "../support/sweepOnHead.js"
 
 describe("sweep run on a real head", () => {
-  beforeAll(async () => {
-    await prepareRay()
-    await startHead({ port: PORT, slot: true, numGpus: 1 })
-  }, 120_000)
-  afterAll(async () => {
-    await teardownRay()
-    removeSessions()
-  }, 120_000)
+  useSweepHead()
 
   it("a grid finds the model's best; the combination over the KV budget is started once and skipped", async () => {
     const session = newSession()

@@ -8,10 +8,10 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { assert } from "vitest"
+import { afterAll, assert, beforeAll } from "vitest"
 import { modelFlags, predict } from "../../examples/engine-model.mjs"
 import { runCli } from "./cli.js"
-import { projectRoot } from "./ray.js"
+import { type Head, prepareRay, projectRoot, startHead, teardownRay } from "./ray.js"
 
 export const PORT = 6399
 export const SLO = "p99_ttft_ms<=1000"
@@ -70,3 +70,23 @@ export const expected = (server: string, c: number, prompts: number) =>
     inputLen: 32,
     outputLen: 16
   })
+
+/**
+ * The file's one head (PORT, the slot, one GPU), started before its tests and stopped after them,
+ * its sessions removed: call inside the file's describe. Returns the head once it is up.
+ */
+export const useSweepHead = (): (() => Head) => {
+  let head: Head | undefined
+  beforeAll(async () => {
+    await prepareRay()
+    head = await startHead({ port: PORT, slot: true, numGpus: 1 })
+  }, 120_000)
+  afterAll(async () => {
+    await teardownRay()
+    removeSessions()
+  }, 120_000)
+  return () => {
+    if (head === undefined) throw new Error("the sweep head is not up")
+    return head
+  }
+}
