@@ -27,6 +27,7 @@ import {
   scenario,
   sweep,
   sweepArgs,
+  sweepScenario,
   useSweepHead
 } from "../support/sweepOnHead.js"
 
@@ -54,9 +55,13 @@ describe("a sweep's lifecycle on a real head", () => {
     assert.include(dry.stdout, `server: sh -c ${JSON.stringify(server.replace("{seqs}", "2"))}`)
     assert.isFalse(fs.existsSync(path.join(session, "sweep.json")))
     // adaptive: start at seqs=8 (the middle), 32 fails kv_cache_oom so 64 is skipped unstarted, 4 is worse
-    const a = await sweep(session, server, [...grid, "--strategy", "adaptive"], client(16))
-    const adoc = readSweep(session)
-    scenario("adaptive", adoc, a.ms)
+    const { r: a, doc: adoc } = await sweepScenario(
+      "adaptive",
+      session,
+      server,
+      [...grid, "--strategy", "adaptive"],
+      client(16)
+    )
     assert.strictEqual(a.code, 0, a.stderr)
     assert.deepStrictEqual(
       adoc.combinations.map((c: any) => `${c.params.seqs}:${c.status}:${c.engine_starts.length}`),
@@ -88,9 +93,13 @@ describe("a sweep's lifecycle on a real head", () => {
     assert.match(show.stdout, /time: wall [\d.]+ s: lease wait/)
     console.log(`[sweep show, adaptive]\n${show.stdout}`)
     // grid on the same session: only the two skipped combinations start; the best judged again
-    const g = await sweep(session, server, [...grid, "--strategy", "grid"], client(16))
-    const gdoc = readSweep(session)
-    scenario("grid completion", gdoc, g.ms)
+    const { r: g, doc: gdoc } = await sweepScenario(
+      "grid completion",
+      session,
+      server,
+      [...grid, "--strategy", "grid"],
+      client(16)
+    )
     assert.strictEqual(g.code, 0, g.stderr)
     assert.deepStrictEqual(
       gdoc.combinations.map((c: any) => `${c.params.seqs}:${c.status}:${c.engine_starts.length}`),
@@ -99,14 +108,13 @@ describe("a sweep's lifecycle on a real head", () => {
     assert.strictEqual(gdoc.summary.best.label, "seqs=8")
     // grow: one more load value; only it runs, on the feasible combinations
     const runsBefore = gdoc.summary.time.client_runs
-    const grown = await sweep(
+    const { r: grown, doc: wdoc } = await sweepScenario(
+      "grown",
       session,
       server,
       ["--param", "seqs=2,4,8,32,64", "--load", "c=8,2", "--slo", SLO],
       client(16)
     )
-    const wdoc = readSweep(session)
-    scenario("grown", wdoc, grown.ms)
     assert.strictEqual(grown.code, 0, grown.stderr)
     assert.strictEqual(wdoc.summary.time.client_runs, runsBefore + 3)
     assert.deepStrictEqual(
@@ -355,14 +363,13 @@ describe("a sweep's lifecycle on a real head", () => {
     )
     const session = newSession()
     const tag = newTag()
-    const r = await sweep(
+    const { r, doc } = await sweepScenario(
+      "nodes 2",
       session,
       engine(tag, "--max-num-seqs {seqs}"),
       ["--nodes", "2", "--param", "seqs=2", "--load", "c=2", "--slo", SLO],
       client(8)
     )
-    const doc = readSweep(session)
-    scenario("nodes 2", doc, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
     assert.strictEqual(doc.experiment.nodes, 2)
     assert.strictEqual(doc.combinations[0].points[0].status, "ok")

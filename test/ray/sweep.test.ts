@@ -27,6 +27,7 @@ import {
   SLO,
   scenario,
   sweep,
+  sweepScenario,
   useSweepHead
 } from "../support/sweepOnHead.js"
 
@@ -37,14 +38,13 @@ describe("sweep run on a real head", () => {
     const session = newSession()
     const tag = newTag()
     const server = engine(tag, "--max-model-len 32768 --max-num-seqs {seqs}")
-    const r = await sweep(
+    const { r, doc } = await sweepScenario(
+      "grid",
       session,
       server,
       ["--param", "seqs=2,4,32", "--load", "c=2,4", "--slo", SLO],
       client(8)
     )
-    const doc = readSweep(session)
-    scenario("grid", doc, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
     // one engine start per combination, the infeasible one not retried
     assert.deepStrictEqual(
@@ -99,14 +99,13 @@ describe("sweep run on a real head", () => {
 
   it("search: doubling then bisection finds each combination's largest passing load, every point recorded", async () => {
     const session = newSession()
-    const r = await sweep(
+    const { r, doc } = await sweepScenario(
+      "search",
       session,
       engine(newTag(), "--max-num-seqs {seqs}"),
       ["--param", "seqs=2,3", "--search", "c:8", "--slo", SLO],
       client(6)
     )
-    const doc = readSweep(session)
-    scenario("search", doc, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
     assert.deepStrictEqual(
       doc.summary.combinations.map((c: any) => c.largest_passing_load),
@@ -125,14 +124,13 @@ describe("sweep run on a real head", () => {
   it("an engine that dies during a point fails it and ends its combination; the next one runs", async () => {
     const session = newSession()
     const tag = newTag()
-    const r = await sweep(
+    const { r, doc } = await sweepScenario(
+      "engine dies",
       session,
       engine(tag, "--max-num-seqs 4 {mode}"),
       ["--param", "mode=--fail=crash-after-ready,--tag=steady", "--load", "c=2,4", "--slo", SLO],
       client(8)
     )
-    const doc = readSweep(session)
-    scenario("engine dies", doc, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
     const [crash, steady] = doc.combinations
     assert.strictEqual(crash.status, "engine_died")
@@ -149,27 +147,26 @@ describe("sweep run on a real head", () => {
 
   it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {
     const session = newSession()
-    const r = await sweep(
+    const { r } = await sweepScenario(
+      "no feasible point",
       session,
       engine(newTag(), "--max-num-seqs {seqs}"),
       ["--param", "seqs=2", "--load", "c=2", "--slo", "p99_ttft_ms<=1"],
       client(4)
     )
-    scenario("no feasible point", readSweep(session), r.ms)
     assert.strictEqual(r.code, 14, r.stderr)
     assert.include(r.stdout, "sweep_no_feasible_point")
   })
 
   it("no engine ever ready: exit 17 sweep_no_engine_ready, the note quoting the engine's own line and its server.log", async () => {
     const session = newSession()
-    const r = await sweep(
+    const { r, doc } = await sweepScenario(
+      "no engine ready",
       session,
       engine(newTag(), "--max-num-seqs {seqs}"),
       ["--param", "seqs=0", "--load", "c=2", "--slo", SLO],
       client(4)
     )
-    const doc = readSweep(session)
-    scenario("no engine ready", doc, r.ms)
     assert.strictEqual(r.code, 17, r.stderr)
     const note = doc.combinations[0].error.split("\n")[0]
     assert.include(note, 'the engine said: "vllm serve: error: argument --max-num-seqs: must be at least 1"')

@@ -56,6 +56,14 @@ export const scenario = (name: string, doc: any, ms: number) =>
       `${doc?.combinations?.reduce((n: number, c: any) => n + c.engine_starts.length, 0) ?? "?"} engine start(s), ${(ms / 1000).toFixed(1)} s`
   )
 
+/** `sweep run`, then the session's sweep.json, its one-line account logged as NAME. */
+export const sweepScenario = async (name: string, ...a: Parameters<typeof sweepArgs>) => {
+  const r = await sweep(...a)
+  const doc = readSweep(a[0])
+  scenario(name, doc, r.ms)
+  return { r, doc }
+}
+
 export const assertSlotFree = async () => {
   const r = await runCli(["lease", "run", "--gpus", "1", "--", "true"], { timeoutMs: 60_000 })
   assert.strictEqual(r.code, 0, r.stderr)
