@@ -210,9 +210,9 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     await assertNothingHeld()
   })
 
-  /** A 2-rank group running `sleep MARKER`, once a rank runs on each host. */
-  const sleepingGroup = async () => {
-    const marker = markerSleep()
+  /** A 2-rank group running `sleep MARKER` (SECONDS long), once a rank runs on each host. */
+  const sleepingGroup = async (seconds?: number) => {
+    const marker = markerSleep(seconds)
     const run = hosts.startCli(groupLease("--", "sleep", marker))
     await waitFor(
       "a rank running on each host",
@@ -320,6 +320,28 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
         500
       )
     }
+    await assertNothingHeld()
+  })
+
+  it("a cut Ray survives (shorter than the heartbeat timeout, past 40 % of the node-death time): the group runs on to its own end, nothing fenced", async () => {
+    // Node death here is ~20 s (Ray's earliest 18 s): the heartbeat is 20 - 2 - 3 - 2 = 13 s. A
+    // 10 s cut (11 s of silence at most, beats being a second apart) is one Ray survives, and so
+    // must the run; the earlier heartbeat (40 % of the node-death time, 8 s) ended the group.
+    const { marker, run } = await sleepingGroup(20)
+    await hosts.cut()
+    await new Promise((r) => setTimeout(r, 10_000))
+    await hosts.heal()
+    await new Promise((r) => setTimeout(r, 3_000))
+    assert.strictEqual(sleepsOn(hosts, "worker", marker).length, 1, "the cut-off rank's command still runs")
+    assert.strictEqual(sleepsOn(hosts, "head", marker).length, 1, "the head's rank's command still runs")
+    const r = await run.exited
+    assert.strictEqual(r.code, 0, r.stderr)
+    assert.notInclude(r.stderr, "fenced")
+    assert.strictEqual(
+      (await status()).nodes.filter((n: any) => n.state === "ALIVE").length,
+      2,
+      "Ray kept both nodes"
+    )
     await assertNothingHeld()
   })
 
