@@ -21,7 +21,7 @@ import {
   whyNoHosts
 } from "../support/hosts.js"
 import { markerSleep, pidsWithArg } from "../support/lease.js"
-import { projectRoot, waitFor } from "../support/ray.js"
+import { projectRoot, sleep, waitFor } from "../support/ray.js"
 
 const HEALTH_CHECK = { health_check_period_ms: 2000, health_check_timeout_ms: 2000 }
 /** What Ray's health checks make of that: a node is dead after ~5 × (2 s + 2 s). */
@@ -40,6 +40,9 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
   /** The cluster as the head host's hyperloom sees it. */
   const status = () => rayStatus(hosts.cli)
 
+  /** How many of the cluster's nodes Ray has ALIVE. */
+  const aliveNodes = async () => (await status()).nodes.filter((n: any) => n.state === "ALIVE").length
+
   /** No rank left anywhere: no live rank actor, no placement group, every slot free. */
   const assertNothingHeld = () => waitNothingHeld(status)
 
@@ -52,8 +55,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     await startCluster(hosts, { systemConfig: HEALTH_CHECK })
     await waitFor(
       "both nodes alive",
-      async () =>
-        (await status()).nodes.filter((n: any) => n.state === "ALIVE").length === 2 ? true : undefined,
+      async () => ((await aliveNodes()) === 2 ? true : undefined),
       60_000,
       500
     )
@@ -314,8 +316,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
       process.kill(extra[0]!, "SIGTERM")
       await waitFor(
         "the second worker node gone",
-        async () =>
-          (await status()).nodes.filter((n: any) => n.state === "ALIVE").length === 2 ? true : undefined,
+        async () => ((await aliveNodes()) === 2 ? true : undefined),
         90_000,
         500
       )
@@ -329,19 +330,15 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     // must the run; the earlier heartbeat (40 % of the node-death time, 8 s) ended the group.
     const { marker, run } = await sleepingGroup(20)
     await hosts.cut()
-    await new Promise((r) => setTimeout(r, 10_000))
+    await sleep(10_000)
     await hosts.heal()
-    await new Promise((r) => setTimeout(r, 3_000))
+    await sleep(3_000)
     assert.strictEqual(sleepsOn(hosts, "worker", marker).length, 1, "the cut-off rank's command still runs")
     assert.strictEqual(sleepsOn(hosts, "head", marker).length, 1, "the head's rank's command still runs")
     const r = await run.exited
     assert.strictEqual(r.code, 0, r.stderr)
     assert.notInclude(r.stderr, "fenced")
-    assert.strictEqual(
-      (await status()).nodes.filter((n: any) => n.state === "ALIVE").length,
-      2,
-      "Ray kept both nodes"
-    )
+    assert.strictEqual(await aliveNodes(), 2, "Ray kept both nodes")
     await assertNothingHeld()
   })
 
