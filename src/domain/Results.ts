@@ -39,8 +39,23 @@ export type Metrics = { readonly [K in MetricKey]?: number }
 export const RESULT_FORMATS = ["hyperloom", "vllm", "sglang"] as const
 export type ResultFormat = (typeof RESULT_FORMATS)[number]
 
+/**
+ * What the client says it did, for the validity checks (docs/trust.md#is-the-number-valid): its
+ * completed and failed requests (vLLM's `completed`/`failed`; SGLang's record has no failures), its
+ * output-token total (vLLM's `total_output_tokens`, SGLang's `total_output` or the older
+ * `total_output_tokens`) and its duration (both: `duration`, seconds).
+ */
+export interface ClientCounts {
+  readonly completed?: number | undefined
+  readonly failed?: number | undefined
+  readonly output_tokens?: number | undefined
+  readonly duration_s?: number | undefined
+}
+
 export interface ParsedResult {
   readonly format: ResultFormat
+  /** The client's own counts, where its record has them. */
+  readonly client?: ClientCounts | undefined
   /** The raw throughput value (a number for the engines' formats; anything for `hyperloom`). */
   readonly throughput: unknown
   readonly metrics: Metrics
@@ -107,6 +122,20 @@ export const metricsOf = (record: Json): Metrics => {
     const total = finite(record.total_throughput) ?? derivedTotalThroughput(record)
     if (total !== undefined) out.total_token_throughput = total
   }
+  return out
+}
+
+/** The client's counts of one record (ClientCounts), each where present and finite. */
+export const clientCountsOf = (record: Json): ClientCounts => {
+  const out: { -readonly [K in keyof ClientCounts]: number } = {}
+  const completed = finite(record.completed)
+  const failed = finite(record.failed)
+  const tokens = finite(record.total_output_tokens) ?? finite(record.total_output)
+  const duration = finite(record.duration)
+  if (completed !== undefined) out.completed = completed
+  if (failed !== undefined) out.failed = failed
+  if (tokens !== undefined) out.output_tokens = tokens
+  if (duration !== undefined) out.duration_s = duration
   return out
 }
 
@@ -196,6 +225,7 @@ export const parseResult = (text: string): ParsedResult | undefined => {
       format: engine,
       throughput: last.output_throughput,
       metrics: metricsOf(last),
+      client: clientCountsOf(last),
       records: records.length,
       ...invalidOf(last)
     }
