@@ -587,34 +587,26 @@ export const renderTally = (t: Tally): string => {
   return `${ok} of ${t.runs} run${t.runs === 1 ? "" : "s"} valid${rest.length > 0 ? ` (${rest.join(", ")})` : ""}`
 }
 
+type Runs = ReadonlyArray<RunValidity | null | undefined>
+
+/** The lines `pick` gives over the runs, each once, in first-seen order. */
+const onceEach = (
+  validities: Runs,
+  pick: (v: RunValidity) => ReadonlyArray<string>
+): ReadonlyArray<string> => [...new Set(validities.flatMap((v) => (v == null ? [] : pick(v))))]
+
 /** The distinct findings of runs, in first-seen order (a point's reasons). */
-export const reasonsOf = (
-  validities: ReadonlyArray<RunValidity | null | undefined>
-): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  for (const v of validities)
-    for (const f of v?.findings ?? []) if (!out.includes(renderFinding(f))) out.push(renderFinding(f))
-  return out
-}
+export const reasonsOf = (validities: Runs): ReadonlyArray<string> =>
+  onceEach(validities, (v) => v.findings.map(renderFinding))
 
 /** Measured runs, none of which counts: the point is `invalid`. */
-export const allInvalid = (validities: ReadonlyArray<RunValidity | null | undefined>): boolean =>
+export const allInvalid = (validities: Runs): boolean =>
   validities.length > 0 && validities.every((v) => !counts(v))
 
-/** The session's "not checked: …" lines, each once (first-seen order). */
-export const notCheckedOnce = (
-  validities: ReadonlyArray<RunValidity | null | undefined>
-): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  for (const v of validities) for (const r of v?.not_checked ?? []) if (!out.includes(r)) out.push(r)
-  return out
-}
+/** The session's "not checked: …" lines, each once. */
+export const notCheckedOnce = (validities: Runs): ReadonlyArray<string> =>
+  onceEach(validities, (v) => v.not_checked ?? [])
 
 /** Params unverified in any run, each once. */
-export const unverifiedOnce = (
-  validities: ReadonlyArray<RunValidity | null | undefined>
-): ReadonlyArray<string> => {
-  const out: Array<string> = []
-  for (const v of validities) for (const p of v?.unverified ?? []) if (!out.includes(p)) out.push(p)
-  return out
-}
+export const unverifiedOnce = (validities: Runs): ReadonlyArray<string> =>
+  onceEach(validities, (v) => v.unverified ?? [])
