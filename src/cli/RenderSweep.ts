@@ -5,6 +5,7 @@
  */
 
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
+import { renderTimeToBest, shownTenths } from "../domain/Sweep/Time.js"
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
 import {
   ADAPTIVE_ASSUMPTION,
@@ -158,22 +159,26 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   const t = doc.summary.time
   if (t !== undefined) {
     out.push(
-      `time: ${renderTimeParts(t.total)}; ${t.engine_starts} engine start(s), ${t.client_runs} client run(s); the best first measured ${t.time_to_best_sec === null ? "–" : `${num(t.time_to_best_sec)} s`} after the sweep's start`
+      `time: ${renderTimeParts(t.total)}; ${t.engine_starts} engine start(s), ${t.client_runs} client run(s); ${renderTimeToBest(t)}`
     )
     const started = t.combinations.filter((c) => doc.combinations[c.index]!.engine_starts.length > 0)
     if (started.length > 0)
       out.push(
         table([
           ["#", "wall s", "lease wait s", "engine starts s", "client runs s", "--between s", "hyperloom s"],
-          ...started.map((c) => [
-            String(c.index),
-            num(c.wall_sec),
-            num(c.lease_wait_sec),
-            num(c.engine_start_sec),
-            num(c.client_sec),
-            num(c.between_sec),
-            num(c.own_sec)
-          ])
+          // each row adds up as shown (Sweep/Time.ts)
+          ...started.map((c) => {
+            const s = shownTenths(c)
+            return [
+              String(c.index),
+              s.wall_sec,
+              s.lease_wait_sec,
+              s.engine_start_sec,
+              s.client_sec,
+              s.between_sec,
+              s.own_sec
+            ]
+          })
         ])
       )
     out.push("")

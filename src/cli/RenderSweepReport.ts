@@ -9,6 +9,7 @@
 import type { MetricKey } from "../domain/Results.js"
 import type { EnvironmentRecord } from "../domain/Serving.js"
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
+import { renderTimeToBest } from "../domain/Sweep/Time.js"
 import {
   ADAPTIVE_ASSUMPTION,
   ascendingLoads,
@@ -345,7 +346,7 @@ const timeLine = (doc: SweepDoc): string => {
   const t = doc.summary.time
   if (t === undefined) return ""
   const adaptive = doc.strategy === "adaptive" ? ` · ${escapeHtml(ADAPTIVE_ASSUMPTION)}` : ""
-  return `\n<div class="meta">time: ${escapeHtml(renderTimeParts(t.total))} · ${t.engine_starts} engine start(s), ${t.client_runs} client run(s) · the best first measured ${t.time_to_best_sec === null ? "–" : `${fmt(t.time_to_best_sec)} s`} in${adaptive}</div>`
+  return `\n<div class="meta">time: ${escapeHtml(renderTimeParts(t.total))} · ${t.engine_starts} engine start(s), ${t.client_runs} client run(s) · ${escapeHtml(renderTimeToBest(t))}${adaptive}</div>`
 }
 
 export const renderSweepSection = (name: string, doc: SweepDoc, environment?: EnvironmentRecord): string => {

@@ -1,5 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { renderTimeParts, sweepTime, type TimedDoc } from "../../src/domain/Sweep/Time.js"
+import * as fc from "effect/FastCheck"
+import {
+  renderTimeParts,
+  renderTimeToBest,
+  shownTenths,
+  sweepTime,
+  type TimedDoc
+} from "../../src/domain/Sweep/Time.js"
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString()
 const run = (start: number, end: number, runtime: number, between: number | null, status = "ok") => ({
@@ -106,4 +113,152 @@ describe("where a sweep's time went", () => {
   it("no best: no time to it", () => {
     assert.isNull(sweepTime({ ...doc, summary: { best: null } }).time_to_best_sec)
   })
+
+  /**
+   * Issue 33 item 6, seen on a grown sweep: one combination measured in a first `sweep run`
+   * (0 → 10.3 s of its own time), then grown (`--load` 2 added) by a second one that began 89.5 s
+   * later on the calendar (the user's pause) and took 10.2 s. The combination's times summed to more
+   * than the total (its span ran across the pause), and the time to the best (load 2, first
+   * measured in the second run) counted the pause.
+   */
+  const grown: TimedDoc = {
+    created_at: at(0),
+    updated_at: at(110),
+    wall_sec: 20.5,
+    invocations: [
+      { started_at: at(0), wall_before_sec: 0 },
+      { started_at: at(99.8), wall_before_sec: 10.3 }
+    ],
+    combinations: [
+      {
+        index: 0,
+        engine_starts: [
+          { started_at: at(0.1), ended_at: at(10.1), ready_sec: 1.5, ready_at: at(2.1) },
+          { started_at: at(99.9), ended_at: at(109.9), ready_sec: 1.5, ready_at: at(101.9) }
+        ],
+        points: [
+          { load: "1", runs: [run(2.2, 9.2, 7, null)], interrupted_runs: [] },
+          { load: "2", runs: [run(102, 109, 7, null)], interrupted_runs: [] }
+        ]
+      }
+    ],
+    summary: { best: { combination: 0, load: "2" } }
+  }
+
+  it("a grown sweep: a combination's wall is its engine starts' own spans, never the pause between two runs", () => {
+    const t = sweepTime(grown)
+    assert.deepStrictEqual(t.combinations, [
+      {
+        index: 0,
+        wall_sec: 20,
+        lease_wait_sec: 1,
+        engine_start_sec: 3,
+        client_sec: 14,
+        between_sec: 0,
+        own_sec: 2
+      }
+    ])
+    assert.deepStrictEqual(t.total, {
+      wall_sec: 20.5,
+      lease_wait_sec: 1,
+      engine_start_sec: 3,
+      client_sec: 14,
+      between_sec: 0,
+      own_sec: 2.5
+    })
+    // the best (load 2) was first measured 9.2 s into the second run: 10.3 + 9.2 on the sweep's own clock
+    assert.strictEqual(t.time_to_best_sec, 19.5)
+    assert.isAtMost(t.time_to_best_sec!, t.total.wall_sec)
+    assert.strictEqual(
+      renderTimeToBest(t),
+      "the best first measured 19.5 s into the sweep (its own running time)"
+    )
+  })
+
+  it("a span a killed run left open ends where that run's own time ended, not at the resume", () => {
+    // the first run was killed 12 s in with its engine start open; the resume (at 300 s) closed it
+    const killed: TimedDoc = {
+      ...grown,
+      wall_sec: 22.2,
+      invocations: [
+        { started_at: at(0), wall_before_sec: 0 },
+        { started_at: at(299.9), wall_before_sec: 12 }
+      ],
+      combinations: [
+        {
+          index: 0,
+          engine_starts: [
+            { started_at: at(0.1), ended_at: at(300), ready_sec: 1.5, ready_at: at(2.1) },
+            { started_at: at(300), ended_at: at(310), ready_sec: 1.5, ready_at: at(302) }
+          ],
+          points: [{ load: "2", runs: [run(302.1, 309.1, 7, null)], interrupted_runs: [] }]
+        }
+      ]
+    }
+    const t = sweepTime(killed)
+    // 11.9 s of the first start (0.1 → 12 on its run's clock) and 10 s of the second
+    assert.strictEqual(t.combinations[0]!.wall_sec, 21.9)
+    assert.isAtMost(t.combinations[0]!.wall_sec, t.total.wall_sec)
+    assert.strictEqual(t.time_to_best_sec, 12 + 9.2)
+  })
+
+  it("combinations at once (--parallel): the time they overlapped is said, and the total adds up", () => {
+    const parallel: TimedDoc = {
+      created_at: at(0),
+      updated_at: at(11),
+      wall_sec: 11,
+      combinations: [0, 1].map((index) => ({
+        index,
+        engine_starts: [{ started_at: at(0.5), ended_at: at(10.5), ready_sec: 2, ready_at: at(3) }],
+        points: [{ load: "1", runs: [run(3, 10, 7, null)], interrupted_runs: [] }]
+      })),
+      summary: { best: { combination: 1, load: "1" } }
+    }
+    const t = sweepTime(parallel)
+    assert.deepStrictEqual(t.total, {
+      wall_sec: 11,
+      lease_wait_sec: 1,
+      engine_start_sec: 4,
+      client_sec: 14,
+      between_sec: 0,
+      own_sec: 2,
+      at_once_sec: 10
+    })
+    const sumOf = (x: typeof t.total) =>
+      x.lease_wait_sec + x.engine_start_sec + x.client_sec + x.between_sec + x.own_sec - (x.at_once_sec ?? 0)
+    assert.strictEqual(sumOf(t.total), t.total.wall_sec)
+    assert.strictEqual(
+      renderTimeParts(t.total),
+      "wall 11.0 s: lease wait 1.0 s, engine starts 4.0 s, client runs 14.0 s, --between 0.0 s, hyperloom's own 2.0 s, less 10.0 s of combinations run at once (--parallel)"
+    )
+  })
+
+  it.prop(
+    "the figures shown add up to the wall shown, whatever their digits",
+    [
+      fc.array(fc.integer({ min: 0, max: 500_000 }), { minLength: 4, maxLength: 4 }),
+      fc.integer({ min: 0, max: 9_999 })
+    ],
+    ([ms, own]) => {
+      const [lease, engine, client, between] = ms as [number, number, number, number]
+      const wall = lease + engine + client + between + own
+      const shown = shownTenths({
+        wall_sec: wall / 1000,
+        lease_wait_sec: lease / 1000,
+        engine_start_sec: engine / 1000,
+        client_sec: client / 1000,
+        between_sec: between / 1000,
+        own_sec: own / 1000
+      })
+      const tenths = (x: string) => Math.round(Number(x) * 10)
+      return (
+        tenths(shown.lease_wait_sec) +
+          tenths(shown.engine_start_sec) +
+          tenths(shown.client_sec) +
+          tenths(shown.between_sec) +
+          tenths(shown.own_sec) ===
+        tenths(shown.wall_sec)
+      )
+    }
+  )
 })
