@@ -20,6 +20,7 @@ this package and its __main__.py). One job per module:
     engine       the serving engine's life on the leased node: start, alive, ready, stop (both runners)
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
     sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
+    clientrun    the runners' one client run: the port check, its group, timeout, samplers
     tee          the runners' one copy of a client's output to theirs and to client.log
     jsonfile     the runners' one atomic write of a status document (serve.json, engine.json)
     listener     who listens on the engine's port: the runners' check that it is the engine's own

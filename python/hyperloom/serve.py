@@ -18,10 +18,12 @@ always passes them all.
 3. Waits until GET BASE_URL/READY_PATH answers 200. While waiting it prints a progress line to stderr
    every PROGRESS_EVERY seconds: the elapsed time and the server log's last line. A server that
    exits, or is not ready within READY_TIMEOUT seconds, ends the attempt (exit 3).
-4. Runs the client (argv, no shell, in this runner's process group; `$HYPERLOOM_PORT`,
-   `${HYPERLOOM_BASE_URL}` and the other HYPERLOOM_* variables in its arguments are expanded, since
-   the port is only known here); its stdout and stderr are copied live to this runner's stdout and
-   stderr and, whole, to ATTEMPT_DIR/client.log.
+4. Runs the client through hyperloom.clientrun, the loop the sweep runner uses too (argv, no
+   shell, in a process group of its own led by a keeper; `$HYPERLOOM_PORT`, `${HYPERLOOM_BASE_URL}`
+   and the other HYPERLOOM_* variables in its arguments are expanded, since the port is only known
+   here); its stdout and stderr are copied live to this runner's stdout and stderr and, whole, to
+   ATTEMPT_DIR/client.log. A process outside the lease listening on the engine's port by then: the
+   client does not run (`port_taken`, exit 3). The attempt's own timeout is the lease's (a stop).
 5. Stops the server's whole process group (TERM, STOP_GRACE seconds, KILL) and waits until none of
    it is left, THEN exits: the runner's exit ends the lease, so the engine is gone before the slot
    is released. Exit status: the client's (3 when the server was never ready).
@@ -36,7 +38,7 @@ group, itself included.
 
 ATTEMPT_DIR/serve.json records what happened (written atomically, also on a stop):
     {"version": 1, "port": P, "base_url": ..., "outcome": "client_exited" | "server_exited" |
-     "ready_timeout" | "stopped" | "start_failed",
+     "ready_timeout" | "stopped" | "start_failed" | "port_taken",
      "server": {"argv": [...], "pid": N, "pgid": N, "ready_sec": S|null, "exit_code": N|null,
                 "runtime_sec": S, "stopped_with": "TERM"|"KILL"|null, "gone": true|false},
      "client": {"argv": [...], "exit_code": N|null, "runtime_sec": S|null} | null,
@@ -46,14 +48,11 @@ Standard library only; Python >= 3.8; Linux (process groups, /proc).
 """
 
 import os
-import subprocess
 import sys
 import threading
-import time
 
-from hyperloom import engine, jsonfile, procgroup
-from hyperloom.engine import CLIENT_LOG, NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
-from hyperloom.tee import Tee
+from hyperloom import clientrun, engine, jsonfile
+from hyperloom.engine import NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 
 STATUS_FILE = "serve.json"
 
@@ -69,7 +68,9 @@ class Runner:
         self.log = log
         self.stop_requested = threading.Event()
         self.engine = engine.Engine(a.server, a.cwd, os.path.join(a.dir, SERVER_LOG), "server", log)
-        self.client = None
+        self.client = None  # the client run (hyperloom.clientrun.Result) once it was tried
+        # The seam for samplers around the client (hyperloom.clientrun): (name, sampler) pairs.
+        self.samplers = []
         self.client_exit = None
         self.client_runtime = None
         self.outcome = None
@@ -94,9 +95,7 @@ class Runner:
                 "stopped_with": e.stopped_with,
                 "gone": gone,
             },
-            "client": None
-            if self.client is None
-            else {"argv": a.client, "exit_code": self.client_exit, "runtime_sec": self.client_runtime},
+            "client": None if self.client is None else self.client_status(),
             "node": self.node,
         }
         path = os.path.join(a.dir, STATUS_FILE)
@@ -105,48 +104,25 @@ class Runner:
         except OSError as e:
             log("cannot write %s: %s" % (path, e))
 
+    def client_status(self):
+        doc = {"argv": self.a.client, "exit_code": self.client_exit, "runtime_sec": self.client_runtime}
+        if self.client.observations:
+            doc["observations"] = self.client.observations
+        return doc
+
     # -- the client
 
     def run_client(self, env):
+        """The client, once (hyperloom.clientrun: the port check before it, its own process group, the
+        samplers around it); at a stop the server is stopped together with it (the lease's grace
+        covers both)."""
         a = self.a
-        tee = Tee(os.path.join(a.dir, CLIENT_LOG), log)
-        started = time.monotonic()
-        try:
-            self.client = subprocess.Popen(
-                [engine.expand(x, env) for x in a.client], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=env, cwd=a.cwd, close_fds=True,
-            )
-        except OSError as e:
-            msg = "hyperloom-serve: cannot start the client %s: %s\n" % (a.client[0], e.strerror or e)
-            tee.note(msg.encode())
-            tee.close()
-            sys.stderr.write(msg)
-            self.client_exit = 127
-            self.client_runtime = 0.0
-            self.client = subprocess.Popen(["true"])  # a record of it; exits at once
-            self.client.wait()
-            return
-
-        tee.start(self.client)
-        while self.client.poll() is None:
-            if self.stop_requested.wait(0.1):
-                # Stopped: TERM the client, and stop the server at the same time (the lease's
-                # grace covers both together); the client is KILLed after that if still there.
-                try:
-                    self.client.terminate()
-                except OSError:
-                    pass
-                self.engine.stop(a.stop_grace)
-                try:
-                    self.client.wait(0.5)
-                except subprocess.TimeoutExpired:
-                    self.client.kill()
-                    self.client.wait()
-                break
-        tee.close()
-        rc = self.client.returncode
-        self.client_exit = procgroup.exit_code(rc)
-        self.client_runtime = round(time.monotonic() - started, 3)
+        self.client = clientrun.run(
+            a.client, env, a.cwd, a.dir, self.engine, self.stop_requested, a.stop_grace, log,
+            prefix="hyperloom-serve", on_stop=lambda: self.engine.stop(a.stop_grace), samplers=self.samplers,
+        )
+        self.client_exit = self.client.exit_code
+        self.client_runtime = self.client.runtime_sec
 
     # -- the whole attempt
 
@@ -167,8 +143,8 @@ class Runner:
         self.run_client(env)
         if self.stop_requested.is_set():
             return self.finish("stopped", STOPPED_EXIT)
-        if not self.engine.alive():
-            log("the server exited with code %d while the client ran" % self.engine.exit_code)
+        if self.client.port_taken is not None:
+            return self.finish("port_taken", NOT_READY_EXIT)
         return self.finish("client_exited", self.client_exit)
 
     def finish(self, outcome, code):

@@ -31,6 +31,7 @@ RUNNER_FILES = (
     "hyperloom/jsonfile.py",
     "hyperloom/listener.py",
     "hyperloom/engine.py",
+    "hyperloom/clientrun.py",
     "hyperloom/serve.py",
     "hyperloom/sweep.py",
 )

@@ -55,19 +55,15 @@ import tempfile
 import threading
 import time
 
-from hyperloom import engine, keeper, listener, procgroup
-from hyperloom.engine import CLIENT_LOG, NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
-from hyperloom.tee import Tee
+from hyperloom import clientrun, engine, keeper, procgroup
+from hyperloom.engine import NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 
 PROTO = "\x1ehyperloom-sweep "
 # A file's bytes per message: its base64 and the rest of the line stay under the lease's
 # 64 KiB line (hyperloom.actor.MAX_LINE_BYTES).
 FILE_CHUNK = 32 * 1024
-PORT_TAKEN_EXIT = 3  # a client run refused: a process outside the lease listens on the engine's port
 ENGINE_DIED_EXIT = 4
 POLL_SEC = 0.01
-# A client still running this long after the engine died is stopped (the real clients end fast).
-AFTER_DEATH_GRACE_SEC = 10.0
 
 
 def log(msg):
@@ -152,8 +148,8 @@ class Runner:
         self.outcome = None
         self.gone = False
         self.node = {}
-        self.client = None
-        self.client_group = None
+        # The seam for samplers around each client run (hyperloom.clientrun): (name, sampler) pairs.
+        self.samplers = []
         # This node's own folder for the engine's and the runs' files; hyperloom gets their bytes.
         self.work = tempfile.mkdtemp(prefix="hyperloom-sweep-")
         self.server_log = os.path.join(self.work, SERVER_LOG)
@@ -194,58 +190,12 @@ class Runner:
         return code, round(time.monotonic() - started, 3)
 
     def run_client(self, req, env, run_dir):
-        """Runs one client; returns (exit_code, timed_out, runtime_sec, t0, t1)."""
-        argv = [engine.expand(x, env) for x in req["argv"]]
-        tee = Tee(os.path.join(run_dir, CLIENT_LOG), log)
-        t0 = time.time()
-        started = time.monotonic()
-        taken = listener.foreign_listener(self.engine.port, self.engine.pid, self.engine.pgid)
-        if taken:  # the run would measure another process: the client does not run
-            tee.note(("hyperloom-sweep: %s\n" % taken).encode())
-            tee.close()
-            log(taken)
-            return PORT_TAKEN_EXIT, False, 0.0, t0, time.time()
-        self.client_group = keeper.Group()
-        try:
-            self.client = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=self.cwd, close_fds=True, preexec_fn=self.client_group.join(),
-            )
-        except OSError as e:
-            msg = "hyperloom-sweep: cannot start the client %s: %s\n" % (argv[0] if argv else "?", e.strerror or e)
-            tee.note(msg.encode())
-            tee.close()
-            sys.stderr.write(msg)
-            self.client_group.stop(0.1)
-            self.client_group = None
-            return 127, False, 0.0, t0, time.time()
-
-        tee.start(self.client)
-        timeout = req.get("timeout_sec")
-        timed_out = False
-        died_at = None
-        while self.client.poll() is None:
-            if self.stop_requested.wait(POLL_SEC):
-                break
-            now = time.monotonic()
-            if timeout is not None and now - started >= timeout:
-                timed_out = True
-                log("the client ran past the point timeout (%s s); stopping it" % timeout)
-                break
-            if died_at is None and not self.engine.alive():
-                died_at = now
-                log("the engine exited with code %s while the client ran" % self.engine.exit_code)
-            if died_at is not None and now - died_at >= AFTER_DEATH_GRACE_SEC:
-                break
-        if self.client.poll() is None:
-            self.client_group.stop(self.a.stop_grace)
-            self.client.wait()
-        else:
-            self.client_group.stop(0.2)  # whatever it left behind in its group
-        self.client_group = None
-        tee.close()
-        code = None if timed_out else procgroup.exit_code(self.client.returncode)
-        return code, timed_out, round(time.monotonic() - started, 3), t0, time.time()
+        """Runs one client (hyperloom.clientrun: the port check, its own group, the point timeout,
+        the samplers); its hyperloom.clientrun.Result."""
+        return clientrun.run(
+            req["argv"], env, self.cwd, run_dir, self.engine, self.stop_requested, self.a.stop_grace, log,
+            prefix="hyperloom-sweep", timeout=req.get("timeout_sec"), samplers=self.samplers,
+        )
 
     def local_run(self, req, seq):
         """The request with its `dir` (and everything under it) moved to a folder of this node's."""
@@ -302,21 +252,24 @@ class Runner:
             between_code, between_sec = None, None
             if req.get("between"):
                 between_code, between_sec = self.run_between(req["between"], run_env, run_dir)
-            if between_code not in (None, 0) or self.stop_requested.is_set():
-                code, timed_out, runtime, t0, t1 = None, False, 0.0, None, None
-            else:
-                code, timed_out, runtime, t0, t1 = self.run_client(req, run_env, run_dir)
+            ran = None
+            if between_code in (None, 0) and not self.stop_requested.is_set():
+                ran = self.run_client(req, run_env, run_dir)
             if self.stop_requested.is_set():
                 return STOPPED_EXIT
             alive = self.engine.alive()
             self.send_run(run_dir, remote)
             shutil.rmtree(run_dir, ignore_errors=True)
             self.send_server_log()
-            emit({"done": {
-                "seq": seq, "exit_code": code, "timed_out": timed_out, "runtime_sec": runtime,
-                "between_exit_code": between_code, "between_sec": between_sec, "engine_alive": alive,
-                "engine_exit_code": self.engine.exit_code, "client_started": t0, "client_ended": t1,
-            }})
+            answer = {
+                "seq": seq, "exit_code": ran and ran.exit_code, "timed_out": bool(ran and ran.timed_out),
+                "runtime_sec": ran.runtime_sec if ran else 0.0, "between_exit_code": between_code,
+                "between_sec": between_sec, "engine_alive": alive, "engine_exit_code": self.engine.exit_code,
+                "client_started": ran and ran.started, "client_ended": ran and ran.ended,
+            }
+            if ran is not None and ran.observations:
+                answer["observations"] = ran.observations
+            emit({"done": answer})
             if not alive:
                 self.state = "exited"
                 return ENGINE_DIED_EXIT
@@ -344,8 +297,6 @@ class Runner:
         return self.finish(code)
 
     def finish(self, code):
-        if self.client_group is not None:
-            self.client_group.stop(self.a.stop_grace)
         self.gone = self.engine.stop(self.a.stop_grace)
         if not self.gone:
             log("could not confirm that the engine's process group is gone")
