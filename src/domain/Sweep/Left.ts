@@ -6,21 +6,19 @@
  * for which the run would be refused. Pure: it applies the program's own steps to a copy.
  */
 
+import type { Strategy } from "./Adaptive.js"
+import { growthOf } from "./Grow.js"
+import { type Difference, type Experiment, experimentDiff } from "./Identity.js"
+import type { SweepDoc } from "./Schema.js"
 import {
   completeGrid,
-  type Difference,
-  type Experiment,
-  experimentDiff,
   experimentOf,
   growLoads,
   growRepeats,
-  growthOf,
   isFinalCombination,
   isFinalPoint,
-  recoverInterrupted,
-  type SweepDoc
-} from "../Sweep.js"
-import type { Strategy } from "./Adaptive.js"
+  recoverInterrupted
+} from "./Transitions.js"
 
 export type SessionLeft =
   | { readonly _tag: "refused"; readonly differences: ReadonlyArray<Difference> }

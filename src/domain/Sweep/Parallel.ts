@@ -4,8 +4,8 @@
  * status), so the document a combination saves is merged into the latest one instead of replacing
  * it; and what the status line counts. Pure.
  */
-import type { CombinationRecord, SweepDoc } from "../Sweep.js"
 import { nodeName } from "./Nodes.js"
+import type { CombinationRecord, SweepDoc } from "./Schema.js"
 
 const TOP: ReadonlyArray<"status" | "stop_reason" | "stop_error" | "hardware_class" | "left_alone"> = [
   "status",

@@ -15,8 +15,9 @@
  * is not a measurement). Pure: the sweep program (programs/Sweep.ts) decides when.
  */
 import { aliveNodes, type ClusterSnapshot } from "../Snapshot.js"
-import { recoverInterrupted, type SweepDoc } from "../Sweep.js"
 import { type NodeRecord, nodeName } from "./Nodes.js"
+import type { SweepDoc } from "./Schema.js"
+import { recoverInterrupted } from "./Transitions.js"
 
 /** Node losses one combination survives; the next one fails it. */
 export const MAX_NODE_LOSSES = 3
