@@ -8,6 +8,10 @@ export interface ModelSettings {
   readonly kvTokens: number
   readonly queueMs: number
   readonly maxNumBatchedTokens: number
+  readonly quantization: string
+  readonly coldRequests: number
+  readonly coldFactor: number
+  readonly capped: boolean
 }
 export interface Load {
   readonly concurrency: number
@@ -26,6 +30,21 @@ export interface Prediction {
   readonly batch: number
 }
 export declare const DEFAULTS: ModelSettings
+export declare const FP8_STEP_FACTOR: number
+export declare const COLD_START_REQUESTS: number
+export declare const KNOWN_PROMPTS: ReadonlyArray<{
+  readonly prompt: string
+  readonly answer: string
+  readonly wrong: string
+}>
+export declare const effective: (settings: ModelSettings) => ModelSettings
+export declare const answerFor: (settings: ModelSettings, prompt: string) => string | undefined
+export declare const VALIDITY: {
+  readonly engineArgs: ReadonlyArray<string>
+  readonly params: ReadonlyArray<{ readonly name: string; readonly values: ReadonlyArray<string> }>
+  readonly load: Load
+  readonly trueBest: Readonly<Record<string, string>>
+}
 export declare const KV_BYTES_PER_TOKEN: number
 export declare const ACTIVATION_TOKENS_PER_BATCHED_TOKEN: number
 export declare const prefillSteps: (settings: ModelSettings, promptTokens: number) => number

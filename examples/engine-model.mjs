@@ -21,6 +21,17 @@
  *                               throughput falls, which no real engine's does; kept for tests
  *                               that want a TTFT jump of seconds on short runs)
  *   --token-rate R              older stand-in flag: a fixed step of 1000/R ms (per-seq cost 0)
+ *   --quantization Q            vLLM's and SGLang's flag: `fp8` makes every step FP8_STEP_FACTOR
+ *                               (0.75) as long AND answers the known prompts wrong (a mode that
+ *                               is faster because its answers are wrong); anything else: no effect
+ *   --cold-requests N           the first N requests after start are cold: their steps take
+ *   --cold-factor F             F times as long (default F = 3; N default 0: a warm engine)
+ *   --fail=capped               the engine silently caps its batch limit to what its KV cache
+ *                               holds (as SGLang lowers max_running_requests): a B × L over the
+ *                               budget runs at B' = floor(KV tokens / L) instead of failing, and
+ *                               the engine reports B' (`effective`)
+ *   --fail=wrong-fast           the same as --quantization fp8
+ *   --fail=cold-start           the same as --cold-requests COLD_START_REQUESTS (8)
  *
  * ## The engine (what fake-engine.mjs does)
  *
@@ -82,6 +93,18 @@
  *   largest B × n / ((k − 1 + n) × t(B)): `predict` over the grid (the bench's three-axis model,
  *   bench/sweep.mjs --adaptive, and test/examples/engine-model.test.ts compute it that way).
  * - A load point takes (N / min(c, B)) waves; keep N ≈ 2 × c and n = 16…32 for 1-3 s points.
+ *
+ * ## Known answers for validity (`VALIDITY`: what each failure would win if believed)
+ *
+ * `effective(settings)` is what the engine runs: in capped mode a batch limit over the KV budget
+ * is lowered to floor(kvTokensAvailable / L); `predict` and `waves` use it. `answerFor(settings,
+ * prompt)` is the text the engine answers a known prompt (KNOWN_PROMPTS) with: right, or wrong
+ * under --quantization fp8. With VALIDITY's engine (t(b) = 20 + 0.5 × b ms, L = 12000, so the
+ * KV cache holds 45 requests) and load (concurrency 64, 128 prompts, 16 output tokens):
+ *   max-num-seqs 16: 571.4 tok/s; 32: 888.9 tok/s (the true best);
+ *   64 with --fail=capped: runs 45 (waves of 45, 45, 38), 1032.3 tok/s (would win if believed:
+ *   not engaged; without the cap it fails at start: KV cache);
+ *   32 with --quantization fp8: 1185.2 tok/s (would win if believed: its answers are wrong).
  */
 
 export const DEFAULTS = Object.freeze({
@@ -92,8 +115,28 @@ export const DEFAULTS = Object.freeze({
   decodeMsPerSeq: 5,
   kvTokens: 600_000,
   queueMs: 0,
-  maxNumBatchedTokens: 8192
+  maxNumBatchedTokens: 8192,
+  quantization: "",
+  coldRequests: 0,
+  coldFactor: 3,
+  capped: false
 })
+
+/** A step under --quantization fp8 takes this much of a normal one (and the answers are wrong). */
+export const FP8_STEP_FACTOR = 0.75
+
+/** The cold requests of --fail=cold-start. */
+export const COLD_START_REQUESTS = 8
+
+/**
+ * Prompts with one right answer (the text of the completion's first token), and the wrong one an
+ * engine under --quantization fp8 gives: what a `--check` probe asks (examples/known-answers.mjs).
+ */
+export const KNOWN_PROMPTS = Object.freeze([
+  { prompt: "The capital of France is", answer: " Paris", wrong: " Lyon" },
+  { prompt: "2 + 2 =", answer: " 4", wrong: " 5" },
+  { prompt: "The opposite of hot is", answer: " cold", wrong: " warm" }
+])
 
 /**
  * KV-cache tokens a batched-token budget above (below) the default's takes from (gives to) the
@@ -117,7 +160,9 @@ const FLAGS = {
   "kv-tokens": "kvTokens",
   "queue-ms": "queueMs",
   "max-num-batched-tokens": "maxNumBatchedTokens",
-  "chunked-prefill-size": "maxNumBatchedTokens"
+  "chunked-prefill-size": "maxNumBatchedTokens",
+  "cold-requests": "coldRequests",
+  "cold-factor": "coldFactor"
 }
 
 const positive = (name, text) => {
@@ -128,7 +173,7 @@ const positive = (name, text) => {
   return v
 }
 
-const INTEGER = new Set(["maxNumSeqs", "maxModelLen", "kvTokens", "maxNumBatchedTokens"])
+const INTEGER = new Set(["maxNumSeqs", "maxModelLen", "kvTokens", "maxNumBatchedTokens", "coldRequests"])
 
 /**
  * The model's settings from an engine argv (vLLM's names, SGLang's aliases, the model's own
@@ -141,6 +186,17 @@ export const modelFlags = (argv) => {
     if (!arg.startsWith("--")) continue
     const eq = arg.indexOf("=")
     const name = (eq < 0 ? arg.slice(2) : arg.slice(2, eq)).replaceAll("_", "-")
+    if (name === "quantization") {
+      s.quantization = eq < 0 ? (argv[++i] ?? "") : arg.slice(eq + 1)
+      continue
+    }
+    if (name === "fail") {
+      const mode = eq < 0 ? argv[i + 1] : arg.slice(eq + 1)
+      if (mode === "capped") s.capped = true
+      else if (mode === "wrong-fast") s.quantization = "fp8"
+      else if (mode === "cold-start") s.coldRequests = Math.max(s.coldRequests, COLD_START_REQUESTS)
+      continue
+    }
     const key = FLAGS[name]
     if (key === undefined && name !== "token-rate") continue
     const value = eq < 0 ? argv[++i] : arg.slice(eq + 1)
@@ -159,7 +215,26 @@ export const modelFlags = (argv) => {
 }
 
 /** Milliseconds per step (one token for every running request) with `b` requests running. */
-export const stepMs = (settings, b) => settings.decodeMs + settings.decodeMsPerSeq * b
+export const stepMs = (settings, b) =>
+  (settings.decodeMs + settings.decodeMsPerSeq * b) * (settings.quantization === "fp8" ? FP8_STEP_FACTOR : 1)
+
+/**
+ * What the engine runs: the settings as asked, except that in capped mode (--fail=capped) a batch
+ * limit whose KV cache does not fit is lowered to what does (floor(KV tokens / L), at least 1),
+ * as SGLang's scheduler lowers max_running_requests.
+ */
+export const effective = (settings) => {
+  if (settings.capped !== true) return settings
+  const fits = Math.floor(kvTokensAvailable(settings) / settings.maxModelLen)
+  return fits >= 1 && fits < settings.maxNumSeqs ? { ...settings, maxNumSeqs: fits } : settings
+}
+
+/** The engine's answer to a known prompt (KNOWN_PROMPTS), right or (fp8) wrong; undefined for others. */
+export const answerFor = (settings, prompt) => {
+  const known = KNOWN_PROMPTS.find((k) => k.prompt === String(prompt ?? "").trim())
+  if (known === undefined) return undefined
+  return settings.quantization === "fp8" ? known.wrong : known.answer
+}
 
 /**
  * The KV-cache tokens the engine has: floor(gpu_memory_utilization × KV tokens at full − what a
@@ -188,7 +263,8 @@ const gib = (tokens) => ((tokens * KV_BYTES_PER_TOKEN) / 2 ** 30).toFixed(2)
  * models's max seq len (…), (… GiB KV cache is needed, which is larger than the available KV cache
  * memory (… GiB)…"), then the API server's "Engine core initialization failed" line.
  */
-export const kvFailure = (settings) => {
+export const kvFailure = (asked) => {
+  const settings = effective(asked)
   const has = kvTokensAvailable(settings)
   const needs = kvTokensNeeded(settings)
   if (needs <= has) return undefined
@@ -227,7 +303,8 @@ export const percentile = (xs, p) => {
  * The per-request figures of a closed-loop run (request rate inf): the waves, exactly.
  * Returns { durationMs, requests: [{ ttftMs, tpotMs, e2elMs }] }.
  */
-export const waves = (settings, { concurrency, numPrompts, inputLen = 0, outputLen }) => {
+export const waves = (asked, { concurrency, numPrompts, inputLen = 0, outputLen }) => {
+  const settings = effective(asked)
   const B = settings.maxNumSeqs
   const k = prefillSteps(settings, inputLen)
   const n = Math.max(1, outputLen)
@@ -278,7 +355,7 @@ export const predict = (settings, { concurrency, numPrompts, inputLen = 0, outpu
     medianTpotMs: percentile(tpots, 50),
     p99TpotMs: percentile(tpots, 99),
     durationMs: run.durationMs,
-    batch: Math.min(settings.maxNumSeqs, Math.max(1, Math.floor(concurrency)), Math.max(1, N))
+    batch: Math.min(effective(settings).maxNumSeqs, Math.max(1, Math.floor(concurrency)), Math.max(1, N))
   }
 }
 
@@ -301,4 +378,12 @@ export const THREE_AXES = Object.freeze({
     { name: "gpu-memory-utilization", values: ["0.5", "0.6", "0.8", "0.9"] }
   ],
   load: { concurrency: 32, numPrompts: 64, inputLen: 2048, outputLen: 16 }
+})
+
+/** VALIDITY's header: the grid where a capped and a wrong-but-fast combination would each win if believed. */
+export const VALIDITY = Object.freeze({
+  engineArgs: ["--decode-ms", "20", "--decode-ms-per-seq", "0.5", "--max-model-len", "12000"],
+  params: [{ name: "max-num-seqs", values: ["16", "32", "64"] }],
+  load: { concurrency: 64, numPrompts: 128, outputLen: 16 },
+  trueBest: { "max-num-seqs": "32" }
 })

@@ -23,6 +23,15 @@
  * the run GET /get_server_info, which raises ConnectionError (exit 1, no result) when the engine
  * died.
  *
+ * Validity failure modes (the load client misbehaving in the ways hyperloom's checks catch):
+ *   --fail=cpu-bound   burns --burn-ms MS (default 25) of CPU, really, on its one thread for every
+ *                      token event it reads: the client saturates a core (what the lease's CPU
+ *                      sampler sees) and, reading slowly, keeps fewer requests in flight than asked
+ *   --fail=drop        abandons every --drop-every K-th request (default 10) after its first
+ *                      token (the engine sees the request aborted) and counts it failed
+ *   --fail=overcount   reports --overcount F (default 1.25) times the output tokens it received
+ *                      (its totals and throughputs; the engine's counter says otherwise)
+ *
  * --base-url defaults to $HYPERLOOM_BASE_URL; --result-filename to $HYPERLOOM_RESULT_FILE.
  * --format vllm (default) writes the JSON object of `vllm bench serve --save-result` (same keys as
  * vllm/benchmarks/serve.py); --format sglang appends one JSON line like SGLang's
@@ -58,6 +67,30 @@ for (const [name, v] of [
   }
 }
 const prompt = Array.from({ length: inputLen }, () => "hi").join(" ")
+const fail = opt("fail", "")
+if (!["", "cpu-bound", "drop", "overcount"].includes(fail)) {
+  console.error(`fake-bench-client: error: argument --fail: invalid choice: '${fail}' (cpu-bound, drop, overcount)`)
+  process.exit(2)
+}
+const burnMs = fail === "cpu-bound" ? Number(opt("burn-ms", "25")) : 0
+const dropEvery = fail === "drop" ? Number(opt("drop-every", "10")) : 0
+const overcount = fail === "overcount" ? Number(opt("overcount", "1.25")) : 1
+/**
+ * Spins on this thread until it has used `ms` more milliseconds of CPU (not of wall time: on a busy
+ * host the spin is descheduled too), as a client that cannot keep up spends it.
+ */
+const burn = (ms) => {
+  const cpu = () => {
+    const u = process.cpuUsage()
+    return (u.user + u.system) / 1000
+  }
+  const end = cpu() + ms
+  let x = 0
+  while (cpu() < end) {
+    for (let k = 0; k < 20000; k++) x += Math.sqrt(k) // ~20 µs between two clock reads
+  }
+  return x
+}
 const resultFile = opt("result-filename", process.env.HYPERLOOM_RESULT_FILE ?? "")
 const format = opt("format", "vllm")
 // SGLang's --backend: sglang (native /generate, its default) or sglang-oai / vllm (/v1/completions)
@@ -82,8 +115,9 @@ const main = async () => {
   const models = await (await fetch(`${baseUrl}/v1/models`)).json()
   const model = models.data[0].id
   console.log(`Using model: ${model}`)
-  const one = async () => {
+  const one = async (drop = false) => {
     const start = performance.now()
+    const abort = new AbortController()
     const native = format === "sglang" && backend === "sglang"
     const body = native
       ? {
@@ -109,7 +143,8 @@ const main = async () => {
     const res = await fetch(`${baseUrl}${native ? "/generate" : "/v1/completions"}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify(body)
+      body: JSON.stringify(body),
+      signal: abort.signal
     })
     if (!res.ok) throw new Error(res.statusText || `HTTP ${res.status}`)
     const times = []
@@ -122,6 +157,7 @@ const main = async () => {
     // OpenAI: choices[0].text on every event (an empty choices list raises IndexError); SGLang's
     // /generate: all text so far and meta_info.completion_tokens.
     const onEvent = (data) => {
+      if (burnMs > 0) burn(burnMs)
       if (native) {
         if (data.text) {
           const n = data.meta_info.completion_tokens
@@ -147,12 +183,17 @@ const main = async () => {
         if (event.startsWith("data: ") && event !== "data: [DONE]") onEvent(JSON.parse(event.slice(6)))
         i = buf.indexOf("\n\n")
       }
+      if (drop && times.length > 0) {
+        abort.abort()
+        throw new Error("the client dropped this request (--fail=drop)")
+      }
     }
     if (times.length === 0) throw new Error("Never received a valid chunk to calculate TTFT.This response will be marked as failed!")
     const latency = (performance.now() - start) / 1000
     const ttft = (times[0] - start) / 1000
     const itl = times.slice(1).map((t, k) => (t - times[k]) / 1000)
-    return { latency, ttft, itl, tokens: outputTokens ?? times.length, promptTokens }
+    const received = outputTokens ?? times.length
+    return { latency, ttft, itl, tokens: overcount === 1 ? received : Math.round(received * overcount), promptTokens }
   }
   // vLLM's benchmark() first sends one request alone ("Starting initial single prompt test run...")
   // and raises when it fails; SGLang's sends a warm-up request and raises likewise. It also warms
@@ -197,7 +238,7 @@ const main = async () => {
       (async () => {
         await acquire()
         try {
-          outputs.push(await one())
+          outputs.push(await one(dropEvery > 0 && (k + 1) % dropEvery === 0))
         } catch (e) {
           failed++
           console.error(`request failed: ${e.message}`)

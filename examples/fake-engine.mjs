@@ -27,12 +27,51 @@
  *                            `vllm bench sweep` posts after every run): 200, and, as in vLLM,
  *                            served only when VLLM_SERVER_DEV_MODE=1 (404 otherwise)
  *   POST /start_profile, /stop_profile   both clients' --profile: 200
+ *   GET  /metrics           Prometheus text, as the face's engine writes it (--api): vLLM v1's
+ *                            (vllm/v1/metrics/loggers.py PrometheusStatLogger: labels model_name and
+ *                            engine) vllm:num_requests_running, vllm:num_requests_waiting,
+ *                            vllm:kv_cache_usage_perc, vllm:prompt_tokens_total,
+ *                            vllm:generation_tokens_total, vllm:request_success_total{finished_reason=
+ *                            "stop"|"length"|"abort"}, and the info gauge vllm:cache_config_info whose
+ *                            labels are the CacheConfig's fields as str() (vllm/config/cache.py
+ *                            `metrics_info`: "True", "None", "0.9", num_gpu_blocks …); SGLang's
+ *                            (sglang/srt/metrics/collector.py, served only with --enable-metrics, as
+ *                            SGLang does) sglang:num_running_reqs, sglang:num_queue_reqs (labels
+ *                            model_name, engine_type, tp_rank, pp_rank), sglang:prompt_tokens_total,
+ *                            sglang:generation_tokens_total, sglang:num_requests_total,
+ *                            sglang:num_aborted_requests_total
+ *
+ * --api vllm (default) or sglang: which engine the stand-in shows in its startup lines and
+ * /metrics (/get_server_info is served by both, for SGLang's client). vLLM's startup lines:
+ * "non-default args: {...}" (vllm/entrypoints/utils.py `log_non_default_args`: what was ASKED),
+ * "Initializing a V1 LLM engine (vX) with config: model=..., max_seq_len=..., quantization=...,
+ * kv_cache_dtype=..." (vllm/v1/engine/core.py, VllmConfig.__str__: what runs; the stand-in's line
+ * also names max_num_seqs, which real vLLM's does not), "Chunked prefill is enabled with
+ * max_num_batched_tokens=N.", "GPU KV cache size: N tokens", "Maximum concurrency for L tokens per
+ * request: X.XXx". SGLang's: "server_args=ServerArgs(...)" and the scheduler's
+ * "max_total_num_tokens=..., chunked_prefill_size=..., max_prefill_tokens=...,
+ * max_running_requests=..., context_len=..." line; its /get_server_info gives the server args at
+ * the top level (max_running_requests as asked) and, per DP rank in internal_states,
+ * effective_max_running_requests_per_dp: what the scheduler runs (sglang/srt/managers/
+ * tp_worker.py lowers it to what the KV cache's request pool holds).
+ *
+ * Validity failure modes (engine-model.mjs's header; a sweep's --server can carry them):
+ *   --fail=capped      a batch limit whose KV cache does not fit is silently lowered to what does
+ *                      (asked --max-num-seqs 64 with --max-model-len 12000 runs 45) and reported so
+ *                      (the startup line, /get_server_info), instead of failing at start
+ *   --fail=wrong-fast  (= --quantization fp8) every step 0.75 as long, and the known prompts
+ *                      (engine-model.mjs KNOWN_PROMPTS; examples/known-answers.mjs asks them) get
+ *                      wrong answers
+ *   --fail=cold-start  (= --cold-requests 8) the first 8 requests after start take 3 × as long
+ *                      per step (--cold-factor F)
  *
  *   node examples/fake-engine.mjs [--port P] [--model NAME] [--load-sec S]
  *        [--max-num-seqs N] [--max-model-len N] [--gpu-memory-utilization F]
  *        [--max-num-batched-tokens M] [--decode-ms MS] [--decode-ms-per-seq MS] [--kv-tokens N]
  *        [--queue-ms MS] [--token-rate R] [--slowdown F] [--noise CV] [--seed N]
- *        [--fail=kv-oom-vllm|kv-oom-sglang|arg-error|crash-after-ready] [--never-ready]
+ *        [--fail=kv-oom-vllm|kv-oom-sglang|arg-error|crash-after-ready|crash-mid-stream|capped|
+ *               wrong-fast|cold-start] [--never-ready] [--api vllm|sglang] [--enable-metrics]
+ *        [--quantization fp8] [--cold-requests N] [--cold-factor F]
  *
  * Its speed is the performance model of examples/engine-model.mjs (read its header): at most
  * --max-num-seqs requests run at once (SGLang's --max-running-requests works too), the rest wait
@@ -69,7 +108,7 @@
 import { readFileSync } from "node:fs"
 import * as http from "node:http"
 import { fileURLToPath } from "node:url"
-import { kvFailure, modelFlags, prefillSteps, stepMs } from "./engine-model.mjs"
+import { answerFor, effective, kvFailure, kvTokensAvailable, modelFlags, prefillSteps, stepMs } from "./engine-model.mjs"
 
 const args = process.argv.slice(2)
 if (args.includes("--help") || args.includes("-h")) {
@@ -98,6 +137,14 @@ try {
   process.exit(2)
 }
 const fail = opt("fail", "")
+const api = opt("api", "vllm")
+if (api !== "vllm" && api !== "sglang") {
+  console.error(`vllm serve: error: argument --api: invalid choice: '${api}' (choose from 'vllm', 'sglang')`)
+  process.exit(2)
+}
+const metricsOn = api === "vllm" || args.includes("--enable-metrics")
+/** What the engine runs (capped mode lowers the batch limit to what its KV cache holds). */
+const running_ = effective(settings)
 const factorOpt = (name, fallback, ok) => {
   const text = opt(name, fallback)
   const v = Number(text)
@@ -132,11 +179,36 @@ const ts = () => {
 }
 const info = (where, msg) => console.log(`INFO ${ts()} [${where}] ${msg}`)
 
-info("api_server.py", `vLLM-compatible stand-in API server; model=${model} port=${port}`)
-info(
-  "core.py",
-  `Initializing engine with config: model='${model}', max_seq_len=${settings.maxModelLen}, max_num_seqs=${settings.maxNumSeqs}, gpu_memory_utilization=${settings.gpuMemoryUtilization}, dtype=float16`
-)
+const VERSION = "0.10.1.stand-in"
+const pyValue = (v) => (typeof v === "string" ? `'${v}'` : v === true ? "True" : v === false ? "False" : v === null ? "None" : String(v))
+/** The engine argv's --flags as vLLM's log_non_default_args prints them: a Python dict of what was asked. */
+const asked = () => {
+  const out = [`'model_tag': '${model}'`]
+  for (let i = 0; i < args.length; i++) {
+    if (!args[i].startsWith("--") || args[i] === "--api" || args[i].startsWith("--api=")) continue
+    const eq = args[i].indexOf("=")
+    const key = (eq < 0 ? args[i].slice(2) : args[i].slice(2, eq)).replaceAll("-", "_")
+    let v = eq < 0 ? args[i + 1] : args[i].slice(eq + 1)
+    if (eq < 0 && (v === undefined || v.startsWith("--"))) v = true
+    else if (eq < 0) i++
+    out.push(`'${key}': ${typeof v === "string" && v !== "" && Number.isFinite(Number(v)) ? v : pyValue(v)}`)
+  }
+  return `{${out.join(", ")}}`
+}
+const kvTokens = kvTokensAvailable(running_)
+if (api === "vllm") {
+  info("api_server.py", `vLLM API server version ${VERSION}`)
+  info("utils.py", `non-default args: ${asked()}`)
+  info(
+    "core.py",
+    `Initializing a V1 LLM engine (v${VERSION}) with config: model='${model}', speculative_config=None, tokenizer='${model}', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, tokenizer_revision=None, trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=${running_.maxModelLen}, download_dir=None, load_format=auto, tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, quantization=${running_.quantization === "" ? "None" : running_.quantization}, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, max_num_seqs=${running_.maxNumSeqs}, seed=0, served_model_name=${model}, enable_prefix_caching=True, chunked_prefill_enabled=True, pooler_config=None, compilation_config={"level":3,"cudagraph_capture_sizes":[${Math.min(512, running_.maxNumSeqs)},1],"max_capture_size":${Math.min(512, running_.maxNumSeqs)}}`
+  )
+  info("scheduler.py", `Chunked prefill is enabled with max_num_batched_tokens=${running_.maxNumBatchedTokens}.`)
+} else {
+  console.log(
+    `[${new Date().toISOString()}] server_args=ServerArgs(model_path='${model}', tokenizer_path='${model}', host='127.0.0.1', port=${port}, mem_fraction_static=${settings.gpuMemoryUtilization}, max_running_requests=${settings.maxNumSeqs}, chunked_prefill_size=${settings.maxNumBatchedTokens}, context_length=${settings.maxModelLen}, quantization=${pyValue(settings.quantization === "" ? null : settings.quantization)}, tp_size=1, dp_size=1, enable_metrics=${pyValue(metricsOn)})`
+  )
+}
 
 const vllmKvOom = () => {
   const pid = process.pid + 1
@@ -191,7 +263,7 @@ const sglangKvOom = () => {
   console.log(`[${new Date().toISOString()}] Received sigquit from a child process. It usually means the child failed.`)
 }
 
-const kvLines = fail === "" ? kvFailure(settings) : undefined
+const kvLines = ["", "capped", "wrong-fast", "cold-start"].includes(fail) ? kvFailure(settings) : undefined
 
 if (kvLines !== undefined) {
   setTimeout(
@@ -215,9 +287,85 @@ if (kvLines !== undefined) {
     fail === "arg-error" ? 200 : Math.min(loadSec, 1) * 1000
   )
 } else {
+  if (api === "vllm") {
+    const ec = (where, msg) => console.log(`(EngineCore_DP0 pid=${process.pid}) INFO ${ts()} [${where}] ${msg}`)
+    ec("gpu_worker.py:276", `Available KV cache memory: ${((kvTokens * 131072) / 2 ** 30).toFixed(2)} GiB`)
+    ec("kv_cache_utils.py:1087", `GPU KV cache size: ${kvTokens.toLocaleString("en-US")} tokens`)
+    ec(
+      "kv_cache_utils.py:1091",
+      `Maximum concurrency for ${running_.maxModelLen.toLocaleString("en-US")} tokens per request: ${(kvTokens / running_.maxModelLen).toFixed(2)}x`
+    )
+  } else {
+    console.log(
+      `[${new Date().toISOString()}] max_total_num_tokens=${kvTokens}, chunked_prefill_size=${running_.maxNumBatchedTokens}, max_prefill_tokens=16384, max_running_requests=${running_.maxNumSeqs}, context_len=${running_.maxModelLen}, available_gpu_mem=12.34 GB`
+    )
+  }
   let ready = false
   let served = 0
   let tokensOut = 0
+  // the engine's own counters, as its /metrics shows them
+  let promptTokensTotal = 0
+  const finished = { stop: 0, length: 0, abort: 0 }
+  let generationTokensTotal = 0
+  let admitted = 0
+  const createdAt = Date.now() / 1000
+  const num = (v) => (Number.isInteger(v) ? `${v}.0` : String(v))
+  const esc = (v) => String(v).replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")
+  const labels = (o) => `{${Object.entries(o).map(([k, v]) => `${k}="${esc(v)}"`).join(",")}}`
+  const family = (name, type, help, samples) =>
+    [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples.map(([suffix, l, v]) => `${name}${suffix}${labels(l)} ${num(v)}`)].join("\n")
+  const counter = (name, help, series) =>
+    family(name, "counter", help, series.flatMap(([l, v]) => [["_total", l, v], ["_created", l, createdAt]]))
+  const gauge = (name, help, series) => family(name, "gauge", help, series.map(([l, v]) => ["", l, v]))
+  /** The Prometheus text of the face's engine (see the header), from the scheduler's own state. */
+  const metricsText = () => {
+    const open = waiting.filter((j) => !j.closed).length
+    if (api === "vllm") {
+      const l = { model_name: model, engine: "0" }
+      // vllm/config/cache.py CacheConfig fields, str() of each, as metrics_info() gives them
+      const cache = {
+        block_size: "16",
+        gpu_memory_utilization: String(settings.gpuMemoryUtilization),
+        swap_space: "4",
+        cache_dtype: "auto",
+        is_attention_free: "False",
+        num_gpu_blocks_override: "None",
+        sliding_window: "None",
+        enable_prefix_caching: "True",
+        prefix_caching_hash_algo: "sha256",
+        cpu_offload_gb: "0",
+        calculate_kv_scales: "False",
+        num_gpu_blocks: String(Math.floor(kvTokens / 16)),
+        num_cpu_blocks: "None",
+        engine: "0"
+      }
+      return `${[
+        gauge("vllm:num_requests_running", "Number of requests in model execution batches.", [[l, running]]),
+        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [[l, open]]),
+        gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [
+          [l, Math.min(1, (running * running_.maxModelLen) / Math.max(1, kvTokens))]
+        ]),
+        counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [[l, promptTokensTotal]]),
+        counter("vllm:generation_tokens", "Number of generation tokens processed.", [[l, generationTokensTotal]]),
+        counter(
+          "vllm:request_success",
+          "Count of successfully processed requests.",
+          ["stop", "length", "abort"].map((r) => [{ ...l, finished_reason: r }, finished[r]])
+        ),
+        gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [[cache, 1]])
+      ].join("\n")}\n`
+    }
+    const l = { model_name: model, engine_type: "unified", tp_rank: "0", pp_rank: "0" }
+    const t = { model_name: model }
+    return `${[
+      gauge("sglang:num_running_reqs", "The number of running requests.", [[l, running]]),
+      gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", [[l, open]]),
+      counter("sglang:prompt_tokens", "Number of prefill tokens processed.", [[t, promptTokensTotal]]),
+      counter("sglang:generation_tokens", "Number of generation tokens processed.", [[t, generationTokensTotal]]),
+      counter("sglang:num_requests", "Number of requests processed.", [[t, finished.length + finished.stop]]),
+      counter("sglang:num_aborted_requests", "Number of requests aborted.", [[t, finished.abort]])
+    ].join("\n")}\n`
+  }
   const startedAt = performance.now()
   // The scheduler (engine-model.mjs): at most maxNumSeqs running, the rest in one FIFO queue; a
   // request that waited pays queueMs once admitted, and so does one that joins it meanwhile.
@@ -225,7 +373,7 @@ if (kvLines !== undefined) {
   const waiting = []
   let payingUntil = 0
   const admit = () => {
-    while (running < settings.maxNumSeqs && waiting.length > 0) {
+    while (running < running_.maxNumSeqs && waiting.length > 0) {
       const job = waiting.shift()
       if (!job.closed) start(job)
     }
@@ -234,7 +382,9 @@ if (kvLines !== undefined) {
   // from the last due time, not from when the timer fired), so timer lateness does not add up.
   const start = (job) => {
     running++
-    const factor = stepFactor()
+    admitted++
+    promptTokensTotal += job.p
+    const factor = stepFactor() * (admitted <= running_.coldRequests ? running_.coldFactor : 1)
     let due = performance.now()
     if (settings.queueMs > 0 && (job.waited || due < payingUntil)) {
       due += settings.queueMs
@@ -245,26 +395,29 @@ if (kvLines !== undefined) {
       if (job.done) return
       job.done = true
       running--
+      if (i >= job.n) finished.length++
+      else finished.abort++
       admit()
     }
     job.release = finish
     const tick = () => {
       if (job.closed) return finish()
       i++
+      generationTokensTotal++
       job.token(i)
       if (i >= job.n) {
         finish()
         return
       }
-      due += stepMs(settings, running) * factor
+      due += stepMs(running_, running) * factor
       job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
     }
     // the prompt's chunks: its first token comes after the last one's step
-    for (let chunk = prefillSteps(settings, job.p); chunk > 0; chunk--) due += stepMs(settings, running) * factor
+    for (let chunk = prefillSteps(running_, job.p); chunk > 0; chunk--) due += stepMs(running_, running) * factor
     job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
   }
   const enqueue = (job) => {
-    job.waited = running >= settings.maxNumSeqs
+    job.waited = running >= running_.maxNumSeqs
     waiting.push(job)
     admit()
   }
@@ -290,37 +443,49 @@ if (kvLines !== undefined) {
     }
     if (req.method === "GET" && url.pathname === "/get_server_info") {
       const upSec = Math.max(1e-3, (performance.now() - startedAt) / 1000)
+      // SGLang's: the server args at the top level (max_running_requests as asked), the
+      // scheduler's info, and one internal state per DP rank (its own copy of the server args,
+      // its last_gen_throughput and memory_usage, and what its scheduler runs; no
+      // avg_spec_accept_length: no speculative decoding here)
+      const serverArgs = {
+        model_path: model,
+        tokenizer_path: model,
+        host: "127.0.0.1",
+        port,
+        max_running_requests: settings.maxNumSeqs,
+        chunked_prefill_size: settings.maxNumBatchedTokens,
+        context_length: settings.maxModelLen,
+        mem_fraction_static: settings.gpuMemoryUtilization,
+        quantization: settings.quantization === "" ? null : settings.quantization,
+        kv_cache_dtype: "auto",
+        tp_size: 1,
+        dp_size: 1,
+        enable_dp_attention: false,
+        enable_metrics: metricsOn
+      }
       res.writeHead(200, { "content-type": "application/json" })
       res.end(
         JSON.stringify({
-          // server args
-          model_path: model,
-          tokenizer_path: model,
-          host: "127.0.0.1",
-          port,
-          max_running_requests: settings.maxNumSeqs,
-          context_length: settings.maxModelLen,
-          mem_fraction_static: settings.gpuMemoryUtilization,
-          tp_size: 1,
-          dp_size: 1,
-          // scheduler info
-          max_total_num_tokens: Math.floor(settings.gpuMemoryUtilization * settings.kvTokens),
-          max_req_input_len: settings.maxModelLen,
-          // one dict per DP rank (no avg_spec_accept_length: no speculative decoding here)
+          ...serverArgs,
+          status: "ready",
+          max_total_num_tokens: kvTokens,
+          max_req_input_len: running_.maxModelLen - 6,
           internal_states: [
             {
+              ...serverArgs,
               last_gen_throughput: tokensOut / upSec,
-              memory_usage: {
-                weight: 0,
-                kvcache: 0,
-                token_capacity: Math.floor(settings.gpuMemoryUtilization * settings.kvTokens),
-                graph: 0
-              }
+              memory_usage: { weight: 0, kvcache: 0, token_capacity: kvTokens, graph: 0 },
+              effective_max_running_requests_per_dp: running_.maxNumSeqs
             }
           ],
           version: "stand-in"
         })
       )
+      return
+    }
+    if (req.method === "GET" && url.pathname === "/metrics" && metricsOn) {
+      res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" })
+      res.end(metricsText())
       return
     }
     if (req.method === "POST" && url.pathname === "/flush_cache") {
@@ -355,6 +520,9 @@ if (kvLines !== undefined) {
         const maxTokens = native ? spec.sampling_params?.max_new_tokens : spec.max_tokens
         const n = Math.max(1, Math.min(4096, Number(maxTokens ?? 16)))
         const p = promptTokens(native ? (spec.text ?? spec.input_ids) : spec.prompt)
+        // a known prompt's first token is its answer (right, or wrong under --quantization fp8)
+        const first = answerFor(running_, native ? spec.text : spec.prompt) ?? " tok"
+        const textSoFar = (i) => (i <= 0 ? "" : first + " tok".repeat(i - 1))
         served++
         info("logger.py", `Received request cmpl-${served}: max_tokens=${n}`)
         if (fail === "crash-after-ready" && served > 1) {
@@ -372,7 +540,7 @@ if (kvLines !== undefined) {
         })
         // SGLang's /generate object (tokenizer_manager's output): all text so far, and meta_info.
         const generated = (i) => ({
-          text: " tok".repeat(i),
+          text: textSoFar(i),
           output_ids: Array.from({ length: i }, (_, k) => 1000 + k),
           meta_info: {
             id,
@@ -397,7 +565,7 @@ if (kvLines !== undefined) {
             if (i < n) return
             res.writeHead(200, { "content-type": "application/json" })
             res.end(
-              JSON.stringify(native ? generated(n) : { ...chunk([choice(" tok".repeat(n), n)], usage), usage })
+              JSON.stringify(native ? generated(n) : { ...chunk([choice(textSoFar(n), n)], usage), usage })
             )
           }
           enqueue(job)
@@ -411,7 +579,7 @@ if (kvLines !== undefined) {
             console.log("ERROR: CUDA error: an illegal memory access was encountered")
             process.exit(1)
           }
-          res.write(`data: ${JSON.stringify(native ? generated(i) : chunk([choice(" tok", i)], null))}\n\n`)
+          res.write(`data: ${JSON.stringify(native ? generated(i) : chunk([choice(i === 1 ? first : " tok", i)], null))}\n\n`)
           if (i < n) return
           if (includeUsage) res.write(`data: ${JSON.stringify(chunk([], usage))}\n\n`)
           res.end("data: [DONE]\n\n")

@@ -21,7 +21,11 @@
 #      host, so a head that was running before, or anyone else's Ray, is left alone.
 #
 # Extra arguments go to the engine, e.g. `npm run quickstart -- --fail=kv-oom-vllm` to watch a
-# KV-cache out-of-memory classified and the stop rules. Exits with `baseline run`'s exit code.
+# KV-cache out-of-memory classified and the stop rules, or `--fail=capped` (asked 512 running
+# requests, the engine runs what its KV cache holds and says so), `--fail=wrong-fast`,
+# `--fail=cold-start` (examples/fake-engine.mjs's header); the load client's failure modes go to the
+# client instead: `--fail=cpu-bound`, `--fail=drop`, `--fail=overcount`
+# (examples/fake-bench-client.mjs's header). Exits with `baseline run`'s exit code.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -54,9 +58,16 @@ say "running the serving baseline (stand-in engine and client) in $session"
 set +e
 # Its progress goes to stderr; its summary on stdout is what `state show` prints next.
 engine="node $root/examples/fake-engine.mjs --load-sec 0.5 --token-rate 400"
-for a in "$@"; do engine="$engine $(printf '%q' "$a")"; done
+client_fail=()
+for a in "$@"; do
+  case "$a" in
+    --fail=cpu-bound | --fail=drop | --fail=overcount) client_fail+=("$a") ;;
+    --fail=capped) engine="$engine --fail=capped --max-num-seqs 512 --max-model-len 4096" ;;
+    *) engine="$engine $(printf '%q' "$a")" ;;
+  esac
+done
 hyperloom baseline run --session "$session" --gpus 0 --server "$engine" --ready-timeout 120 \
-  -- node examples/fake-bench-client.mjs --num-prompts 16 --max-concurrency 8 --output-len 64 >/dev/null
+  -- node examples/fake-bench-client.mjs --num-prompts 16 --max-concurrency 8 --output-len 64 ${client_fail[@]+"${client_fail[@]}"} >/dev/null
 code=$?
 set -e
 say "baseline run exited with code $code"

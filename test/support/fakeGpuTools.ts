@@ -6,6 +6,7 @@
  * exist: an idle host), `amd-smi process --json` prints the file `amd` and exits with the code in
  * `amd.rc`.
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -21,6 +22,22 @@ export interface FakeGpuTools {
   readonly setApps: (csv: string | undefined) => void
   readonly setAmd: (json: string, rc?: number) => void
   readonly remove: () => void
+}
+
+/** The handle on a dir of fakes: `apps` is what nvidia-smi lists, `amd` (and `amd.rc`) what amd-smi does. */
+const toolsIn = (dir: string): FakeGpuTools => {
+  const apps = path.join(dir, "apps")
+  const amd = path.join(dir, "amd")
+  return {
+    dir,
+    path: `${dir}:${process.env.PATH ?? "/usr/bin:/bin"}`,
+    setApps: (csv) => (csv === undefined ? fs.rmSync(apps, { force: true }) : fs.writeFileSync(apps, csv)),
+    setAmd: (json, rc = 0) => {
+      fs.writeFileSync(amd, json)
+      fs.writeFileSync(`${amd}.rc`, String(rc))
+    },
+    remove: () => fs.rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 /** Both fakes (`tools`: which ones) in a fresh temp dir; `nvidia-smi --query-gpu` prints the fixture. */
@@ -56,16 +73,7 @@ exit $(cat '${amd}.rc' 2>/dev/null || echo 0)
       { mode: 0o755 }
     )
   }
-  return {
-    dir,
-    path: `${dir}:${process.env.PATH ?? "/usr/bin:/bin"}`,
-    setApps: (csv) => (csv === undefined ? fs.rmSync(apps, { force: true }) : fs.writeFileSync(apps, csv)),
-    setAmd: (json, rc = 0) => {
-      fs.writeFileSync(amd, json)
-      fs.writeFileSync(`${amd}.rc`, String(rc))
-    },
-    remove: () => fs.rmSync(dir, { recursive: true, force: true })
-  }
+  return toolsIn(dir)
 }
 
 /** The GPU UUIDs of test/fixtures/gpu/nvidia-smi-gpus.csv, by index. */
@@ -77,3 +85,37 @@ export const FIXTURE_UUID = [
 /** One compute-apps line in nvidia-smi's format. */
 export const appLine = (pid: number, gpu: 0 | 1, name: string, mib: number) =>
   `${pid}, ${name}, ${FIXTURE_UUID[gpu]}, ${mib} MiB\n`
+
+/** A scenario for examples/fake-gpu-tool.mjs (its header): seconds count from the first clocks query. */
+export interface GpuScenario {
+  readonly gpus?: number
+  readonly clock?: number
+  readonly throttleAfter?: number
+  readonly throttledClock?: number
+  readonly throttleReason?: string
+  readonly foreignAfter?: number
+  readonly foreignPid?: number
+  readonly foreignName?: string
+  readonly foreignGpu?: number
+}
+
+/**
+ * The stand-in vendor tools of examples/fake-gpu-tool.mjs (clocks, throttle reasons, temperature,
+ * power and compute processes that change mid-run) installed in a fresh temp dir; `setApps` and
+ * `setAmd` work as with `fakeGpuTools`.
+ */
+export const fakeGpuTool = (scenario: GpuScenario = {}, base = os.tmpdir()): FakeGpuTools => {
+  const dir = fs.mkdtempSync(path.join(base, "hyperloom-fake-gpu-tool-"))
+  const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+  const flags = Object.entries(scenario).flatMap(([k, v]) =>
+    v === undefined ? [] : [`--${kebab(k)}`, String(v)]
+  )
+  execFileSync(
+    process.execPath,
+    [path.resolve(import.meta.dirname, "../../examples/fake-gpu-tool.mjs"), "install", dir, ...flags],
+    {
+      stdio: ["ignore", "ignore", "inherit"]
+    }
+  )
+  return toolsIn(dir)
+}
