@@ -88,6 +88,19 @@ describe("a sweep's lifecycle on a real head", () => {
     assert.isAbove(est.start_sec, 0)
     assert.isAbove(est.run_sec, 0)
     assert.isAtLeast(Date.parse(est.last_ended), Date.now() - a.ms - 60_000)
+    assert.include(est.sessions, path.resolve(session))
+    // another engine (issue 33 item 7): no estimate from the stand-in's sweeps, and it says so
+    const vllm = await sweep(
+      newSession(),
+      "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs {seqs}",
+      [...grid, "--dry-run"],
+      client(16)
+    )
+    assert.strictEqual(vllm.code, 0, vllm.stderr)
+    assert.match(
+      vllm.stdout,
+      /estimate: none — none of this host's \d+ recent sweep\(s\) ran this engine \(vllm, model meta-llama\/Llama-3\.1-8B-Instruct\): they ran .*fake-engine\.mjs \(\d+\)/
+    )
     const show = await runCli(["sweep", "show", "--session", session])
     assert.include(show.stdout, "each numeric --param axis is assumed unimodal")
     assert.match(show.stdout, /time: wall [\d.]+ s: lease wait/)
@@ -122,6 +135,18 @@ describe("a sweep's lifecycle on a real head", () => {
       ["2:ok", "8:ok"]
     )
     assert.deepStrictEqual(wdoc.combinations[2].points[1].runs, gdoc.combinations[2].points[0].runs)
+    // three sweep runs of one session (issue 33 item 6): every figure adds up, one at a time the
+    // combinations' walls within the total's, the best first measured within it
+    const time = wdoc.summary.time
+    const sum = (x: any) => x.lease_wait_sec + x.engine_start_sec + x.client_sec + x.between_sec + x.own_sec
+    for (const c of [time.total, ...time.combinations])
+      assert.closeTo(sum(c), c.wall_sec, 0.0015, JSON.stringify(c))
+    assert.isAtMost(
+      time.combinations.reduce((n: number, c: any) => n + c.wall_sec, 0),
+      time.total.wall_sec,
+      JSON.stringify(time)
+    )
+    assert.isAtMost(time.time_to_best_sec, time.total.wall_sec, JSON.stringify(time))
     assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
   }, 900_000)
 

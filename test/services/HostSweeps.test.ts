@@ -17,7 +17,8 @@ const rec = (i: number): SweepRecord => ({
   startSec: 60 + i,
   runSec: i % 2 === 0 ? 30 : null,
   engineStarts: 2,
-  clientRuns: i % 2 === 0 ? 6 : 0
+  clientRuns: i % 2 === 0 ? 6 : 0,
+  engine: { program: "vllm", model: i % 3 === 0 ? null : `m${i}` }
 })
 
 const tmp = () => fs.mkdtempSync(nodePath.join(os.tmpdir(), "hyperloom-sweeps-"))

@@ -411,11 +411,13 @@ export const sweepRun = Command.make(
         const left = Option.map(held, (d) =>
           sessionLeft(d, redactExperiment(experiment), o.strategy, bare.points_per_combination)
         )
+        const chosen = yield* dryRunEstimate(given, held, experiment.server)
         const plan = sweepPlan(
           experiment,
           o.strategy,
-          yield* dryRunEstimate(given, held),
-          Option.getOrUndefined(left)
+          chosen.estimate,
+          Option.getOrUndefined(left),
+          chosen.unlike
         )
         yield* o.json
           ? Console.log(JSON.stringify({ dry_run: true, ...plan }, null, 2))

@@ -19,6 +19,15 @@ export interface Estimate {
   /** `host`: how many recent sweeps the medians are over, and when the last of them ended (ISO 8601). */
   readonly sweeps?: number
   readonly last_ended?: string
+  /** `host`: the engine the sweeps ran (the same as this one's) and their session folders. */
+  readonly engine?: string
+  readonly sessions?: ReadonlyArray<string>
+}
+
+/** The host's recent sweeps when none ran this engine (./HostEstimate.ts): what they ran. */
+export interface UnlikeSweeps {
+  readonly engine: string
+  readonly ran: ReadonlyArray<{ readonly engine: string; readonly sweeps: number }>
 }
 
 export interface SweepPlan {
@@ -41,6 +50,8 @@ export interface SweepPlan {
    * measured kept), or the differences it would be refused for; the estimate is of what is left.
    */
   readonly session?: SessionLeft | undefined
+  /** No estimate, though the host has recent sweeps: none of them ran this engine (what they ran). */
+  readonly host_sweeps_unlike?: UnlikeSweeps | undefined
 }
 
 const ceilLog2 = (x: number) => (x > 1 ? Math.ceil(Math.log2(x)) : 0)
@@ -49,7 +60,8 @@ export const sweepPlan = (
   e: Experiment,
   strategy: Strategy,
   estimate: Estimate | null,
-  session?: SessionLeft
+  session?: SessionLeft,
+  unlike?: UnlikeSweeps
 ): SweepPlan => {
   const combos = combinations(e.params)
   const search = e.load.kind === "search"
@@ -81,9 +93,25 @@ export const sweepPlan = (
               total_sec: session.engine_starts * estimate.start_sec + session.runs * estimate.run_sec
             }
           : { ...estimate, total_sec: combos.length * estimate.start_sec + runs * estimate.run_sec },
-    ...(session === undefined ? {} : { session })
+    ...(session === undefined ? {} : { session }),
+    ...(unlike === undefined || estimate !== null ? {} : { host_sweeps_unlike: unlike })
   }
 }
+
+const SHOWN_SESSIONS = 3
+
+/** `from this host's 2 recent sweep(s) of the same engine (vllm, model M): /s/a, /s/b; the last ended …`. */
+const hostSource = (e: Estimate): string => {
+  const sessions = e.sessions ?? []
+  const named =
+    sessions.length === 0
+      ? ""
+      : `: ${sessions.slice(-SHOWN_SESSIONS).join(", ")}${sessions.length > SHOWN_SESSIONS ? ` and ${sessions.length - SHOWN_SESSIONS} more` : ""}`
+  return `from this host's ${e.sweeps ?? 0} recent sweep(s)${e.engine === undefined ? "" : ` of the same engine (${e.engine})`}${named}; the last ended ${e.last_ended ?? "?"}`
+}
+
+const unlikeLine = (u: UnlikeSweeps): string =>
+  `estimate: none — none of this host's ${u.ran.reduce((n, r) => n + r.sweeps, 0)} recent sweep(s) ran this engine (${u.engine}): they ran ${u.ran.map((r) => `${r.engine} (${r.sweeps})`).join(", ")}; give --estimate-start S and --estimate-run S`
 
 const dur = (s: number) =>
   s >= 3600 ? `${(s / 3600).toFixed(1)} h` : s >= 60 ? `${(s / 60).toFixed(1)} min` : `${Math.round(s)} s`
@@ -105,9 +133,11 @@ export const renderPlan = (p: SweepPlan): string => {
       `this session: ${left.engine_starts} engine start(s) and ${left.upper_bound ? "at most " : ""}${left.runs} client run(s) left (everything measured is kept)${left.kept_repeats !== undefined ? `; --repeats ${p.repeats} is smaller than the session's ${left.kept_repeats}: the session's stands` : ""}`
     )
   out.push(
-    p.estimate === null
-      ? "estimate: none (give --estimate-start S and --estimate-run S; a resumed session estimates from its own measurements, else this host's recent sweeps)"
-      : `estimate: ${dur(p.estimate.total_sec)}${left !== undefined ? (left.upper_bound ? " at most" : "") : p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${left?.engine_starts ?? p.combinations} × ${p.estimate.start_sec} s per engine start + ${left?.runs ?? p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : p.estimate.source === "host" ? `from this host's ${p.estimate.sweeps ?? 0} recent sweeps (the last ended ${p.estimate.last_ended ?? "?"})` : "from this session's own measurements"})`
+    p.estimate === null && p.host_sweeps_unlike !== undefined
+      ? unlikeLine(p.host_sweeps_unlike)
+      : p.estimate === null
+        ? "estimate: none (give --estimate-start S and --estimate-run S; a resumed session estimates from its own measurements, else this host's recent sweeps)"
+        : `estimate: ${dur(p.estimate.total_sec)}${left !== undefined ? (left.upper_bound ? " at most" : "") : p.strategy === "adaptive" || p.points_are_upper_bound ? " at most" : ""} = ${left?.engine_starts ?? p.combinations} × ${p.estimate.start_sec} s per engine start + ${left?.runs ?? p.runs} × ${p.estimate.run_sec} s per client run (${p.estimate.source === "options" ? "from --estimate-start/--estimate-run" : p.estimate.source === "host" ? hostSource(p.estimate) : "from this session's own measurements"})`
   )
   return out.join("\n")
 }

@@ -6,7 +6,7 @@
  */
 import * as nodePath from "node:path"
 import { Clock, Effect, Option } from "effect"
-import { chooseEstimate, sweepRecordOf } from "../../domain/Sweep/HostEstimate.js"
+import { chooseEstimate, sweepRecordOf, type Unlike } from "../../domain/Sweep/HostEstimate.js"
 import type { Estimate } from "../../domain/Sweep/Plan.js"
 import type { SweepDoc } from "../../domain/Sweep.js"
 import { HostQueue } from "../../services/HostQueue.js"
@@ -28,14 +28,23 @@ export const recordSweepEnd = (
     if (record !== null) yield* Effect.flatMap(HostQueue, (q) => q.recordSweep(record))
   }).pipe(Effect.catchAllCause(() => Effect.void))
 
-/** `--dry-run`'s estimate: the options, else the session's own measurements, else the host's recent sweeps. */
+/**
+ * `--dry-run`'s estimate: the options, else the session's own measurements, else the host's recent
+ * sweeps of the same engine (`server`, the server command); `unlike` when the host has sweeps but
+ * none of this engine.
+ */
 export const dryRunEstimate = (
   given: Estimate | null,
-  held: Option.Option<SweepDoc>
-): Effect.Effect<Estimate | null, never, HostQueue> =>
+  held: Option.Option<SweepDoc>,
+  server: string
+): Effect.Effect<
+  { readonly estimate: Estimate | null; readonly unlike?: Unlike | undefined },
+  never,
+  HostQueue
+> =>
   given !== null
-    ? Effect.succeed(given)
+    ? Effect.succeed({ estimate: given })
     : Effect.map(
         Effect.flatMap(HostQueue, (q) => q.recentSweeps),
-        (host) => chooseEstimate(null, Option.getOrNull(held), host)
+        (host) => chooseEstimate(null, Option.getOrNull(held), host, server)
       )

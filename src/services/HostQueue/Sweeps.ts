@@ -1,8 +1,9 @@
 /**
  * The user's recent sweeps (docs/trust.md, docs/design.md#time-to-the-answer `--dry-run`): `sweeps.jsonl` in the user's
  * own directory (beside the host queue's `history.jsonl`) keeps, per sweep run that measured
- * something, when it ended, its session folder, and its median engine start and client run with
- * the counts they rest on; `--dry-run` estimates from them when nothing better is given.
+ * something, when it ended, its session folder, its median engine start and client run with the
+ * counts they rest on, and its engine (the server command's program and model); `--dry-run`
+ * estimates from the sweeps of the same engine when nothing better is given.
  */
 import * as fs from "node:fs"
 import type { SweepRecord } from "../../domain/Sweep/HostEstimate.js"
@@ -36,6 +37,12 @@ export const readSweeps = (file: string): ReadonlyArray<SweepRecord> => {
         !num(j.client_runs)
       )
         return []
+      // the engine: absent in lines written before it was kept
+      const engine =
+        typeof j.engine_program === "string" &&
+        (j.engine_model === null || typeof j.engine_model === "string")
+          ? { engine: { program: j.engine_program, model: j.engine_model } }
+          : {}
       return [
         {
           endedAt: j.ended_at,
@@ -43,7 +50,8 @@ export const readSweeps = (file: string): ReadonlyArray<SweepRecord> => {
           startSec: start,
           runSec: run,
           engineStarts: j.engine_starts,
-          clientRuns: j.client_runs
+          clientRuns: j.client_runs,
+          ...engine
         }
       ]
     } catch {
@@ -63,7 +71,8 @@ export const appendSweep = (file: string, r: SweepRecord): void =>
       start_sec: s.startSec,
       run_sec: s.runSec,
       engine_starts: s.engineStarts,
-      client_runs: s.clientRuns
+      client_runs: s.clientRuns,
+      ...(s.engine === undefined ? {} : { engine_program: s.engine.program, engine_model: s.engine.model })
     }),
     readSweeps,
     SWEEPS_KEEP
