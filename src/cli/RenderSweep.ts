@@ -4,12 +4,12 @@
  * and client command lines, ready to paste. Pure.
  */
 
+import { differing, labelDifferingFirst } from "../domain/Sweep/Best.js"
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
 import { renderTimeToBest, shownTenths } from "../domain/Sweep/Time.js"
 import type { PointRecord, SweepDoc } from "../domain/Sweep.js"
 import {
   ADAPTIVE_ASSUMPTION,
-  comboLabel,
   nodeName,
   renderClass,
   renderTimeParts,
@@ -19,8 +19,18 @@ import {
 import { ellipsize } from "../domain/Text.js"
 import { bestStatement, bestTitle, sweepStatusText } from "./RenderSweepStatus.js"
 
-/** A value the user wrote (a combination's params, a load), cut in a text table; --json has it whole. */
+/** A value the user wrote (a load), cut in a text table; --json has it whole. */
 const cut = (text: string): string => ellipsize(text, 60)
+
+/**
+ * A combination's label in a table: the params that vary across the sweep first and whole, those
+ * every combination shares after, cut (issue 33 item 5: two labels that differ in their last param
+ * must not read alike).
+ */
+const labelIn =
+  (doc: SweepDoc) =>
+  (params: Readonly<Record<string, string>>): string =>
+    labelDifferingFirst(params, differing(doc.combinations.map((c) => c.params)).differ, 60)
 
 const num = (n: number | undefined | null): string =>
   n === undefined || n === null ? "–" : n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10)
@@ -53,6 +63,7 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
 
 export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   const e = doc.experiment
+  const label = labelIn(doc)
   const out: Array<string> = []
   out.push(
     `sweep ${sessionDir}: ${sweepStatusText(doc)}, ${doc.combinations.length} combination(s), ${
@@ -75,7 +86,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     if (c.status === "skipped") {
       rows.push([
         String(c.index),
-        comboLabel(c.params),
+        label(c.params),
         "–",
         "skipped",
         "–",
@@ -89,7 +100,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     if (c.points.length === 0 || c.status === "infeasible" || c.status === "failed") {
       rows.push([
         String(c.index),
-        cut(comboLabel(c.params)),
+        label(c.params),
         "–",
         c.status,
         "–",
@@ -109,7 +120,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
     for (const p of c.points) {
       rows.push([
         String(c.index),
-        cut(comboLabel(c.params)),
+        label(c.params),
         cut(p.load),
         p.status,
         spread(p, "output_throughput"),
@@ -145,7 +156,7 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
       ],
       ...doc.summary.combinations.map((c) => [
         String(c.index),
-        cut(c.label),
+        label(doc.combinations.find((x) => x.index === c.index)?.params ?? {}),
         c.status,
         c.largest_passing_load ?? "none",
         num(c.peak_output_throughput),

@@ -12,6 +12,9 @@
  *   point nothing can claim significance: the best is the highest, said with "one run per point:
  *   no noise estimate".
  * - `verdictLine`: the one sentence every view of the verdict prints (CLI, JSON, report).
+ * - A tie names what differs between the tied combinations (`differing`, `labelDifferingFirst`):
+ *   the params in which they differ first and whole, what they share after (a table may cut that),
+ *   so a tie of two long labels that differ in their last param still reads.
  */
 import { METRIC_KEYS, type MetricKey, type Metrics } from "../Results.js"
 import { describe, median as medianOf, noisyCv, welch } from "../Stats.js"
@@ -129,4 +132,73 @@ export const chooseBest = (candidates: ReadonlyArray<Candidate>): BestVerdict =>
   return tiedWith.length === 0
     ? { _tag: "best", best, significant: true, rivals: others.length }
     : { _tag: "tie", best, tiedWith }
+}
+
+/** A combination's params (name → value), as the labels read them. */
+type Params = Readonly<Record<string, string>>
+
+/**
+ * The params in which `combos` differ (in the order they are first met), and those all of them
+ * share with the same value.
+ */
+export const differing = (
+  combos: ReadonlyArray<Params>
+): { readonly differ: ReadonlyArray<string>; readonly same: ReadonlyArray<string> } => {
+  const names: Array<string> = []
+  for (const c of combos) for (const k of Object.keys(c)) if (!names.includes(k)) names.push(k)
+  const differ = names.filter((k) => new Set(combos.map((c) => c[k] ?? "")).size > 1)
+  return { differ, same: names.filter((k) => !differ.includes(k)) }
+}
+
+/** Only `names` of `params`, in that order: the part of a tie that tells the combinations apart. */
+export const pick = (params: Params, names: ReadonlyArray<string>): Record<string, string> =>
+  Object.fromEntries(names.filter((k) => Object.hasOwn(params, k)).map((k) => [k, params[k]!]))
+
+const words = (params: Params, names: ReadonlyArray<string>) =>
+  names.filter((k) => Object.hasOwn(params, k)).map((k) => `${k}=${params[k]}`)
+
+/**
+ * A label with the params named in `first` first and whole, then the others; only the others are
+ * cut (to `max` characters in all, ending with `…`), never the first ones.
+ */
+export const labelDifferingFirst = (params: Params, first: ReadonlyArray<string>, max: number): string => {
+  const head = words(params, first).join(" ")
+  const rest = words(
+    params,
+    Object.keys(params).filter((k) => !first.includes(k))
+  ).join(" ")
+  if (head === "") return rest.length <= max ? rest : `${rest.slice(0, Math.max(0, max - 1))}…`
+  if (rest === "") return head
+  const room = max - head.length - 1
+  return rest.length <= room
+    ? `${head} ${rest}`
+    : room >= 2
+      ? `${head} ${rest.slice(0, room - 1)}…`
+      : `${head} …`
+}
+
+/** How long the params the tied combinations share may run in the sentence (the records keep them whole). */
+export const ALIKE_SHOWN = 120
+
+/**
+ * How a tie names its combinations: each `#i (the params that differ among them)`, whole, and once
+ * what they share (`; they differ only in X (alike: …)`, cut at ALIKE_SHOWN characters).
+ */
+export const tieNames = (
+  rows: ReadonlyArray<{ readonly combination: number; readonly params: Params }>
+): { readonly refs: ReadonlyMap<number, string>; readonly tail: string } => {
+  const { differ, same } = differing(rows.map((r) => r.params))
+  const refs = new Map(
+    rows.map((r) => {
+      const shown = words(r.params, differ).join(" ")
+      return [r.combination, shown === "" ? `#${r.combination}` : `#${r.combination} (${shown})`] as const
+    })
+  )
+  const alike = words(rows[0]?.params ?? {}, same).join(" ")
+  const cut = alike.length <= ALIKE_SHOWN ? alike : `${alike.slice(0, ALIKE_SHOWN - 1)}…`
+  const tail =
+    differ.length === 0
+      ? ""
+      : `; they differ only in ${differ.join(", ")}${cut === "" ? "" : ` (alike: ${cut})`}`
+  return { refs, tail }
 }
