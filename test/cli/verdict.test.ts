@@ -98,4 +98,74 @@ describe("one verdict everywhere", () => {
       assert.include(html(doc), "one run per point: no noise estimate")
     })
   )
+
+  it.effect(
+    "issue 33 item 5: a tie between two long labels that differ in their last param names that param, whole, in the CLI, the JSON and the report",
+    () =>
+      Effect.gen(function* () {
+        const model = "meta-llama/Llama-3.1-70B-Instruct-from-a-long-local-mirror-path"
+        const seen = new Map<string, number>()
+        const doc = yield* runSweep(
+          sweepOptions(
+            "/s/tie",
+            sweepExperiment({
+              server:
+                "engine --model {model} --max-num-seqs {seqs} --max-model-len {len} --gpu-memory-utilization {gpu_memory_utilization}",
+              params: [
+                { name: "model", values: [model] },
+                { name: "seqs", values: ["8"] },
+                { name: "len", values: ["4096"] },
+                { name: "gpu_memory_utilization", values: ["0.85", "0.9"] }
+              ],
+              load: { kind: "points", name: "c", values: ["4"] },
+              slos: [],
+              repeats: 3,
+              gpus: 1
+            }),
+            { request: { gpus: 1, servingSlot: true } }
+          )
+        ).pipe(
+          Effect.map((r) => r.doc),
+          Effect.provide(
+            setup({
+              run: (server, argv) => {
+                const g = /--gpu-memory-utilization (\S+)/.exec(server)![1]!
+                const i = seen.get(g) ?? 0
+                seen.set(g, i + 1)
+                const xs = g === "0.9" ? [99, 104, 109] : [95, 100, 105]
+                return {
+                  metrics: {
+                    output_throughput: xs[i % 3]!,
+                    p99_ttft_ms: 10,
+                    completed: flag(argv, "--max-concurrency")
+                  }
+                }
+              }
+            })
+          )
+        )
+        assert.strictEqual(doc.summary.verdict, "tie")
+        const statement = doc.summary.statement!
+        assert.match(
+          statement,
+          /^a TIE within the noise \(Welch's t-test, 95 %\): #1 \(gpu_memory_utilization=0\.9\) at c=4: .* does not beat #0 \(gpu_memory_utilization=0\.85\) at c=4: /
+        )
+        assert.include(
+          statement,
+          `; they differ only in gpu_memory_utilization (alike: model=${model} seqs=8 len=4096)`
+        )
+        // the JSON's records say what tells them apart
+        assert.deepStrictEqual(doc.summary.best?.differs, { gpu_memory_utilization: "0.9" })
+        assert.deepStrictEqual(
+          doc.summary.tied_with.map((t) => t.differs),
+          [{ gpu_memory_utilization: "0.85" }]
+        )
+        const text = shown(doc)
+        assert.include(text, `best: ${statement}`)
+        // the tables: the param that varies first, whole
+        assert.match(text, /\n1 +gpu_memory_utilization=0\.9 model=meta-llama/)
+        assert.match(text, /\n0 +gpu_memory_utilization=0\.85 model=meta-llama/)
+        assert.include(html(doc), statement.replace(/'/g, "&#39;"))
+      })
+  )
 })

@@ -211,7 +211,11 @@ const Parts = {
   own_sec: Schema.Finite
 }
 const TimeSchema = Schema.Struct({
-  total: Schema.Struct(Parts),
+  total: Schema.Struct({
+    ...Parts,
+    /** With `--parallel`: combination time beside another's, counted once in the wall (Time.ts). */
+    at_once_sec: Schema.optional(Schema.Finite)
+  }),
   combinations: Schema.Array(Schema.Struct({ index: Schema.NonNegativeInt, ...Parts })),
   time_to_best_sec: Schema.NullOr(Schema.Finite),
   engine_starts: Schema.NonNegativeInt,
@@ -233,7 +237,12 @@ export const BestRecord = Schema.Struct({
   ci95: Schema.optional(Schema.NullOr(Schema.Tuple(Schema.Finite, Schema.Finite))),
   /** Both complete: the server's `sh -c` string and the client's command line, ready to paste. */
   server_cmd: Schema.String,
-  client_cmd: Schema.String
+  client_cmd: Schema.String,
+  /**
+   * In a tie: the params in which the tied combinations differ, with this one's values (what tells
+   * it apart; the label has them all). Absent otherwise and in documents written before.
+   */
+  differs: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
 })
 
 export const SweepSummary = Schema.Struct({
@@ -289,6 +298,13 @@ export const SweepDoc = Schema.Struct({
    * (docs/design.md#time-to-the-answer); absent before.
    */
   wall_sec: Schema.optional(Schema.Finite),
+  /**
+   * Each `sweep run` invocation of the session: when it began and the session's wall time before
+   * it, so that Time.ts places a moment on the sweep's own clock; absent before.
+   */
+  invocations: Schema.optional(
+    Schema.Array(Schema.Struct({ started_at: Schema.String, wall_before_sec: Schema.Finite }))
+  ),
   /** `--strategy` (docs/design.md#time-to-the-answer); absent in documents written before it: `grid`. */
   strategy: Schema.optional(lit(...STRATEGIES)),
   /** The hyperloom that created the session (`compare` lists it when two sessions differ). */

@@ -5,7 +5,16 @@
  */
 import { METRIC_KEYS } from "../Results.js"
 import { ellipsize } from "../Text.js"
-import { type BestVerdict, type Candidate, chooseBest, type MetricStats, NO_NOISE_ESTIMATE } from "./Best.js"
+import {
+  type BestVerdict,
+  type Candidate,
+  chooseBest,
+  differing,
+  type MetricStats,
+  NO_NOISE_ESTIMATE,
+  pick,
+  tieNames
+} from "./Best.js"
 import { comboLabel, loadNumber, shellLine } from "./Grid.js"
 import { edgeFlag } from "./Grow.js"
 import type { BestRecord, CombinationRecord, PointRecord, SweepDoc } from "./Schema.js"
@@ -81,13 +90,23 @@ export const withSummary = (doc: SweepDoc): SweepDoc => {
   const verdict = chooseBest(candidatesOf(doc))
   const best = verdict._tag === "none" ? null : bestRecord(doc, verdict.best)
   const tiedWith = verdict._tag === "tie" ? verdict.tiedWith.map((t) => bestRecord(doc, t)) : []
+  // a tie: what tells the tied combinations apart (issue 33 item 5)
+  const { differ } = differing([best, ...tiedWith].flatMap((b) => (b === null ? [] : [paramsOf(doc, b)])))
+  const apart = <B extends BestRow>(b: B): B =>
+    verdict._tag === "tie" ? { ...b, differs: pick(paramsOf(doc, b), differ) } : b
   const summary = {
     combinations: doc.combinations.map(combinationSummary),
     verdict: verdict._tag,
-    best,
-    tied_with: tiedWith,
+    best: best === null ? null : apart(best),
+    tied_with: tiedWith.map(apart),
     significant: verdict._tag === "best" && verdict.significant,
-    statement: verdictStatement(doc.experiment.load.name, verdict, best, tiedWith)
+    statement: verdictStatement(
+      doc.experiment.load.name,
+      verdict,
+      best,
+      tiedWith,
+      (i) => doc.combinations.find((c) => c.index === i)?.params
+    )
   }
   const edge = edgeFlag(doc.experiment.load, best?.load)
   return {
@@ -98,14 +117,17 @@ export const withSummary = (doc: SweepDoc): SweepDoc => {
 
 type BestRow = typeof BestRecord.Type
 
+const paramsOf = (doc: SweepDoc, b: BestRow) =>
+  doc.combinations.find((c) => c.index === b.combination)?.params ?? {}
+
 const tput = (n: number) => (n >= 100 ? String(Math.round(n)) : String(Math.round(n * 10) / 10))
 const interval = (b: BestRow) =>
   b.ci95 === null || b.ci95 === undefined
     ? ""
     : `, mean ${tput(b.mean ?? b.output_throughput)} [95 % CI ${tput(b.ci95[0])}–${tput(b.ci95[1])}] over ${b.runs ?? "?"} runs`
 // a value the user wrote is cut in the sentence (the best's record keeps it whole)
-const named = (loadName: string, b: BestRow) =>
-  `#${b.combination}${b.label === "(no params)" ? "" : ` (${ellipsize(b.label, 60)})`} at ${loadName}=${ellipsize(b.load, 60)}: ${tput(b.output_throughput)} output tok/s (median${interval(b)})`
+const named = (loadName: string, b: BestRow, ref?: string) =>
+  `${ref ?? `#${b.combination}${b.label === "(no params)" ? "" : ` (${ellipsize(b.label, 60)})`}`} at ${loadName}=${ellipsize(b.load, 60)}: ${tput(b.output_throughput)} output tok/s (median${interval(b)})`
 
 /**
  * The verdict in one sentence (docs/design.md#trusted-answers), the same wherever it is shown:
@@ -115,14 +137,25 @@ export const verdictStatement = (
   loadName: string,
   verdict: BestVerdict,
   best: BestRow | null,
-  tiedWith: ReadonlyArray<BestRow>
+  tiedWith: ReadonlyArray<BestRow>,
+  /** A combination's params: a tie then names each by what differs, whole (Best.ts's tieNames). */
+  paramsOf?: (index: number) => Readonly<Record<string, string>> | undefined
 ): string => {
   if (verdict._tag === "none" || best === null)
     return "none — no point met every SLO (sweep_no_feasible_point)"
-  if (verdict._tag === "tie")
-    return `a TIE within the noise (Welch's t-test, 95 %): ${named(loadName, best)} does not beat ${tiedWith
-      .map((t) => named(loadName, t))
-      .join("; ")}`
+  if (verdict._tag === "tie") {
+    const rows = [best, ...tiedWith].map((b) => ({
+      combination: b.combination,
+      params: paramsOf?.(b.combination)
+    }))
+    const known = rows.every((r) => r.params !== undefined)
+    const tie = known
+      ? tieNames(rows.map((r) => ({ combination: r.combination, params: r.params ?? {} })))
+      : undefined
+    return `a TIE within the noise (Welch's t-test, 95 %): ${named(loadName, best, tie?.refs.get(best.combination))} does not beat ${tiedWith
+      .map((t) => named(loadName, t, tie?.refs.get(t.combination)))
+      .join("; ")}${tie?.tail ?? ""}`
+  }
   if (!verdict.significant) return `${named(loadName, best)}; ${NO_NOISE_ESTIMATE}`
   return verdict.rivals === 0
     ? `${named(loadName, best)}; no other combination had a point that met every SLO`
@@ -146,7 +179,13 @@ export const statementOf = (doc: SweepDoc): string => {
     samples: []
   }
   return s.verdict === "tie"
-    ? verdictStatement(loadName, { _tag: "tie", best: cand, tiedWith: [] }, s.best, s.tied_with)
+    ? verdictStatement(
+        loadName,
+        { _tag: "tie", best: cand, tiedWith: [] },
+        s.best,
+        s.tied_with,
+        (i) => doc.combinations.find((c) => c.index === i)?.params
+      )
     : verdictStatement(loadName, { _tag: "best", best: cand, significant: false, rivals: 0 }, s.best, [])
 }
 
