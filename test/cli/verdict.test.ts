@@ -7,13 +7,22 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { renderSweepText } from "../../src/cli/RenderSweep.js"
 import { renderSweepReport } from "../../src/cli/RenderSweepReport.js"
-import type { SweepDoc } from "../../src/domain/Sweep.js"
+import type { Experiment, SweepDoc } from "../../src/domain/Sweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import { flag, seqsOf, setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
-/** Two combinations, one load; output throughput per run from `values(seqs)` in turn. */
-const sweep = (repeats: number, values: (seqs: number) => ReadonlyArray<number>) => {
-  const seen = new Map<number, number>()
+/**
+ * Two combinations (seqs 7 and 8, unless `over` says otherwise), one load; output throughput per
+ * run from `values(key)` in turn, `key` what tells the combinations apart in the server command
+ * (`seqs` by default).
+ */
+const sweep = <K extends string | number = number>(
+  repeats: number,
+  values: (key: K) => ReadonlyArray<number>,
+  over: Partial<Experiment> = {},
+  keyOf: (server: string) => K = seqsOf as unknown as (server: string) => K
+) => {
+  const seen = new Map<K, number>()
   return runSweep(
     sweepOptions(
       "/s/verdict",
@@ -22,7 +31,8 @@ const sweep = (repeats: number, values: (seqs: number) => ReadonlyArray<number>)
         load: { kind: "points", name: "c", values: ["4"] },
         slos: [],
         repeats,
-        gpus: 1
+        gpus: 1,
+        ...over
       }),
       { request: { gpus: 1, servingSlot: true } }
     )
@@ -31,7 +41,7 @@ const sweep = (repeats: number, values: (seqs: number) => ReadonlyArray<number>)
     Effect.provide(
       setup({
         run: (server, argv) => {
-          const s = seqsOf(server)
+          const s = keyOf(server)
           const i = seen.get(s) ?? 0
           seen.set(s, i + 1)
           const xs = values(s)
@@ -104,45 +114,20 @@ describe("one verdict everywhere", () => {
     () =>
       Effect.gen(function* () {
         const model = "meta-llama/Llama-3.1-70B-Instruct-from-a-long-local-mirror-path"
-        const seen = new Map<string, number>()
-        const doc = yield* runSweep(
-          sweepOptions(
-            "/s/tie",
-            sweepExperiment({
-              server:
-                "engine --model {model} --max-num-seqs {seqs} --max-model-len {len} --gpu-memory-utilization {gpu_memory_utilization}",
-              params: [
-                { name: "model", values: [model] },
-                { name: "seqs", values: ["8"] },
-                { name: "len", values: ["4096"] },
-                { name: "gpu_memory_utilization", values: ["0.85", "0.9"] }
-              ],
-              load: { kind: "points", name: "c", values: ["4"] },
-              slos: [],
-              repeats: 3,
-              gpus: 1
-            }),
-            { request: { gpus: 1, servingSlot: true } }
-          )
-        ).pipe(
-          Effect.map((r) => r.doc),
-          Effect.provide(
-            setup({
-              run: (server, argv) => {
-                const g = /--gpu-memory-utilization (\S+)/.exec(server)![1]!
-                const i = seen.get(g) ?? 0
-                seen.set(g, i + 1)
-                const xs = g === "0.9" ? [99, 104, 109] : [95, 100, 105]
-                return {
-                  metrics: {
-                    output_throughput: xs[i % 3]!,
-                    p99_ttft_ms: 10,
-                    completed: flag(argv, "--max-concurrency")
-                  }
-                }
-              }
-            })
-          )
+        const doc = yield* sweep<string>(
+          3,
+          (g) => (g === "0.9" ? [99, 104, 109] : [95, 100, 105]),
+          {
+            server:
+              "engine --model {model} --max-num-seqs {seqs} --max-model-len {len} --gpu-memory-utilization {gpu_memory_utilization}",
+            params: [
+              { name: "model", values: [model] },
+              { name: "seqs", values: ["8"] },
+              { name: "len", values: ["4096"] },
+              { name: "gpu_memory_utilization", values: ["0.85", "0.9"] }
+            ]
+          },
+          (server) => /--gpu-memory-utilization (\S+)/.exec(server)![1]!
         )
         assert.strictEqual(doc.summary.verdict, "tie")
         const statement = doc.summary.statement!
