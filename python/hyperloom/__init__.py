@@ -18,6 +18,7 @@ this package and its __main__.py). One job per module:
     fence        the heartbeat fence: an actor cut off from its bridge stops its command before Ray
                  can declare its node dead (both bridges)
     engine       the serving engine's life on the leased node: start, alive, ready, stop (both runners)
+    ready        after readiness, before measuring: the user's --check and the --warmup requests
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
     sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
     clientrun    the runners' one client run: the port check, its group, timeout, samplers

@@ -47,6 +47,8 @@ def parse(prog, argv, client=False):
     p.add_argument("--ready-timeout", type=float, required=True)
     p.add_argument("--stop-grace", type=float, required=True)
     p.add_argument("--progress-every", type=float, required=True)
+    p.add_argument("--check", required=True)  # '' for none (hyperloom.ready)
+    p.add_argument("--warmup", type=int, required=True)
     if client:
         p.add_argument("client", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)

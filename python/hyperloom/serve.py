@@ -6,7 +6,7 @@ hyperloom runs this module (`python PYDIR serve`, with the Python of the Ray ins
 lease, so it runs on the leased node, inside the lease's process group, holding the lease's GPUs:
 
     python PYDIR serve --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
-        --progress-every SEC --dir ATTEMPT_DIR --cwd DIR -- CLIENT ARGV...
+        --progress-every SEC --check CMD --warmup N --dir ATTEMPT_DIR --cwd DIR -- CLIENT ARGV...
 
 Every flag is required: their defaults live in one place, hyperloom's (domain/Serving.ts), which
 always passes them all.
@@ -18,6 +18,9 @@ always passes them all.
 3. Waits until GET BASE_URL/READY_PATH answers 200. While waiting it prints a progress line to stderr
    every PROGRESS_EVERY seconds: the elapsed time and the server log's last line. A server that
    exits, or is not ready within READY_TIMEOUT seconds, ends the attempt (exit 3).
+   Once ready: runs --check CMD (when not empty; hyperloom.ready), its output in
+   ATTEMPT_DIR/check.log; a non-zero exit ends the attempt (exit 4, outcome "check_failed", the
+   client never runs); then sends --warmup N requests at once, their answers discarded.
 4. Runs the client through hyperloom.clientrun, the loop the sweep runner uses too (argv, no
    shell, in a process group of its own led by a keeper; `$HYPERLOOM_PORT`, `${HYPERLOOM_BASE_URL}`
    and the other HYPERLOOM_* variables in its arguments are expanded, since the port is only known
@@ -38,10 +41,12 @@ group, itself included.
 
 ATTEMPT_DIR/serve.json records what happened (written atomically, also on a stop):
     {"version": 1, "port": P, "base_url": ..., "outcome": "client_exited" | "server_exited" |
-     "ready_timeout" | "stopped" | "start_failed" | "port_taken",
+     "ready_timeout" | "stopped" | "start_failed" | "port_taken" | "check_failed",
      "server": {"argv": [...], "pid": N, "pgid": N, "ready_sec": S|null, "exit_code": N|null,
                 "runtime_sec": S, "stopped_with": "TERM"|"KILL"|null, "gone": true|false},
      "client": {"argv": [...], "exit_code": N|null, "runtime_sec": S|null} | null,
+     "check": {"exit_code", "runtime_sec", "last_line", "log"} | null,
+     "warmup": {"requests", "ok", "failed", "sec"} | null,
      "node": {"hostname", "python", "ray_version", "engines": {"vllm": "0.x", ...},
               "cuda_visible_devices", "gpus": ["NVIDIA H100 80GB HBM3", ...]}}
 Standard library only; Python >= 3.8; Linux (process groups, /proc).
@@ -51,10 +56,12 @@ import os
 import sys
 import threading
 
-from hyperloom import clientrun, engine, jsonfile
+from hyperloom import clientrun, engine, jsonfile, ready
 from hyperloom.engine import NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 
 STATUS_FILE = "serve.json"
+CHECK_LOG = "check.log"
+CHECK_FAILED_EXIT = 4  # --check exited non-zero: the engine answers wrong, nothing was measured
 
 
 def log(msg):
@@ -75,6 +82,8 @@ class Runner:
         self.client_runtime = None
         self.outcome = None
         self.node = {}
+        self.check = None
+        self.warmup = None
 
     # -- status
 
@@ -97,6 +106,8 @@ class Runner:
             },
             "client": None if self.client is None else self.client_status(),
             "node": self.node,
+            "check": self.check,
+            "warmup": self.warmup,
         }
         path = os.path.join(a.dir, STATUS_FILE)
         try:
@@ -139,6 +150,15 @@ class Runner:
         why_not = self.engine.wait_ready(a.ready_path, a.ready_timeout, a.progress_every, self.stop_requested)
         if why_not is not None:
             return self.finish(why_not, STOPPED_EXIT if why_not == "stopped" else NOT_READY_EXIT)
+        self.write_status(False)
+        if a.check:
+            self.check = ready.check(a.check, env, a.cwd, os.path.join(a.dir, CHECK_LOG), self.stop_requested)
+            if self.stop_requested.is_set():
+                return self.finish("stopped", STOPPED_EXIT)
+            if self.check["exit_code"] != 0:
+                log("the check exited %s: %s" % (self.check["exit_code"], self.check["last_line"]))
+                return self.finish("check_failed", CHECK_FAILED_EXIT)
+        self.warmup = ready.warm_up(self.engine.base_url, a.warmup, log)
         self.write_status(False)
         self.run_client(env)
         if self.stop_requested.is_set():

@@ -32,6 +32,7 @@ RUNNER_FILES = (
     "hyperloom/listener.py",
     "hyperloom/engine.py",
     "hyperloom/clientrun.py",
+    "hyperloom/ready.py",
     "hyperloom/serve.py",
     "hyperloom/sweep.py",
 )

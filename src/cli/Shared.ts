@@ -7,6 +7,8 @@ import type { LeaseRequest } from "../domain/Feasibility.js"
 import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
 import { DEFAULT_RANK_CWD, isEnvName } from "../domain/Group.js"
 import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
+import { RUNNER_DEFAULTS } from "../domain/Serving.js"
+import { DEFAULT_MAX_FAILED } from "../domain/Validity.js"
 import { editDistance } from "../domain/Text.js"
 import { EXIT, UsageError } from "./Exit.js"
 import { CommandLine } from "./Run.js"
@@ -196,3 +198,41 @@ export const strictCommand = (
       })
     )
   })
+
+/**
+ * `--check 'CMD'` (docs/trust.md#is-the-number-valid): baseline run and sweep run. Once per engine
+ * start, after readiness, before anything is measured.
+ */
+export const checkCmd = Options.text("check").pipe(
+  Options.withPseudoName("'CMD'"),
+  Options.withDescription(
+    "With --server: a shell command line run once per engine start, after it is ready and before anything is measured, with the engine's HYPERLOOM_BASE_URL and HYPERLOOM_PORT (a handful of known prompts, a small lm_eval subset, your own probe). A non-zero exit means the engine answers wrong: nothing is measured on it (check_failed, out of the best), its last line is quoted and its whole output kept in check.log."
+  ),
+  Options.mapEffect((cmd) =>
+    cmd.trim() === "" ? invalid("--check must be a command line, got an empty string") : Effect.succeed(cmd)
+  ),
+  Options.optional
+)
+
+/** `--warmup N`: requests after each engine start, discarded (default `RUNNER_DEFAULTS.warmup`). */
+export const warmup = wholeNumber("warmup", 0).pipe(
+  Options.withDescription(
+    `With --server: requests sent at once after each engine start, before anything is measured; their answers are discarded and their time is warm-up time (default ${RUNNER_DEFAULTS.warmup}: the engines compile and capture their CUDA graphs before they answer ready, but the first prefill of several sequences, the sampler above batch size one and the first JIT'd kernels are still cold; 0: none).`
+  ),
+  Options.optional
+)
+
+/** `--max-failed PCT`: the share of failed requests above which a run is invalid (default 1 %). */
+export const maxFailed = Options.text("max-failed").pipe(
+  Options.withPseudoName("PCT"),
+  Options.withDescription(
+    `With --server: a run whose client reports more than PCT % of its requests failed is invalid (failed_requests), kept but never counted; at or under it the run is flagged (default ${DEFAULT_MAX_FAILED * 100} %, the tail a p99 is).`
+  ),
+  Options.mapEffect((text) => {
+    const n = parseDecimal(text.trim().replace(/\s*%$/, ""))
+    return n !== undefined && n >= 0 && n <= 100
+      ? Effect.succeed(n / 100)
+      : invalid(`--max-failed must be a percentage from 0 to 100 in decimal digits (2 or 2%), got '${text}'`)
+  }),
+  Options.optional
+)

@@ -1,6 +1,8 @@
 import { Data } from "effect"
 import { INFEASIBLE_MARKER } from "./Errors.js"
-import { impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
+import { type ClientCounts, impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
+import type { CheckRun, WarmupRun } from "./Serving.js"
+import type { RunValidity } from "./Validity.js"
 
 /**
  * Failure classes of a baseline attempt (docs/design.md#failure-classes).
@@ -153,6 +155,11 @@ export interface AttemptResult {
    */
   readonly resultFormat?: ResultFormat | undefined
   readonly metrics?: Metrics | undefined
+  /** What the validity checks said and what they read (docs/trust.md#is-the-number-valid), kept in the record. */
+  readonly validity?: RunValidity | undefined
+  readonly client?: ClientCounts | undefined
+  readonly check?: CheckRun | null | undefined
+  readonly warmup?: WarmupRun | null | undefined
 }
 
 /**

@@ -1,4 +1,5 @@
 import { Data, Either, Schema } from "effect"
+import { EngineConfig, Observations } from "./Observations.js"
 import { redactArgv } from "./Redact.js"
 
 /**
@@ -22,7 +23,17 @@ export const RUNNER_DEFAULTS = {
   /** Grace between TERM and KILL when the server is stopped. */
   stopGraceSec: 1.5,
   /** Seconds between progress lines while the server loads. */
-  progressEverySec: 5
+  progressEverySec: 5,
+  /**
+   * Requests sent at once after each engine start, answers discarded, before anything is measured
+   * (`--warmup`, docs/trust.md#is-the-number-valid): vLLM compiles and captures its CUDA graphs
+   * before /health answers (compile_or_warm_up_model) and SGLang captures its graphs and sends
+   * itself one request before it is up, so what is still cold is per shape: a prefill of several
+   * sequences, the sampler above batch size one, the first JIT'd kernels. Eight together (request i asking
+   * for i + 1 tokens) meet a multi-sequence prefill, then every decode batch size from 8 down to 1
+   * as one finishes per step: seconds on a real engine.
+   */
+  warmup: 8
 } as const
 
 export const DEFAULT_READY_PATH = RUNNER_DEFAULTS.readyPath
@@ -51,6 +62,10 @@ export type LeasedCommand = Data.TaggedEnum<{
     readonly dir: string
     readonly stopGraceSec?: number | undefined
     readonly progressEverySec?: number | undefined
+    /** `--check`: run once after readiness, before the client (docs/trust.md#is-the-number-valid). */
+    readonly check?: string | undefined
+    /** `--warmup`: requests after readiness, discarded (default RUNNER_DEFAULTS.warmup). */
+    readonly warmup?: number | undefined
   }
   /**
    * A sweep's engine: the sweep runner starts the server, waits for it and keeps it up, running
@@ -63,6 +78,8 @@ export type LeasedCommand = Data.TaggedEnum<{
     readonly dir: string
     readonly stopGraceSec?: number | undefined
     readonly progressEverySec?: number | undefined
+    readonly check?: string | undefined
+    readonly warmup?: number | undefined
   }
 }>
 export const LeasedCommand = Data.taggedEnum<LeasedCommand>()
@@ -92,6 +109,10 @@ export const runnerArgs = (command: RunnerCommand, cwd: string): Array<string> =
   String(command.stopGraceSec ?? RUNNER_DEFAULTS.stopGraceSec),
   "--progress-every",
   String(command.progressEverySec ?? RUNNER_DEFAULTS.progressEverySec),
+  "--check",
+  command.check ?? "",
+  "--warmup",
+  String(command.warmup ?? RUNNER_DEFAULTS.warmup),
   "--dir",
   command.dir,
   "--cwd",
@@ -123,12 +144,41 @@ export const NodeFacts = Schema.Struct({
 })
 export type NodeFacts = typeof NodeFacts.Type
 
+/** What the runner recorded of a `--check` run (python/hyperloom/ready.py). */
+export const CheckRun = Schema.Struct({
+  /** null when it was stopped or ran past its time. */
+  exit_code: NullableNumber,
+  runtime_sec: Schema.Number,
+  last_line: Schema.String,
+  /** Its whole output, beside serve.json / engine.json. */
+  log: Schema.String
+})
+export type CheckRun = typeof CheckRun.Type
+
+/** What the runner recorded of the `--warmup` requests. */
+export const WarmupRun = Schema.Struct({
+  requests: Schema.Number,
+  ok: Schema.Number,
+  failed: Schema.Number,
+  sec: Schema.Number
+})
+export type WarmupRun = typeof WarmupRun.Type
+
 export const ServeStatus = Schema.Struct({
   version: Schema.Literal(1),
   port: NullableNumber,
   base_url: Schema.NullOr(Schema.String),
   outcome: Schema.NullOr(
-    Schema.Literal("client_exited", "server_exited", "ready_timeout", "stopped", "start_failed", "port_taken")
+    Schema.Literal(
+      "client_exited",
+      "server_exited",
+      "ready_timeout",
+      "stopped",
+      "start_failed",
+      "port_taken",
+      /** `--check` exited non-zero: the client never ran (docs/trust.md#is-the-number-valid). */
+      "check_failed"
+    )
   ),
   server: Schema.Struct({
     argv: Schema.Array(Schema.String),
@@ -147,7 +197,15 @@ export const ServeStatus = Schema.Struct({
       runtime_sec: NullableNumber
     })
   ),
-  node: Schema.optional(NodeFacts)
+  node: Schema.optional(NodeFacts),
+  /** The `--check` run after readiness; absent when there was none. */
+  check: Schema.optional(Schema.NullOr(CheckRun)),
+  /** The `--warmup` requests after readiness; absent or null when none were sent. */
+  warmup: Schema.optional(Schema.NullOr(WarmupRun)),
+  /** The engine's effective configuration, read once after readiness (python/hyperloom's samplers). */
+  engine_config: Schema.optional(Schema.NullOr(EngineConfig)),
+  /** What the samplers saw while the client ran. */
+  observations: Schema.optional(Schema.NullOr(Observations))
 })
 export type ServeStatus = typeof ServeStatus.Type
 

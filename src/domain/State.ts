@@ -1,9 +1,11 @@
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, isCounted } from "./Failure.js"
 import { METRIC_KEYS, type MetricKey, RESULT_FORMATS } from "./Results.js"
+import { CheckRun, WarmupRun } from "./Serving.js"
 import { BaselineSpec } from "./SessionSpec.js"
 import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
 import { oneLine } from "./Text.js"
+import { ClientCountsSchema, RunValidity } from "./Validity.js"
 
 /**
  * The persisted state of a baseline session (`<session>/state.json`, docs/design.md#session-state),
@@ -88,7 +90,18 @@ export const AttemptRecord = Schema.Struct({
    * Request/token throughputs and latencies from the result file
    * (docs/design.md#results-and-metrics); null when none (v3).
    */
-  metrics: Schema.NullOr(AttemptMetrics)
+  metrics: Schema.NullOr(AttemptMetrics),
+  /**
+   * Is the number what it claims (docs/trust.md#is-the-number-valid): `valid`, or its findings;
+   * absent for attempts that measured nothing and in records written before.
+   */
+  validity: Schema.optional(RunValidity),
+  /** The client's own counts from its result (completed, failed, output tokens, duration). */
+  client: Schema.optional(ClientCountsSchema),
+  /** The `--check` run after the engine was ready. */
+  check: Schema.optional(Schema.NullOr(CheckRun)),
+  /** The `--warmup` requests after the engine was ready (their time is warm-up time, not the client's). */
+  warmup: Schema.optional(Schema.NullOr(WarmupRun))
 })
 export type AttemptRecord = typeof AttemptRecord.Type
 

@@ -159,7 +159,11 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
     signature: counted && errorText !== null ? (result.outputSignature ?? foldSignature(errorText)) : null,
     throughput: finiteOrNull(result.throughput),
     result_format: result.resultFormat ?? null,
-    metrics: result.metrics !== undefined && Object.keys(result.metrics).length > 0 ? result.metrics : null
+    metrics: result.metrics !== undefined && Object.keys(result.metrics).length > 0 ? result.metrics : null,
+    ...(result.validity !== undefined ? { validity: result.validity } : {}),
+    ...(result.client !== undefined && Object.keys(result.client).length > 0 ? { client: result.client } : {}),
+    ...(result.check != null ? { check: result.check } : {}),
+    ...(result.warmup != null ? { warmup: result.warmup } : {})
   }
   const recorded: SessionState = {
     ...state,

@@ -34,6 +34,8 @@ const FLAGS = [
   "--ready-timeout",
   "--stop-grace",
   "--progress-every",
+  "--check",
+  "--warmup",
   "--dir",
   "--cwd"
 ]

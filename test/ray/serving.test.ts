@@ -130,6 +130,11 @@ describe("baseline run --server on a real head", () => {
     const status = JSON.parse(fs.readFileSync(path.join(dir, "serve.json"), "utf8"))
     assert.strictEqual(status.outcome, "client_exited")
     assert.isTrue(status.server.gone)
+    // the default warm-up ran after readiness, discarded; the run was judged (docs/trust.md)
+    assert.deepInclude(status.warmup, { requests: 8, ok: 8, failed: 0 })
+    assert.deepInclude(a.warmup, { requests: 8, ok: 8 })
+    assert.notStrictEqual(a.validity.verdict, "invalid")
+    assert.deepStrictEqual(a.client, { ...a.client, completed: 8, failed: 0 })
     const env = JSON.parse(fs.readFileSync(path.join(session, "environment.json"), "utf8"))
     assert.strictEqual(env.ray_version, "2.58.0")
     assert.strictEqual(env.node.gpu_count, 1)
@@ -147,12 +152,41 @@ describe("baseline run --server on a real head", () => {
     await assertSlotFree()
   })
 
-  it("SGLang's result format (JSON lines) is recognised too", async () => {
+  it("SGLang's result format (JSON lines) is recognised too; --check failing on the first engine start: nothing measured (check_failed, its last line quoted, check.log kept), the next attempt measures", async () => {
     const session = newSession()
-    const r = await serving(session, engine(newTag()), [], client(["--format", "sglang"]))
-    report("success (sglang format)", r.json, r.ms)
+    const count = path.join(session, "checks")
+    // fails the first time only; says what it was given
+    const check = `n=$(cat ${count} 2>/dev/null || echo 0); echo $((n+1)) > ${count}; echo "probing $HYPERLOOM_BASE_URL"; [ "$n" -ge 1 ] || { echo 'probe 1: expected " 4", got " 5"'; exit 1; }`
+    const r = await serving(
+      session,
+      engine(newTag()),
+      ["--check", check, "--warmup", "0"],
+      client(["--format", "sglang"])
+    )
+    const state = readState(session)
+    report("success (sglang format) after a failed check", state, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
-    const a = readState(session).baseline_attempts[0]
+    const [failed, a] = state.baseline_attempts
+    assert.strictEqual(failed.error_class, "invalid_measurement")
+    assert.include(
+      failed.error,
+      'check_failed (invalid): the check exited 1: "probe 1: expected \\" 4\\", got \\" 5\\""'
+    )
+    assert.deepStrictEqual(
+      failed.validity.findings.map((f: any) => f.check),
+      ["check_failed"]
+    )
+    assert.isNull(failed.throughput)
+    const dir1 = path.join(session, "attempts", "1")
+    assert.match(fs.readFileSync(path.join(dir1, "check.log"), "utf8"), /probing http:\/\/127\.0\.0\.1:\d+/)
+    assert.isFalse(
+      fs.existsSync(path.join(dir1, "client.log")),
+      "the client never ran on an engine that failed its check"
+    )
+    assert.strictEqual(a.error_class, null)
+    assert.strictEqual(a.check.exit_code, 0)
+    assert.isUndefined(a.warmup, "--warmup 0 sends nothing")
+    assert.strictEqual(state.baseline_tput, a.throughput)
     assert.strictEqual(a.result_format, "sglang")
     assert.strictEqual(a.metrics.total_token_throughput > a.throughput, true)
   })

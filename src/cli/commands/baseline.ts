@@ -17,17 +17,20 @@ import { EXIT, ExitWith, exitCodeForSession, UsageError } from "../Exit.js"
 import { renderSession } from "../RenderSession.js"
 import { withJsonErrors } from "../Run.js"
 import {
+  checkCmd,
   commandArgs,
   gpuCleanTimeout,
   gpus,
   json,
   leaseRequestOf,
+  maxFailed,
   nodes,
   noServingSlot,
   positiveSeconds,
   rankCwd,
   rankEnv,
-  strictCommand
+  strictCommand,
+  warmup
 } from "../Shared.js"
 import { waitOption } from "./queue.js"
 import { session } from "./state.js"
@@ -89,6 +92,9 @@ export const OPTIONS = [
   "--server",
   "--ready-path",
   "--ready-timeout",
+  "--check",
+  "--warmup",
+  "--max-failed",
   "--json"
 ]
 
@@ -111,6 +117,9 @@ export const baselineRun = Command.make(
     server,
     readyPath,
     readyTimeout,
+    check: checkCmd,
+    warmup,
+    maxFailed,
     json,
     cmd
   },
@@ -120,8 +129,13 @@ export const baselineRun = Command.make(
         o.json ? Console.log(renderState(state).trimEnd()) : Console.log(renderSession(o.session, state))
       const argv = yield* strictCommand(o.cmd, OPTIONS)
       const serverCmd = Option.getOrUndefined(o.server)
-      if (serverCmd === undefined && (Option.isSome(o.readyPath) || Option.isSome(o.readyTimeout))) {
-        return yield* new UsageError({ detail: "--ready-path and --ready-timeout go with --server" })
+      if (
+        serverCmd === undefined &&
+        [o.readyPath, o.readyTimeout, o.check, o.warmup, o.maxFailed].some((x: Option.Option<unknown>) => Option.isSome(x))
+      ) {
+        return yield* new UsageError({
+          detail: "--ready-path, --ready-timeout, --check, --warmup and --max-failed go with --server"
+        })
       }
       if (serverCmd !== undefined && serverCmd.trim() === "") {
         return yield* new UsageError({ detail: "--server must be a command line, got an empty string" })
@@ -131,7 +145,16 @@ export const baselineRun = Command.make(
       const program = Effect.gen(function* () {
         const settings = yield* Settings
         const ready = readiness(Option.getOrUndefined(o.readyPath), Option.getOrUndefined(o.readyTimeout))
-        const serving = serverCmd === undefined ? undefined : { server: serverCmd, readiness: ready }
+        const serving =
+          serverCmd === undefined
+            ? undefined
+            : {
+                server: serverCmd,
+                readiness: ready,
+                check: Option.getOrUndefined(o.check),
+                warmup: Option.getOrUndefined(o.warmup),
+                maxFailed: Option.getOrUndefined(o.maxFailed)
+              }
         return yield* runBaseline({
           sessionDir: o.session,
           request: leaseRequestOf(o),

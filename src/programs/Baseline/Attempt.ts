@@ -227,7 +227,7 @@ const ranOutcome = Effect.fn("Baseline.ranOutcome")(function* (
     })
     const served =
       status !== undefined
-        ? yield* servingOutcome(files, status, r, paths, options.serving.readiness)
+        ? yield* servingOutcome(files, status, r, paths, options.serving.readiness, options.serving.maxFailed)
         : undefined
     if (served !== undefined) return served
   }

@@ -5,8 +5,10 @@
 import { Effect } from "effect"
 import type { AttemptPaths } from "../../domain/Attempt.js"
 import { keepEvidence } from "../../domain/Attempt.js"
-import { AttemptOutcome, classifyAttempt, MAX_ERROR_CHARS } from "../../domain/Failure.js"
+import { AttemptOutcome, type AttemptResult, classifyAttempt, MAX_ERROR_CHARS } from "../../domain/Failure.js"
+import type { ClientCounts } from "../../domain/Results.js"
 import {
+  type CheckRun,
   ENVIRONMENT_FILE,
   environmentRecord,
   LeasedCommand,
@@ -15,6 +17,13 @@ import {
   serverArgv
 } from "../../domain/Serving.js"
 import { OutputDigest } from "../../domain/Signature.js"
+import {
+  checkFailed,
+  DEFAULT_MAX_FAILED,
+  judgeRun,
+  renderFinding,
+  sessionClockMedian
+} from "../../domain/Validity.js"
 import type { AttemptFilesShape } from "../../services/AttemptFiles.js"
 import type { LeaseRunResult } from "../Lease.js"
 
@@ -26,6 +35,12 @@ export interface ServingOptions {
   readonly stopGraceSec?: number | undefined
   /** Seconds between progress lines while the server loads (default `RUNNER_DEFAULTS`). */
   readonly progressEverySec?: number | undefined
+  /** `--check`: once after readiness, before the client; non-zero: nothing measured (docs/trust.md#is-the-number-valid). */
+  readonly check?: string | undefined
+  /** `--warmup`: requests after readiness, discarded (default `RUNNER_DEFAULTS.warmup`). */
+  readonly warmup?: number | undefined
+  /** `--max-failed`: the share of failed requests above which a run is invalid (default 1 %). */
+  readonly maxFailed?: number | undefined
 }
 
 /** A serving attempt's leased command: the server, its readiness check, the client; files in the attempt's folder. */
@@ -36,7 +51,9 @@ export const servingCommand = (serving: ServingOptions, attemptDir: string, clie
     client,
     dir: attemptDir,
     stopGraceSec: serving.stopGraceSec,
-    progressEverySec: serving.progressEverySec
+    progressEverySec: serving.progressEverySec,
+    check: serving.check,
+    warmup: serving.warmup
   })
 
 /**
@@ -50,9 +67,11 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
   status: ServeStatus,
   r: LeaseRunResult,
   paths: AttemptPaths,
-  readiness: Readiness
+  readiness: Readiness,
+  maxFailed: number = DEFAULT_MAX_FAILED
 ) {
   if (status.outcome === null || status.outcome === "stopped") return undefined
+  if (status.outcome === "check_failed" && status.check != null) return checkFailedResult(status.check, r)
   const digest = new OutputDigest()
   const evidence: Array<string> = []
   const scan = (file: string, channel: string) =>
@@ -90,7 +109,7 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
       ? `\nthe server exited with code ${status.server.exit_code} while the client ran; server.log ends:\n${serverTail.slice(-MAX_ERROR_CHARS / 2)}`
       : ""
   const parsed = yield* files.readResult(paths.resultFile)
-  return classifyAttempt(
+  const classified = classifyAttempt(
     AttemptOutcome.Exited({
       exitCode,
       // a failed client is judged on its own runtime (an argument error is fast), not the server's load
@@ -105,7 +124,62 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
       serverExitCode
     })
   )
+  return judged(classified, status, parsed?.client, maxFailed)
 })
+
+/**
+ * `--check` exited non-zero: nothing was measured; the attempt is an `invalid_measurement` whose
+ * finding quotes the check's last line (its output kept in check.log).
+ */
+const checkFailedResult = (check: CheckRun, r: LeaseRunResult): AttemptResult => {
+  const finding = checkFailed(check.exit_code, check.last_line)
+  return {
+    errorClass: "invalid_measurement",
+    exitCode: r.exitCode,
+    runtimeSec: r.commandSec,
+    error: `invalid_measurement: ${renderFinding(finding)}; its output is in ${check.log}`,
+    launchLog: check.last_line,
+    throughput: null,
+    validity: { verdict: "invalid", findings: [finding] },
+    check
+  }
+}
+
+/**
+ * A measured attempt judged (docs/trust.md#is-the-number-valid): its verdict, the client's counts,
+ * the check and warm-up kept with it; an invalid one is no success (`invalid_measurement`, the
+ * findings its error): kept, never the baseline's throughput.
+ */
+const judged = (
+  result: AttemptResult,
+  status: ServeStatus,
+  client: ClientCounts | undefined,
+  maxFailed: number
+): AttemptResult => {
+  const kept = { ...result, client, check: status.check, warmup: status.warmup }
+  if (result.errorClass !== null) return kept
+  const validity = judgeRun(
+    {
+      metrics: result.metrics,
+      client,
+      observations: status.observations,
+      engineConfig: status.engine_config,
+      params: {},
+      asked: {}
+    },
+    { maxFailed, slos: [], sessionClockMedian: sessionClockMedian([status.observations]) }
+  )
+  if (validity.verdict !== "invalid") return { ...kept, validity }
+  return {
+    ...kept,
+    validity,
+    errorClass: "invalid_measurement",
+    error: `invalid_measurement: ${validity.findings
+      .filter((f) => f.severity === "invalid")
+      .map(renderFinding)
+      .join("; ")}`
+  }
+}
 
 /** The session's environment record, rewritten by every serving attempt that reached the node. */
 export const recordEnvironment = Effect.fn("Baseline.recordEnvironment")(function* (
