@@ -56,7 +56,7 @@ describe("the serving runner's client run", () => {
     const { out, stderr, work } = py(`${squatted}
 from hyperloom import serve
 a = engine.parse("python PYDIR serve", ["--server", "exec sleep 30", "--dir", work, "--cwd", work,
-    "--ready-path", "/health", "--ready-timeout", "10", "--stop-grace", "0.5", "--progress-every", "5",
+    "--ready-path", "/health", "--ready-timeout", "10", "--stop-grace", "0.5", "--progress-every", "5", "--check", "", "--warmup", "0",
     "--", "sh", "-c", "touch %s/ran" % work], client=True)
 r = serve.Runner(a)
 env = r.engine.environment()
