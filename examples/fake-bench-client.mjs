@@ -7,7 +7,7 @@
  *
  *   node examples/fake-bench-client.mjs [--base-url URL] [--num-prompts N] [--max-concurrency C]
  *        [--request-rate R] [--input-len T] [--output-len T] [--result-filename FILE]
- *        [--format vllm|sglang] [--backend sglang|sglang-oai|vllm]
+ *        [--format vllm|sglang|guidellm|aiperf] [--backend sglang|sglang-oai|vllm]
  *
  * As vLLM's client: --max-concurrency C bounds the requests in flight (a semaphore; default: no
  * bound), --request-rate R sends requests at Poisson arrivals of R per second (`inf`, the default:
@@ -35,9 +35,13 @@
  * --base-url defaults to $HYPERLOOM_BASE_URL; --result-filename to $HYPERLOOM_RESULT_FILE.
  * --format vllm (default) writes the JSON object of `vllm bench serve --save-result` (same keys as
  * vllm/benchmarks/serve.py); --format sglang appends one JSON line like SGLang's
- * `bench_serving --output-file` (sglang/benchmark/metrics.py `save_results`).
+ * `bench_serving --output-file` (sglang/benchmark/metrics.py `save_results`). --format guidellm and
+ * --format aiperf take those clients' own load arguments and write their reports
+ * (examples/client-formats.mjs): GuideLLM's report at --output-path (one benchmark per --rate),
+ * AIPerf's artifact directory at --output-artifact-dir (a folder per --concurrency value).
  */
 import * as fs from "node:fs"
+import { runAiperf, runGuidellm } from "./client-formats.mjs"
 
 const args = process.argv.slice(2)
 const opt = (name, fallback) => {
@@ -193,7 +197,7 @@ const main = async () => {
     const ttft = (times[0] - start) / 1000
     const itl = times.slice(1).map((t, k) => (t - times[k]) / 1000)
     const received = outputTokens ?? times.length
-    return { latency, ttft, itl, tokens: overcount === 1 ? received : Math.round(received * overcount), promptTokens }
+    return { latency, ttft, itl, tokens: overcount === 1 ? received : Math.round(received * overcount), promptTokens, start, times }
   }
   // vLLM's benchmark() first sends one request alone ("Starting initial single prompt test run...")
   // and raises when it fails; SGLang's sends a warm-up request and raises likewise. It also warms
@@ -211,6 +215,12 @@ const main = async () => {
       ? "Warmup completed with 1 sequences. Starting main benchmark run..."
       : "Initial test run completed. Starting main benchmark run..."
   )
+  if (format === "guidellm" || format === "aiperf") {
+    // GuideLLM's and AIPerf's command lines and reports: examples/client-formats.mjs
+    const run = format === "guidellm" ? runGuidellm : runAiperf
+    await run({ opt, one, resultFile })
+    process.exit(0)
+  }
   const outputs = []
   let failed = 0
   // vLLM's benchmark(): arrivals from get_request (Poisson at --request-rate, here with a seeded

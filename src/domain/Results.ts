@@ -11,59 +11,24 @@
  *   (sglang/bench_serving.py, sglang/benchmark/metrics.py: `backend`, `dataset_name`,
  *   `request_rate`, `duration`, `completed`, `request_throughput`, `input_throughput`,
  *   `output_throughput`, `total_throughput`, `mean_e2e_latency_ms`, `…_ttft_ms`, `…_itl_ms`);
- *   the last record counts.
+ *   the last record counts;
+ * - `guidellm`, `aiperf`: GuideLLM's benchmark report and AIPerf's profile_export_aiperf.json
+ *   (ClientReports.ts; docs/clients.md), each benchmark a measured point at the load it states.
  *
  * `throughput` is the output-token throughput (tok/s) for the engines' formats. The metrics are the
  * ones docs/design.md#results-and-metrics names, where present and finite. Pure: text in, data out.
  */
 
-export const METRIC_KEYS = [
-  "request_throughput",
-  "output_throughput",
-  "total_token_throughput",
-  "completed",
-  "mean_ttft_ms",
-  "median_ttft_ms",
-  "p99_ttft_ms",
-  "mean_tpot_ms",
-  "median_tpot_ms",
-  "p99_tpot_ms",
-  "mean_itl_ms",
-  "median_itl_ms",
-  "p99_itl_ms"
-] as const
+import { isAiperfExport, isGuidellmReport, parseAiperfRuns, parseGuidellm } from "./ClientReports.js"
+import {
+  type ClientCounts,
+  METRIC_KEYS,
+  type MetricKey,
+  type Metrics,
+  type ParsedResult
+} from "./ResultModel.js"
 
-export type MetricKey = (typeof METRIC_KEYS)[number]
-export type Metrics = { readonly [K in MetricKey]?: number }
-
-export const RESULT_FORMATS = ["hyperloom", "vllm", "sglang"] as const
-export type ResultFormat = (typeof RESULT_FORMATS)[number]
-
-/**
- * What the client says it did, for the validity checks (docs/trust.md#is-the-number-valid): its
- * completed and failed requests (vLLM's `completed`/`failed`; SGLang's record has no failures), its
- * output-token total (vLLM's `total_output_tokens`, SGLang's `total_output` or the older
- * `total_output_tokens`) and its duration (both: `duration`, seconds).
- */
-export interface ClientCounts {
-  readonly completed?: number | undefined
-  readonly failed?: number | undefined
-  readonly output_tokens?: number | undefined
-  readonly duration_s?: number | undefined
-}
-
-export interface ParsedResult {
-  readonly format: ResultFormat
-  /** The client's own counts, where its record has them. */
-  readonly client?: ClientCounts | undefined
-  /** The raw throughput value (a number for the engines' formats; anything for `hyperloom`). */
-  readonly throughput: unknown
-  readonly metrics: Metrics
-  /** Records in the file (JSON lines); the last one was used. */
-  readonly records: number
-  /** Why the record is no measurement (`invalidMetricOf`), naming the field; absent when its metrics are possible. */
-  readonly invalid?: string | undefined
-}
+export * from "./ResultModel.js"
 
 type Json = Record<string, unknown>
 
@@ -122,6 +87,14 @@ export const metricsOf = (record: Json): Metrics => {
     const total = finite(record.total_throughput) ?? derivedTotalThroughput(record)
     if (total !== undefined) out.total_token_throughput = total
   }
+  // SGLang names the end-to-end latency in full (sglang/benchmark/metrics.py)
+  for (const stat of ["mean", "median", "p99"] as const) {
+    const key = `${stat}_e2el_ms` as const
+    if (out[key] === undefined) {
+      const v = finite(record[`${stat}_e2e_latency_ms`])
+      if (v !== undefined) out[key] = v
+    }
+  }
   return out
 }
 
@@ -140,7 +113,7 @@ export const clientCountsOf = (record: Json): ClientCounts => {
 }
 
 /** Metrics that count requests: whole numbers. */
-const COUNT_KEYS: ReadonlySet<MetricKey> = new Set(["completed"])
+const COUNT_KEYS: ReadonlySet<MetricKey> = new Set(["completed", "failed"])
 
 const shown = (v: unknown): string =>
   v === null ? "NaN or infinite (null)" : (JSON.stringify(v) ?? String(v))
@@ -210,14 +183,28 @@ const invalidOf = (record: Json): { invalid?: string } => {
   return invalid === undefined ? {} : { invalid }
 }
 
+/** Where a result's text came from, and what lay beside it (AIPerf's per-request records). */
+export interface ResultSource {
+  /** How notes name the file (`result.json`, `runs/3/profile_export_aiperf.json`). */
+  readonly file?: string | undefined
+  /** AIPerf's `profile_export.jsonl` from the same folder. */
+  readonly jsonl?: string | undefined
+}
+
 /**
  * Reads a result file's text. undefined means "no report": not JSON (nor JSON lines), or no record
- * of a known format. The last record of JSON lines is the result.
+ * of a known format. The last record of JSON lines is the result. A GuideLLM report or an AIPerf
+ * export (ClientReports.ts) gives its benchmarks as `points`.
  */
-export const parseResult = (text: string): ParsedResult | undefined => {
+export const parseResult = (text: string, source: ResultSource = {}): ParsedResult | undefined => {
   const records = recordsOf(text)
   if (records === undefined) return undefined
   const last = records[records.length - 1]
+  if (records.length === 1 && isGuidellmReport(last)) return parseGuidellm(last, source.file)
+  if (records.length === 1 && isAiperfExport(last)) {
+    const file = source.file ?? "profile_export_aiperf.json"
+    return parseAiperfRuns([{ doc: last, where: file, jsonl: source.jsonl }])
+  }
   if (!isObject(last)) return undefined
   const engine = engineFormatOf(last)
   if (engine !== undefined) {

@@ -272,3 +272,17 @@ export const geometricMeanChange = (
   const l = mean(logs)
   return { change: g - 1, ci95: [Math.exp(l - half) - 1, Math.exp(l + half) - 1] }
 }
+
+/**
+ * The q-th percentile (0–100) by linear interpolation between the closest ranks: numpy's default
+ * `np.percentile`, the method vLLM's and AIPerf's aggregates use (docs/clients.md#percentiles).
+ * NaN for no values.
+ */
+export const percentileLinear = (xs: ReadonlyArray<number>, q: number): number => {
+  if (xs.length === 0) return Number.NaN
+  const s = [...xs].sort((a, b) => a - b)
+  const rank = (q / 100) * (s.length - 1)
+  const lo = Math.floor(rank)
+  const hi = Math.ceil(rank)
+  return s[lo]! + (s[hi]! - s[lo]!) * (rank - lo)
+}

@@ -1,6 +1,7 @@
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Option, Stream } from "effect"
+import { parseAiperfRuns } from "../domain/ClientReports.js"
 import { type ParsedResult, parseResult } from "../domain/Results.js"
 import { parseServeStatus, type ServeStatus } from "../domain/Serving.js"
 import { splitPath, writeFileAtomically } from "./AtomicWrite.js"
@@ -23,8 +24,11 @@ export interface AttemptFilesShape {
   /** The raw `throughput` value of a result file; `undefined` when there is none (see above). */
   readonly readThroughput: (resultFile: string) => Effect.Effect<unknown>
   /**
-   * The result file read by its format (`{"throughput"}`, vLLM's JSON, SGLang's JSON lines; see
-   * domain/Results.ts); `undefined` when it is missing or of no known format.
+   * The result file read by its format (`{"throughput"}`, vLLM's JSON, SGLang's JSON lines,
+   * GuideLLM's report, AIPerf's export; see domain/Results.ts); `undefined` when it is missing or of
+   * no known format. Without a result file, the folder it would be in is read as AIPerf's artifact
+   * directory (docs/clients.md#aiperf): its `profile_export_aiperf.json`, or one in each of its
+   * sub-folders (AIPerf's runs at several loads), each with the `profile_export.jsonl` beside it.
    */
   readonly readResult: (resultFile: string) => Effect.Effect<ParsedResult | undefined>
   /** Writes a launch log, replacing one of the same name. */
@@ -102,8 +106,27 @@ const makeLive = Effect.gen(function* () {
       .pipe(Effect.mapError(io("write", file)))
   })
 
+  const readText = (file: string) =>
+    readRegularFile(file, RESULT_FILE_MAX_BYTES).pipe(
+      Effect.map(Option.getOrUndefined),
+      Effect.catchAll((e) => Effect.as(Effect.logWarning(`cannot read ${e.message}`), undefined))
+    )
+  /** The sub-folders of a folder, by name (none when it cannot be listed). */
+  const listDir = (dir: string) =>
+    fs.readDirectory(dir).pipe(
+      Effect.flatMap((names) =>
+        Effect.filter([...names].sort(), (name) =>
+          fs.stat(`${dir}/${name}`).pipe(
+            Effect.map((info) => info.type === "Directory"),
+            Effect.orElseSucceed(() => false)
+          )
+        )
+      ),
+      Effect.orElseSucceed((): ReadonlyArray<string> => [])
+    )
+
   const readResult = Effect.fn("AttemptFiles.readResult")(function* (resultFile: string) {
-    return yield* readBounded(resultFile, "the result file ", parseResult)
+    return yield* readResultWith(resultFile, readText, listDir)
   })
 
   const scanLog = Effect.fn("AttemptFiles.scanLog")(function* (
@@ -181,6 +204,60 @@ const makeLive = Effect.gen(function* () {
   })
 })
 
+/** AIPerf's files in its artifact directory (aiperf/common/constants: the JSON and JSON-lines exports). */
+export const AIPERF_EXPORT = "profile_export_aiperf.json"
+export const AIPERF_RECORDS = "profile_export.jsonl"
+
+const dirOf = (file: string) => {
+  const i = file.lastIndexOf("/")
+  return i < 0 ? "." : i === 0 ? "/" : file.slice(0, i)
+}
+const baseOf = (file: string) => file.slice(file.lastIndexOf("/") + 1)
+
+/**
+ * The result file, read as `readResult` says, on any way to read a text (undefined: none) and to
+ * list a folder.
+ */
+export const readResultWith = <R>(
+  resultFile: string,
+  readText: (file: string) => Effect.Effect<string | undefined, never, R>,
+  /** The sub-folders of a folder. */
+  listDir: (dir: string) => Effect.Effect<ReadonlyArray<string>, never, R>
+): Effect.Effect<ParsedResult | undefined, never, R> =>
+  Effect.gen(function* () {
+    const dir = dirOf(resultFile)
+    const text = yield* readText(resultFile)
+    if (text !== undefined) {
+      const parsed = parseResult(text, { file: baseOf(resultFile) })
+      if (parsed?.format !== "aiperf") return parsed
+      const jsonl = yield* readText(`${dir}/${AIPERF_RECORDS}`)
+      return parseResult(text, { file: baseOf(resultFile), jsonl })
+    }
+    // No result file: AIPerf's artifact directory is the folder itself (or one run per sub-folder)
+    const runs: Array<{ doc: Record<string, unknown>; where: string; jsonl?: string | undefined }> = []
+    const readRun = (folder: string, where: string) =>
+      Effect.gen(function* () {
+        const exported = yield* readText(`${folder}/${AIPERF_EXPORT}`)
+        if (exported === undefined) return false
+        let doc: unknown
+        try {
+          doc = JSON.parse(exported)
+        } catch {
+          return false
+        }
+        if (typeof doc !== "object" || doc === null || Array.isArray(doc)) return false
+        const jsonl = yield* readText(`${folder}/${AIPERF_RECORDS}`)
+        runs.push({ doc: doc as Record<string, unknown>, where, jsonl })
+        return true
+      })
+    if (!(yield* readRun(dir, AIPERF_EXPORT))) {
+      for (const name of yield* listDir(dir)) {
+        yield* readRun(`${dir}/${name}`, `${name}/${AIPERF_EXPORT}`)
+      }
+    }
+    return parseAiperfRuns(runs)
+  })
+
 const keepTail = (text: string, max: number) => (text.length > max ? text.slice(text.length - max) : text)
 
 /** An in-memory store of the session files, for tests: `files` maps paths to contents. */
@@ -205,10 +282,20 @@ export const makeMemoryAttemptFiles = (): MemoryAttemptFiles => {
         return text === undefined ? undefined : throughputOf(text)
       }),
     readResult: (resultFile) =>
-      Effect.sync(() => {
-        const text = files.get(resultFile)
-        return text === undefined ? undefined : parseResult(text)
-      }),
+      readResultWith(
+        resultFile,
+        (file) => Effect.sync(() => files.get(file)),
+        (dir) =>
+          Effect.sync(() => {
+            const prefix = `${dir}/`
+            const names = new Set<string>()
+            for (const k of files.keys()) {
+              const rest = k.startsWith(prefix) ? k.slice(prefix.length).split("/") : []
+              if (rest.length > 1) names.add(rest[0]!)
+            }
+            return [...names].sort()
+          })
+      ),
     writeLaunchLog: (file, text) =>
       Effect.sync(() => {
         files.set(file, text.endsWith("\n") ? text : `${text}\n`)

@@ -18,6 +18,8 @@ describe("parseResult: the result formats, recognised by their keys", () => {
       output_throughput: 4101.9,
       total_token_throughput: 20509.5,
       completed: 1000,
+      // vLLM's result counts its failed requests too (vllm/benchmarks/serve.py `failed`)
+      failed: 0,
       mean_ttft_ms: 212.4,
       median_ttft_ms: 187.9,
       p99_ttft_ms: 611.2,
@@ -59,7 +61,10 @@ describe("parseResult: the result formats, recognised by their keys", () => {
       total_token_throughput: (226807 + 193154) / 120.9,
       completed: 1000,
       median_ttft_ms: 95.3,
-      median_itl_ms: 21.4
+      median_itl_ms: 21.4,
+      // SGLang's mean_/median_e2e_latency_ms: the end-to-end latency (docs/clients.md)
+      mean_e2el_ms: 7331.5,
+      median_e2el_ms: 6722
     })
   })
 

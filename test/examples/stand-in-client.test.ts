@@ -8,58 +8,16 @@
  * against a live engine, SGLang's on its native /generate (`--backend sglang`) without asking for
  * the usage chunk.
  */
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { freePort } from "../support/freePort.js"
+import { clientJs, runNode, withEngine } from "../support/standIns.js"
 
-const root = path.resolve(import.meta.dirname, "../..")
-const engineJs = path.join(root, "examples/fake-engine.mjs")
-const clientJs = path.join(root, "examples/fake-bench-client.mjs")
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-stand-in-client-"))
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 
-const run = (argv: ReadonlyArray<string>) =>
-  new Promise<{ code: number | null; out: string }>((resolve) => {
-    const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "pipe"] })
-    let out = ""
-    child.stdout.on("data", (d) => {
-      out += d
-    })
-    child.stderr.on("data", (d) => {
-      out += d
-    })
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
-    child.on("close", (code) => {
-      clearTimeout(timer)
-      resolve({ code, out })
-    })
-  })
-
-const withEngine = async <A>(extra: ReadonlyArray<string>, f: (base: string) => Promise<A>): Promise<A> => {
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const engine = spawn(process.execPath, [engineJs, "--port", String(port), "--load-sec", "0.1", ...extra], {
-    stdio: "ignore"
-  })
-  try {
-    const until = Date.now() + 15_000
-    for (;;) {
-      try {
-        if ((await fetch(`${base}/health`)).status === 200) break
-      } catch {
-        // not yet
-      }
-      if (Date.now() > until) throw new Error("engine not ready")
-      await new Promise((r) => setTimeout(r, 50))
-    }
-    return await f(base)
-  } finally {
-    engine.kill("SIGKILL")
-  }
-}
+const run = runNode
 
 const client = (base: string, file: string, extra: ReadonlyArray<string> = []) =>
   run([

@@ -384,6 +384,8 @@ describe("Baseline.run", () => {
         assert.isNull(report.state.baseline_attempts[0]!.error_class)
         const spec = t.runner.specs[0]!
         assert.strictEqual(spec.env.HYPERLOOM_RESULT_FILE, `${SESSION}/attempts/1/result.json`)
+        // its folder, for a client that writes a directory (AIPerf's --output-artifact-dir)
+        assert.strictEqual(spec.env.HYPERLOOM_ATTEMPT_DIR, `${SESSION}/attempts/1`)
         assert.strictEqual(spec.env.HYPERLOOM_SESSION_DIR, SESSION)
         assert.strictEqual(spec.env.HYPERLOOM_ATTEMPT, "1")
         assert.strictEqual(spec.env.PATH, "/usr/bin")

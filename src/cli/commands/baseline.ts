@@ -73,7 +73,7 @@ const readyTimeout = positiveSeconds(
 )
 
 const cmd = commandArgs(
-  'The baseline command and its arguments, after `--` (run without a shell); with --server, the load client. Each attempt gets HYPERLOOM_RESULT_FILE (write {"throughput": N} there; a fresh file per attempt in <session>/attempts/<n>/), HYPERLOOM_SESSION_DIR and HYPERLOOM_ATTEMPT; its output is streamed to stderr as "[attempt n] …".'
+  'The baseline command and its arguments, after `--` (run without a shell); with --server, the load client. Each attempt gets HYPERLOOM_RESULT_FILE (write {"throughput": N} there; a fresh file per attempt in <session>/attempts/<n>/, or a report of vLLM, SGLang, GuideLLM or AIPerf: docs/clients.md), HYPERLOOM_ATTEMPT_DIR (that folder: the --output-artifact-dir of AIPerf), HYPERLOOM_SESSION_DIR and HYPERLOOM_ATTEMPT; its output is streamed to stderr as "[attempt n] …".'
 )
 
 /** The options before `--`, named for `strictCommand` (test/cli/HelpTables.test.ts checks them against the Command). */

@@ -92,6 +92,8 @@ const attemptSpec = (run: Run, { n, paths, output }: OpenAttempt): AttemptSpec =
     env: {
       ...options.env,
       HYPERLOOM_RESULT_FILE: paths.resultFile,
+      // the result file's folder: AIPerf's --output-artifact-dir (docs/clients.md#where-the-result-is)
+      HYPERLOOM_ATTEMPT_DIR: paths.dir,
       HYPERLOOM_SESSION_DIR: run.dir,
       HYPERLOOM_ATTEMPT: String(n)
     },

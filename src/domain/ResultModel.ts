@@ -1,0 +1,124 @@
+/**
+ * What a result file is read into (Results.ts, ClientReports.ts): hyperloom's metrics
+ * (docs/clients.md#one-definition-per-metric), the formats, the load a report states, the workload on
+ * record and the measured points of a report holding several benchmarks. Types and names only.
+ */
+
+export const METRIC_KEYS = [
+  "request_throughput",
+  "output_throughput",
+  "total_token_throughput",
+  "completed",
+  "mean_ttft_ms",
+  "median_ttft_ms",
+  "p99_ttft_ms",
+  "mean_tpot_ms",
+  "median_tpot_ms",
+  "p99_tpot_ms",
+  "mean_itl_ms",
+  "median_itl_ms",
+  "p99_itl_ms",
+  "mean_e2el_ms",
+  "median_e2el_ms",
+  "p99_e2el_ms",
+  "failed"
+] as const
+
+export type MetricKey = (typeof METRIC_KEYS)[number]
+export type Metrics = { readonly [K in MetricKey]?: number }
+
+export const RESULT_FORMATS = ["hyperloom", "vllm", "sglang", "guidellm", "aiperf"] as const
+export type ResultFormat = (typeof RESULT_FORMATS)[number]
+
+/** The load a client's report says one benchmark ran at (docs/clients.md#loads). */
+export interface StatedLoad {
+  readonly kind: "rate" | "concurrency"
+  /** Requests per second (`inf`: all at once) or requests in flight. */
+  readonly value: number | "inf"
+}
+
+/** Mean, median and p99 of a token-length distribution (docs/clients.md#the-workload-on-record). */
+export interface LengthSummary {
+  readonly mean: number
+  readonly p50?: number | undefined
+  readonly p99?: number | undefined
+}
+
+/**
+ * What the client sent (docs/clients.md#the-workload-on-record), from its own report (and, for
+ * the dataset file, its arguments): every field null when the client does not say.
+ */
+export interface Workload {
+  readonly client: string
+  readonly client_version: string | null
+  /** The dataset's name, or the path of a local file, as the client states it. */
+  readonly dataset: string | null
+  /** A local dataset file: its size and SHA-256 (filled where the file can be read). */
+  readonly dataset_file?: { readonly bytes: number; readonly sha256: string } | undefined
+  readonly input_tokens: LengthSummary | null
+  readonly output_tokens: LengthSummary | null
+  /** Requests per second asked (`inf`: all at once); null when the load is a concurrency only. */
+  readonly rate: number | "inf" | null
+  /** Requests in flight asked (a bound, or the load itself). */
+  readonly concurrency: number | null
+  /** How arrivals are spaced: `poisson`, `constant`, `gamma`, `burst` (all at once), `closed` (a request per free slot). */
+  readonly arrival: string | null
+  /** The gamma shape of the arrivals (vLLM's --burstiness; 1 is Poisson). */
+  readonly burstiness: number | null
+  /** Requests the client was asked to send (or sent, where only that is stated). */
+  readonly requests: number | null
+}
+
+/** One benchmark of a report: a measured point at the load the report states. */
+export interface MeasuredPoint {
+  /** Where it is in the report (`benchmarks[2]`, a folder name). */
+  readonly where: string
+  /** The client's own name for it (`constant@2.00`, `concurrency 4`). */
+  readonly label: string
+  readonly load: StatedLoad | null
+  readonly throughput: unknown
+  readonly metrics: Metrics
+  /** The client's own counts for this benchmark. */
+  readonly client?: ClientCounts | undefined
+  readonly invalid?: string | undefined
+  /** What was left out or computed, and why (docs/clients.md#one-definition-per-metric). */
+  readonly notes: ReadonlyArray<string>
+  readonly workload?: Workload | undefined
+}
+
+/**
+ * What the client says it did, for the validity checks (docs/trust.md#is-the-number-valid): its
+ * completed and failed requests (vLLM's `completed`/`failed`; SGLang's record has no failures), its
+ * output-token total (vLLM's `total_output_tokens`, SGLang's `total_output` or the older
+ * `total_output_tokens`) and its duration (both: `duration`, seconds).
+ */
+export interface ClientCounts {
+  readonly completed?: number | undefined
+  readonly failed?: number | undefined
+  readonly output_tokens?: number | undefined
+  readonly duration_s?: number | undefined
+}
+
+export interface ParsedResult {
+  readonly format: ResultFormat
+  /** The client's own counts, where its record has them. */
+  readonly client?: ClientCounts | undefined
+  /** The raw throughput value (a number for the engines' formats; anything for `hyperloom`). */
+  readonly throughput: unknown
+  readonly metrics: Metrics
+  /** Records in the file (JSON lines); the last one was used. */
+  readonly records: number
+  /** Why the record is no measurement (`invalidMetricOf`), naming the field; absent when its metrics are possible. */
+  readonly invalid?: string | undefined
+  /** What was left out, computed or doubtful in reading it, each naming the field and the file. */
+  readonly notes?: ReadonlyArray<string> | undefined
+  /** What the client sent, where its report says. */
+  readonly workload?: Workload | undefined
+  /** The load the report says it ran at (a client's report). */
+  readonly load?: StatedLoad | null | undefined
+  /**
+   * Every benchmark of a client's report holding one or more (GuideLLM, AIPerf): one measured
+   * point each, at its stated load. The result's own figures are the last point's.
+   */
+  readonly points?: ReadonlyArray<MeasuredPoint> | undefined
+}
