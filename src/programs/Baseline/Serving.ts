@@ -4,7 +4,6 @@
  */
 import { Effect } from "effect"
 import type { AttemptPaths } from "../../domain/Attempt.js"
-import { keepEvidence } from "../../domain/Attempt.js"
 import { AttemptOutcome, type AttemptResult, classifyAttempt, MAX_ERROR_CHARS } from "../../domain/Failure.js"
 import type { ClientCounts } from "../../domain/Results.js"
 import {
@@ -16,7 +15,6 @@ import {
   type ServeStatus,
   serverArgv
 } from "../../domain/Serving.js"
-import { OutputDigest } from "../../domain/Signature.js"
 import {
   checkFailed,
   DEFAULT_MAX_FAILED,
@@ -25,6 +23,7 @@ import {
   sessionClockMedian
 } from "../../domain/Validity.js"
 import type { AttemptFilesShape } from "../../services/AttemptFiles.js"
+import { readEvidence } from "../Evidence.js"
 import type { LeaseRunResult } from "../Lease.js"
 
 export interface ServingOptions {
@@ -72,19 +71,12 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
 ) {
   if (status.outcome === null || status.outcome === "stopped") return undefined
   if (status.outcome === "check_failed" && status.check != null) return checkFailedResult(status.check, r)
-  const digest = new OutputDigest()
-  const evidence: Array<string> = []
-  const scan = (file: string, channel: string) =>
-    files.scanLog(
-      file,
-      (line) => {
-        digest.add(channel, line)
-        keepEvidence(evidence, line)
-      },
-      MAX_ERROR_CHARS * 4
-    )
-  const serverTail = (yield* scan(paths.serverLog, "server")) ?? ""
-  const clientTail = (yield* scan(paths.clientLog, "client")) ?? ""
+  const read = yield* readEvidence(files, [
+    { file: paths.serverLog, channel: "server" },
+    { file: paths.clientLog, channel: "client" }
+  ])
+  const [serverTail = "", clientTail = ""] = read.tails
+  const evidence = read.evidence
   if (status.outcome !== "client_exited") {
     const timedOut = status.outcome === "ready_timeout"
     return classifyAttempt(
@@ -93,7 +85,7 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
         runtimeSec: status.server.runtime_sec ?? r.commandSec,
         outputTail: serverTail,
         readyTimeoutSec: timedOut ? readiness.timeoutSec : undefined,
-        outputSignature: digest.signature(),
+        outputSignature: read.signature,
         evidence
       })
     )
@@ -115,7 +107,7 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
       // a failed client is judged on its own runtime (an argument error is fast), not the server's load
       runtimeSec: exitCode !== 0 ? (status.client?.runtime_sec ?? r.commandSec) : r.commandSec,
       outputTail: `${clientTail}${serverDied}`,
-      outputSignature: digest.signature(),
+      outputSignature: read.signature,
       evidence,
       throughput: parsed?.throughput,
       resultFormat: parsed?.format,
