@@ -23,7 +23,7 @@ this package and its __main__.py). One job per module:
     sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
     clientrun    the runners' one client run: the port check, its group, timeout, samplers
     tee          the runners' one copy of a client's output to theirs and to client.log
-    jsonfile     the runners' one atomic write of a status document (serve.json, engine.json)
+    jsonfile     the serving runner's atomic write of its status document (serve.json)
     listener     who listens on the engine's port: the runners' check that it is the engine's own
     tidy         ends what a dead bridge's lease left, then frees its resources (`python PYDIR tidy`)
 

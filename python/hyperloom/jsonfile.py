@@ -1,6 +1,6 @@
-"""The runners' status documents on disk (serve.json, engine.json, a sweep's control replies),
-each written whole or not at all: the one atomic write the serving runner (hyperloom.serve) and
-the sweep runner (hyperloom.sweep) share. Standard library only."""
+"""The serving runner's status document on disk (serve.json), written whole or not at all (the
+sweep runner writes nothing on hyperloom's host: it sends what it keeps through the lease,
+hyperloom.sweep). Standard library only."""
 
 import json
 import os

@@ -69,12 +69,15 @@ export type LeasedCommand = Data.TaggedEnum<{
   }
   /**
    * A sweep's engine: the sweep runner starts the server, waits for it and keeps it up, running
-   * the client runs its control folder asks for (no client of its own).
+   * the client runs hyperloom asks for on its stdin (no client of its own; domain/Sweep/Runner.ts).
    */
   Engine: {
     readonly server: string
     readonly readiness: Readiness
-    /** Where the runner keeps server.log, engine.json and control/. */
+    /**
+     * The engine's folder on hyperloom's host (server.log, engine.json, control/): the runner never
+     * touches it; it names it in the files it sends back through the lease (services/SweepControl.ts).
+     */
     readonly dir: string
     readonly stopGraceSec?: number | undefined
     readonly progressEverySec?: number | undefined

@@ -41,7 +41,7 @@ export interface EngineSpec {
   readonly request: LeaseRequest
   /** The server command line, placeholders filled (run with `sh -c`). */
   readonly server: string
-  /** The engine's directory: server.log, engine.json, control/. */
+  /** The engine's folder on this host (server.log, engine.json, control/: services/SweepControl.ts writes them). */
   readonly dir: string
   readonly readiness: Readiness
   /**
@@ -103,8 +103,8 @@ export class SweepEngine extends Context.Tag("hyperloom/programs/SweepEngine")<
 const STOP_WAIT = Duration.seconds(20)
 
 /**
- * The node's facts: what the runner wrote in engine.json (host, GPU models, driver, CPU, Ray's
- * node id) and what Ray tells of that node (its GPU total, its accelerator type).
+ * The node's facts: what the runner's engine status told (kept in engine.json: host, GPU models,
+ * driver, CPU, Ray's node id) and what Ray tells of that node (its GPU total, its accelerator type).
  */
 export const nodeRecordOf = (
   status: EngineStatus | undefined,
