@@ -32,14 +32,17 @@
  *                            engine) vllm:num_requests_running, vllm:num_requests_waiting,
  *                            vllm:kv_cache_usage_perc, vllm:prompt_tokens_total,
  *                            vllm:generation_tokens_total, vllm:request_success_total{finished_reason=
- *                            "stop"|"length"|"abort"}, and the info gauge vllm:cache_config_info whose
+ *                            "stop"|"length"|"abort"}, the histograms vllm:e2e_request_latency_seconds
+ *                            and vllm:request_queue_time_seconds (their _sum and _count, one +Inf
+ *                            bucket), and the info gauge vllm:cache_config_info whose
  *                            labels are the CacheConfig's fields as str() (vllm/config/cache.py
  *                            `metrics_info`: "True", "None", "0.9", num_gpu_blocks …); SGLang's
  *                            (sglang/srt/metrics/collector.py, served only with --enable-metrics, as
  *                            SGLang does) sglang:num_running_reqs, sglang:num_queue_reqs (labels
  *                            model_name, engine_type, tp_rank, pp_rank), sglang:prompt_tokens_total,
  *                            sglang:generation_tokens_total, sglang:num_requests_total,
- *                            sglang:num_aborted_requests_total
+ *                            sglang:num_aborted_requests_total, sglang:e2e_request_latency_seconds,
+ *                            sglang:queue_time_seconds
  *
  * --api vllm (default) or sglang: which engine the stand-in shows in its startup lines and
  * /metrics (/get_server_info is served by both, for SGLang's client). vLLM's startup lines:
@@ -307,6 +310,8 @@ if (kvLines !== undefined) {
   let promptTokensTotal = 0
   const finished = { stop: 0, length: 0, abort: 0 }
   let generationTokensTotal = 0
+  // the sums of the e2e-latency and queue-time histograms (seconds), over finished requests
+  const latency = { count: 0, e2e: 0, queue: 0 }
   let admitted = 0
   const createdAt = Date.now() / 1000
   const num = (v) => (Number.isInteger(v) ? `${v}.0` : String(v))
@@ -317,6 +322,13 @@ if (kvLines !== undefined) {
   const counter = (name, help, series) =>
     family(name, "counter", help, series.flatMap(([l, v]) => [["_total", l, v], ["_created", l, createdAt]]))
   const gauge = (name, help, series) => family(name, "gauge", help, series.map(([l, v]) => ["", l, v]))
+  /** A histogram with only its +Inf bucket (the sampler reads its _sum; the buckets are the engines'). */
+  const histogram = (name, help, l, sum) =>
+    family(name, "histogram", help, [
+      ["_bucket", { ...l, le: "+Inf" }, latency.count],
+      ["_count", l, latency.count],
+      ["_sum", l, sum]
+    ])
   /** The Prometheus text of the face's engine (see the header), from the scheduler's own state. */
   const metricsText = () => {
     const open = waiting.filter((j) => !j.closed).length
@@ -352,6 +364,13 @@ if (kvLines !== undefined) {
           "Count of successfully processed requests.",
           ["stop", "length", "abort"].map((r) => [{ ...l, finished_reason: r }, finished[r]])
         ),
+        histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, latency.e2e),
+        histogram(
+          "vllm:request_queue_time_seconds",
+          "Histogram of time spent in WAITING phase for request.",
+          l,
+          latency.queue
+        ),
         gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [[cache, 1]])
       ].join("\n")}\n`
     }
@@ -363,7 +382,9 @@ if (kvLines !== undefined) {
       counter("sglang:prompt_tokens", "Number of prefill tokens processed.", [[t, promptTokensTotal]]),
       counter("sglang:generation_tokens", "Number of generation tokens processed.", [[t, generationTokensTotal]]),
       counter("sglang:num_requests", "Number of requests processed.", [[t, finished.length + finished.stop]]),
-      counter("sglang:num_aborted_requests", "Number of requests aborted.", [[t, finished.abort]])
+      counter("sglang:num_aborted_requests", "Number of requests aborted.", [[t, finished.abort]]),
+      histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", t, latency.e2e),
+      histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", t, latency.queue)
     ].join("\n")}\n`
   }
   const startedAt = performance.now()
@@ -383,6 +404,7 @@ if (kvLines !== undefined) {
   const start = (job) => {
     running++
     admitted++
+    job.admittedAt = performance.now()
     promptTokensTotal += job.p
     const factor = stepFactor() * (admitted <= running_.coldRequests ? running_.coldFactor : 1)
     let due = performance.now()
@@ -397,6 +419,9 @@ if (kvLines !== undefined) {
       running--
       if (i >= job.n) finished.length++
       else finished.abort++
+      latency.count++
+      latency.e2e += (performance.now() - job.arrived) / 1000
+      latency.queue += (job.admittedAt - job.arrived) / 1000
       admit()
     }
     job.release = finish
@@ -417,6 +442,7 @@ if (kvLines !== undefined) {
     job.timer = setTimeout(tick, Math.max(0, due - performance.now()))
   }
   const enqueue = (job) => {
+    job.arrived = performance.now()
     job.waited = running >= running_.maxNumSeqs
     waiting.push(job)
     admit()

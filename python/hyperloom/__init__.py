@@ -22,6 +22,8 @@ this package and its __main__.py). One job per module:
     serve        the serving runner, a serving attempt's leased command (`python PYDIR serve`)
     sweep        the sweep runner, one server combination's leased command (`python PYDIR sweep`)
     clientrun    the runners' one client run: the port check, its group, timeout, samplers
+    sampler      what the node sees of a run for the validity checks: the engine's effective
+                 configuration, the client's CPU, the engine's /metrics, the GPUs (vendor tool)
     tee          the runners' one copy of a client's output to theirs and to client.log
     jsonfile     the serving runner's atomic write of its status document (serve.json)
     listener     who listens on the engine's port: the runners' check that it is the engine's own

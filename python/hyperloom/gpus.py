@@ -231,10 +231,9 @@ def _bytes(v):
     return None
 
 
-def parse_amd_smi_processes(text):
-    """`amd-smi process --json` -> holders, or None when the text is not that document (so "idle"
-    and "could not tell" differ). `process_info` is an object per process, or the string "No
-    running processes detected" on an idle GPU; memory from memory_usage.vram_mem (else mem_usage)."""
+def amd_smi_gpus(text):
+    """An `amd-smi ... --json` document's per-GPU list: the document itself (a list), or its
+    "gpu_data" (newer versions); None when the text is not such a document."""
     import json
 
     try:
@@ -242,7 +241,15 @@ def parse_amd_smi_processes(text):
     except ValueError:
         return None
     gpus = doc if isinstance(doc, list) else (doc.get("gpu_data") if isinstance(doc, dict) else None)
-    if not isinstance(gpus, list):
+    return gpus if isinstance(gpus, list) else None
+
+
+def parse_amd_smi_processes(text):
+    """`amd-smi process --json` -> holders, or None when the text is not that document (so "idle"
+    and "could not tell" differ). `process_info` is an object per process, or the string "No
+    running processes detected" on an idle GPU; memory from memory_usage.vram_mem (else mem_usage)."""
+    gpus = amd_smi_gpus(text)
+    if gpus is None:
         return None
     holders = []
     for g in gpus:

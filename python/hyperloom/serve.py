@@ -56,7 +56,7 @@ import os
 import sys
 import threading
 
-from hyperloom import clientrun, engine, jsonfile, ready
+from hyperloom import clientrun, engine, jsonfile, ready, sampler
 from hyperloom.engine import NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 
 STATUS_FILE = "serve.json"
@@ -78,6 +78,7 @@ class Runner:
         self.client = None  # the client run (hyperloom.clientrun.Result) once it was tried
         # The seam for samplers around the client (hyperloom.clientrun): (name, sampler) pairs.
         self.samplers = []
+        self.engine_config = None  # what the engine reported after readiness (hyperloom.sampler)
         self.client_exit = None
         self.client_runtime = None
         self.outcome = None
@@ -109,6 +110,8 @@ class Runner:
             "check": self.check,
             "warmup": self.warmup,
         }
+        if self.engine_config is not None:
+            doc["engine_config"] = self.engine_config
         path = os.path.join(a.dir, STATUS_FILE)
         try:
             jsonfile.write(path, doc)
@@ -150,6 +153,9 @@ class Runner:
         why_not = self.engine.wait_ready(a.ready_path, a.ready_timeout, a.progress_every, self.stop_requested)
         if why_not is not None:
             return self.finish(why_not, STOPPED_EXIT if why_not == "stopped" else NOT_READY_EXIT)
+        # what the engine reports of its effective configuration, and the samplers around the client
+        self.engine_config = sampler.read_engine_config(self.engine.base_url, self.engine.log_path)
+        self.samplers = [(sampler.NAME, sampler.RunSampler(self.engine.base_url, log=log))]
         self.write_status(False)
         if a.check:
             self.check = ready.check(a.check, env, a.cwd, os.path.join(a.dir, CHECK_LOG), self.stop_requested)

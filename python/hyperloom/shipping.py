@@ -31,6 +31,8 @@ RUNNER_FILES = (
     "hyperloom/jsonfile.py",
     "hyperloom/listener.py",
     "hyperloom/engine.py",
+    "hyperloom/gpus.py",
+    "hyperloom/sampler.py",
     "hyperloom/clientrun.py",
     "hyperloom/ready.py",
     "hyperloom/serve.py",

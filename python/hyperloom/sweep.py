@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 
-from hyperloom import clientrun, engine, keeper, procgroup
+from hyperloom import clientrun, engine, keeper, procgroup, sampler
 from hyperloom.engine import NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 
 PROTO = "\x1ehyperloom-sweep "
@@ -150,6 +150,7 @@ class Runner:
         self.node = {}
         # The seam for samplers around each client run (hyperloom.clientrun): (name, sampler) pairs.
         self.samplers = []
+        self.engine_config = None  # what the engine reported after readiness (hyperloom.sampler)
         # This node's own folder for the engine's and the runs' files; hyperloom gets their bytes.
         self.work = tempfile.mkdtemp(prefix="hyperloom-sweep-")
         self.server_log = os.path.join(self.work, SERVER_LOG)
@@ -164,6 +165,7 @@ class Runner:
             "version": 1, "state": self.state, "outcome": self.outcome, "port": e.port,
             "base_url": e.base_url, "ready_sec": e.ready_sec, "exit_code": e.exit_code,
             "runtime_sec": e.runtime_sec, "gone": self.gone, "node": self.node,
+            **({"engine_config": self.engine_config} if self.engine_config is not None else {}),
         }})
 
     def send_server_log(self):
@@ -290,6 +292,10 @@ class Runner:
             self.state = "stopped" if why_not == "stopped" else "failed"
             return self.finish(STOPPED_EXIT if why_not == "stopped" else NOT_READY_EXIT)
         self.state = "ready"
+        # what the engine reports of its effective configuration (in the `ready` message), and the
+        # samplers around each client run (their observations in each run's answer)
+        self.engine_config = sampler.read_engine_config(self.engine.base_url, self.engine.log_path)
+        self.samplers = [(sampler.NAME, sampler.RunSampler(self.engine.base_url, log=log))]
         self.status()
         code = self.serve_requests(env)
         if self.state == "ready":
