@@ -6,8 +6,11 @@
  */
 import { Schema } from "effect"
 import { FAILURE_CLASSES } from "../Failure.js"
+import { EngineConfig, Observations } from "../Observations.js"
 import { METRIC_KEYS, type MetricKey } from "../Results.js"
+import { CheckRun, WarmupRun } from "../Serving.js"
 import { AttemptMetrics, IsoTimestamp } from "../State.js"
+import { ClientCountsSchema, RunValidity } from "../Validity.js"
 import { STRATEGIES } from "./Adaptive.js"
 import { HardwareClass, NodeRecord } from "./Nodes.js"
 
@@ -49,10 +52,13 @@ export const CombinationStatus = lit(
   "infeasible",
   "failed",
   "engine_died",
-  "skipped"
+  "skipped",
+  /** `--check` exited non-zero after an engine start: nothing measured, out of the best (docs/trust.md#is-the-number-valid). */
+  "check_failed"
 )
 export type CombinationStatus = typeof CombinationStatus.Type
-export const PointStatus = lit("pending", "running", "ok", "slo_failed", "failed", "not_run")
+/** `invalid`: measured, but no run of it is valid (docs/trust.md#is-the-number-valid); `reasons` says why. */
+export const PointStatus = lit("pending", "running", "ok", "slo_failed", "failed", "not_run", "invalid")
 export type PointStatus = typeof PointStatus.Type
 export const RunStatus = lit("ok", "failed", "interrupted")
 const FailureClassSchema = lit(...FAILURE_CLASSES)
@@ -96,7 +102,16 @@ export const RunRecord = Schema.Struct({
    * The `--between` command's own time before this run (docs/design.md#time-to-the-answer); absent
    * before it was kept.
    */
-  between_sec: Schema.optional(Schema.NullOr(Schema.Finite))
+  between_sec: Schema.optional(Schema.NullOr(Schema.Finite)),
+  /**
+   * Is the number what it claims (docs/trust.md#is-the-number-valid): `valid`, or its findings; an
+   * `invalid` run is kept but enters no statistic. Absent for failed runs and before.
+   */
+  validity: Schema.optional(RunValidity),
+  /** The client's own counts from its result (completed, failed, output tokens). */
+  client: Schema.optional(ClientCountsSchema),
+  /** What the node's samplers saw during the run (client CPU, the engine's load, the GPUs). */
+  observations: Schema.optional(Schema.NullOr(Observations))
 })
 export type RunRecord = typeof RunRecord.Type
 
@@ -122,7 +137,19 @@ export const PointRecord = Schema.Struct({
    * Its output throughput's CV over the repeats exceeds 5 % (docs/design.md#trusted-answers);
    * absent before.
    */
-  noisy: Schema.optional(Schema.Boolean)
+  noisy: Schema.optional(Schema.Boolean),
+  /**
+   * Its runs' validity (docs/trust.md#is-the-number-valid): how many were valid, suspect and invalid,
+   * and the findings, each once. Absent before.
+   */
+  validity: Schema.optional(
+    Schema.Struct({
+      valid: Schema.NonNegativeInt,
+      suspect: Schema.NonNegativeInt,
+      invalid: Schema.NonNegativeInt,
+      reasons: Schema.Array(Schema.String)
+    })
+  )
 })
 export type PointRecord = typeof PointRecord.Type
 
@@ -145,7 +172,13 @@ export const EngineStart = Schema.Struct({
   class: Schema.NullOr(FailureClassSchema),
   error: Schema.NullOr(Schema.String),
   /** The node it ran on (docs/design.md#sweeps-at-cluster-scale), once known. */
-  node: Schema.optional(NodeRecord)
+  node: Schema.optional(NodeRecord),
+  /** What the engine reported of its effective configuration after readiness. */
+  engine_config: Schema.optional(Schema.NullOr(EngineConfig)),
+  /** The `--check` run after readiness. */
+  check: Schema.optional(Schema.NullOr(CheckRun)),
+  /** The `--warmup` requests after readiness (their time is warm-up time). */
+  warmup: Schema.optional(Schema.NullOr(WarmupRun))
 })
 export type EngineStart = typeof EngineStart.Type
 
@@ -192,6 +225,18 @@ export const ExperimentRecord = Schema.Struct({
   links: Schema.optional(Schema.Array(Schema.Struct({ param: Schema.String, load: Schema.String })))
 })
 export type ExperimentRecord = typeof ExperimentRecord.Type
+
+/**
+ * The validity settings of a sweep (docs/trust.md#is-the-number-valid): `--check`, `--warmup` and
+ * `--max-failed` (a fraction). Not part of the experiment: a resume may change them, and `hyperloom
+ * check` re-judges with them.
+ */
+export const ValiditySettings = Schema.Struct({
+  check: Schema.NullOr(Schema.String),
+  warmup: Schema.NonNegativeInt,
+  max_failed: Schema.Number
+})
+export type ValiditySettings = typeof ValiditySettings.Type
 
 const CombinationSummary = Schema.Struct({
   index: Schema.NonNegativeInt,
@@ -268,7 +313,22 @@ export const SweepSummary = Schema.Struct({
    */
   significant: Schema.optional(Schema.Boolean),
   /** The verdict as one sentence, the same in `sweep show`, `--json` and the report. */
-  statement: Schema.optional(Schema.String)
+  statement: Schema.optional(Schema.String),
+  /**
+   * How many measured runs were valid, suspect and invalid, and what could not be checked, said once
+   * (docs/trust.md#is-the-number-valid); absent before.
+   */
+  validity: Schema.optional(
+    Schema.Struct({
+      runs: Schema.NonNegativeInt,
+      valid: Schema.NonNegativeInt,
+      suspect: Schema.NonNegativeInt,
+      invalid: Schema.NonNegativeInt,
+      line: Schema.String,
+      not_checked: Schema.Array(Schema.String),
+      unverified: Schema.Array(Schema.String)
+    })
+  )
 })
 export type SweepSummary = typeof SweepSummary.Type
 
@@ -281,6 +341,8 @@ export const SweepDoc = Schema.Struct({
   created_at: IsoTimestamp,
   updated_at: IsoTimestamp,
   experiment: ExperimentRecord,
+  /** `--check`, `--warmup`, `--max-failed` as last run (docs/trust.md#is-the-number-valid); absent before. */
+  validity: Schema.optional(ValiditySettings),
   /**
    * The directory the sweep was first run in (the engine's and the client's working directory):
    * relative paths in their command lines are relative to it. Absent in documents written before.

@@ -19,6 +19,7 @@ import { comboLabel, loadNumber, shellLine } from "./Grid.js"
 import { edgeFlag } from "./Grow.js"
 import type { BestRecord, CombinationRecord, PointRecord, SweepDoc } from "./Schema.js"
 import { sweepTime } from "./Time.js"
+import { countsRun, sessionValidity } from "./Validity.js"
 
 // ---------------------------------------------------------------------------------------------
 // The summary and the best
@@ -74,8 +75,9 @@ export const candidatesOf = (doc: SweepDoc): ReadonlyArray<Candidate> =>
               point,
               throughput: t.median,
               spread: t.max - t.min,
+              // only runs that count (docs/trust.md#is-the-number-valid)
               samples: p.runs.flatMap((r) =>
-                r.status === "ok" && r.metrics?.output_throughput !== undefined
+                countsRun(r) && r.metrics?.output_throughput !== undefined
                   ? [r.metrics.output_throughput]
                   : []
               )
@@ -100,6 +102,7 @@ export const withSummary = (doc: SweepDoc): SweepDoc => {
     best: best === null ? null : apart(best),
     tied_with: tiedWith.map(apart),
     significant: verdict._tag === "best" && verdict.significant,
+    validity: sessionValidity(doc),
     statement: verdictStatement(
       doc.experiment.load.name,
       verdict,

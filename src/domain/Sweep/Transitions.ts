@@ -31,6 +31,7 @@ import type {
 import { SWEEP_SCHEMA_VERSION } from "./Schema.js"
 import { allHold, judgeSlos, parseSlo, renderSlo } from "./Slo.js"
 import { candidatesOf, withSummary } from "./Summary.js"
+import { countsRun, isMeasuredRun, pointValidity, withCold, withFailures } from "./Validity.js"
 
 // ---------------------------------------------------------------------------------------------
 // The experiment
@@ -265,34 +266,65 @@ export const finishRun = (
   }))
 
 /**
- * Ends a point: `failed` with the class and error of its failed run; else its stats over the ok
- * runs and the SLO verdicts on their medians (`ok` or `slo_failed`).
+ * Ends a point: `failed` with the class and error of its failed run; `invalid` when it measured but
+ * no run of it counts (docs/trust.md#is-the-number-valid: the findings its reasons); else its stats
+ * over the runs that count and the SLO verdicts on their medians, failures counted as misses (`ok`
+ * or `slo_failed`). The combination's first run after each engine start is judged `cold` or not
+ * against its point's other runs first.
  */
 export const finishPoint = (
   doc: SweepDoc,
   index: number,
   load: string,
   failure?: { readonly class: FailureClass | null; readonly error: string | null }
-): SweepDoc =>
-  mapPoint(doc, index, load, (p) => {
-    const measured = p.runs
-      .filter((r) => r.status === "ok" && r.metrics !== null)
-      .map((r) => r.metrics as Metrics)
-    const stats = statsOf(measured)
-    const noisy = isNoisy(stats)
-    if (failure !== undefined)
-      return { ...p, status: "failed", class: failure.class, error: failure.error, stats, noisy }
-    const slo = judgeSlos(experimentOf(doc.experiment).slos, mediansOf(stats))
+): SweepDoc => {
+  const slos = experimentOf(doc.experiment).slos
+  return mapCombination(doc, index, (c) => {
+    const judged = withCold(c)
     return {
-      ...p,
-      status: allHold(slo) ? "ok" : "slo_failed",
-      class: null,
-      error: null,
-      stats,
-      slo: [...slo],
-      noisy
+      ...judged,
+      points: judged.points.map((p) => {
+        if (p.load !== load) return p
+        const counted = p.runs.filter(countsRun)
+        const stats = statsOf(counted.map((r) => r.metrics as Metrics))
+        const noisy = isNoisy(stats)
+        const validity = pointValidity(p.runs)
+        if (failure !== undefined)
+          return {
+            ...p,
+            status: "failed",
+            class: failure.class,
+            error: failure.error,
+            stats,
+            noisy,
+            validity
+          }
+        if (counted.length === 0 && p.runs.some(isMeasuredRun))
+          return {
+            ...p,
+            status: "invalid",
+            class: null,
+            error: `no valid run: ${validity.reasons.join("; ")}`,
+            stats,
+            slo: [],
+            noisy,
+            validity
+          }
+        const slo = withFailures(judgeSlos(slos, mediansOf(stats)), slos, counted)
+        return {
+          ...p,
+          status: allHold(slo) ? "ok" : "slo_failed",
+          class: null,
+          error: null,
+          stats,
+          slo: [...slo],
+          noisy,
+          validity
+        }
+      })
     }
   })
+}
 
 /** Every pending point of a combination becomes `not_run` (the combination ended before them). */
 export const skipRemaining = (doc: SweepDoc, index: number): SweepDoc =>
