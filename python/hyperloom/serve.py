@@ -112,6 +112,9 @@ class Runner:
         }
         if self.engine_config is not None:
             doc["engine_config"] = self.engine_config
+        seen = self.client.observations.get(sampler.NAME) if self.client is not None else None
+        if seen is not None:
+            doc["observations"] = seen  # what the samplers saw while the client ran (domain/Observations.ts)
         path = os.path.join(a.dir, STATUS_FILE)
         try:
             jsonfile.write(path, doc)
@@ -120,8 +123,9 @@ class Runner:
 
     def client_status(self):
         doc = {"argv": self.a.client, "exit_code": self.client_exit, "runtime_sec": self.client_runtime}
-        if self.client.observations:
-            doc["observations"] = self.client.observations
+        others = {k: v for k, v in self.client.observations.items() if k != sampler.NAME}
+        if others:
+            doc["observations"] = others
         return doc
 
     # -- the client

@@ -1,5 +1,6 @@
 import { Data } from "effect"
 import { INFEASIBLE_MARKER } from "./Errors.js"
+import type { EngineConfig, Observations } from "./Observations.js"
 import { type ClientCounts, impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
 import type { CheckRun, WarmupRun } from "./Serving.js"
 import type { RunValidity } from "./Validity.js"
@@ -160,6 +161,9 @@ export interface AttemptResult {
   readonly client?: ClientCounts | undefined
   readonly check?: CheckRun | null | undefined
   readonly warmup?: WarmupRun | null | undefined
+  /** What the node sampled while the client ran, and the engine's effective configuration (docs/design.md#samplers). */
+  readonly observations?: Observations | null | undefined
+  readonly engineConfig?: EngineConfig | null | undefined
 }
 
 /**

@@ -159,6 +159,12 @@ export const Observations = Schema.Struct({
 })
 export type Observations = typeof Observations.Type
 
+/**
+ * The name the node's sampler is registered under (python/hyperloom/sampler.py NAME): a run's
+ * `observations` from the runners are `{[SAMPLER_NAME]: Observations}`.
+ */
+export const SAMPLER_NAME = "validity"
+
 export const decodeObservations = Schema.decodeUnknownEither(Observations)
 export const decodeEngineConfig = Schema.decodeUnknownEither(EngineConfig)
 

@@ -1,5 +1,6 @@
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, isCounted } from "./Failure.js"
+import { EngineConfig, Observations } from "./Observations.js"
 import { METRIC_KEYS, type MetricKey, RESULT_FORMATS } from "./Results.js"
 import { CheckRun, WarmupRun } from "./Serving.js"
 import { BaselineSpec } from "./SessionSpec.js"
@@ -101,7 +102,11 @@ export const AttemptRecord = Schema.Struct({
   /** The `--check` run after the engine was ready. */
   check: Schema.optional(Schema.NullOr(CheckRun)),
   /** The `--warmup` requests after the engine was ready (their time is warm-up time, not the client's). */
-  warmup: Schema.optional(Schema.NullOr(WarmupRun))
+  warmup: Schema.optional(Schema.NullOr(WarmupRun)),
+  /** What the node sampled while the client ran (docs/design.md#samplers); absent in records written before. */
+  observations: Schema.optional(Schema.NullOr(Observations)),
+  /** The engine's effective configuration, read after readiness (docs/design.md#samplers). */
+  engine_config: Schema.optional(Schema.NullOr(EngineConfig))
 })
 export type AttemptRecord = typeof AttemptRecord.Type
 

@@ -161,9 +161,13 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
     result_format: result.resultFormat ?? null,
     metrics: result.metrics !== undefined && Object.keys(result.metrics).length > 0 ? result.metrics : null,
     ...(result.validity !== undefined ? { validity: result.validity } : {}),
-    ...(result.client !== undefined && Object.keys(result.client).length > 0 ? { client: result.client } : {}),
+    ...(result.client !== undefined && Object.keys(result.client).length > 0
+      ? { client: result.client }
+      : {}),
     ...(result.check != null ? { check: result.check } : {}),
-    ...(result.warmup != null ? { warmup: result.warmup } : {})
+    ...(result.warmup != null ? { warmup: result.warmup } : {}),
+    ...(result.observations != null ? { observations: result.observations } : {}),
+    ...(result.engineConfig != null ? { engine_config: result.engineConfig } : {})
   }
   const recorded: SessionState = {
     ...state,

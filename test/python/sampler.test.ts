@@ -13,7 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, afterEach, assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import { decodeEngineConfig, decodeObservations } from "../../src/domain/Observations.js"
+import { decodeEngineConfig, decodeObservations, SAMPLER_NAME } from "../../src/domain/Observations.js"
 import { fakeGpuTool } from "../support/fakeGpuTools.js"
 import { anyPython, pythonDir } from "../support/lease.js"
 
@@ -53,8 +53,9 @@ describe("the engines' formats", () => {
     const out = py(`
 from hyperloom import sampler
 s = sampler.parse_prometheus(open(os.path.join(fixtures, "vllm-metrics.txt")).read())
-print(json.dumps({"kind": sampler.engine_of(s), "f": sampler.figures(s, "vllm"), "cache": sampler.cache_config_values(s)}))`)
+print(json.dumps({"kind": sampler.engine_of(s), "f": sampler.figures(s, "vllm"), "cache": sampler.cache_config_values(s), "name": sampler.NAME}))`)
     assert.strictEqual(out.kind, "vllm")
+    assert.strictEqual(out.name, SAMPLER_NAME, "the runs' observations are read by this name")
     assert.deepStrictEqual(out.f, {
       running: 12,
       waiting: 2,

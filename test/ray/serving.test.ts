@@ -14,6 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { cleanEnv, cliPath, runCli } from "../support/cli.js"
+import { fakeGpuTool } from "../support/fakeGpuTools.js"
 import { pidsWithArg, waitGone } from "../support/lease.js"
 import { prepareRay, projectRoot, startHead, teardownRay, waitFor } from "../support/ray.js"
 
@@ -42,7 +43,13 @@ const readState = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, "st
 let tagN = 0
 const newTag = () => `hl-engine-${process.pid}-${Date.now()}-${tagN++}`
 
-const serving = (session: string, server: string, args: ReadonlyArray<string>, cmd: ReadonlyArray<string>) =>
+const serving = (
+  session: string,
+  server: string,
+  args: ReadonlyArray<string>,
+  cmd: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+) =>
   runCli(
     [
       "baseline",
@@ -58,7 +65,7 @@ const serving = (session: string, server: string, args: ReadonlyArray<string>, c
       "--",
       ...cmd
     ],
-    { timeoutMs: 170_000 }
+    { timeoutMs: 170_000, env }
   )
 
 const report = (scenario: string, state: any, ms: number) =>
@@ -87,9 +94,12 @@ describe("baseline run --server on a real head", () => {
     for (const s of sessions) fs.rmSync(s, { recursive: true, force: true })
   }, 120_000)
 
-  it("a serving attempt: vLLM result format, metrics recorded, logs kept, environment recorded, engine gone, slot free", async () => {
+  it("a serving attempt: vLLM result format, metrics recorded, logs kept, environment recorded, engine gone, slot free; what the node sampled is in its record", async () => {
     const session = newSession()
     const tag = newTag()
+    // a fake nvidia-smi first on the node's PATH: GPU 0 (the lease's) throttles 0.5 s into the run
+    const gpuTool = fakeGpuTool({ gpus: 1, throttleAfter: 0.5 })
+    sessions.push(gpuTool.dir)
     // the client's $HYPERLOOM_… arguments are expanded by the runner (no shell, the port is known there)
     const r = await serving(
       session,
@@ -101,7 +111,8 @@ describe("baseline run --server on a real head", () => {
         "--result-filename",
         // biome-ignore lint/suspicious/noTemplateCurlyInString: the runner expands ${…} (a shell-style reference), not JavaScript
         "${HYPERLOOM_RESULT_FILE}"
-      ])
+      ]),
+      { PATH: gpuTool.path }
     )
     report("success (vllm format)", r.json, r.ms)
     assert.strictEqual(r.code, 0, r.stderr)
@@ -135,6 +146,32 @@ describe("baseline run --server on a real head", () => {
     assert.deepInclude(a.warmup, { requests: 8, ok: 8 })
     assert.notStrictEqual(a.validity.verdict, "invalid")
     assert.deepStrictEqual(a.client, { ...a.client, completed: 8, failed: 0 })
+    // what the node sampled (docs/design.md#samplers): the engine's counters over the run agree
+    // with the client (its 8 requests and its one warm-up request, 16 tokens each; hyperloom's own
+    // warm-up came before), the client's CPU, the lease's GPU through the fake tool
+    const obs = a.observations
+    assert.strictEqual(obs.engine_load.source, "vllm", JSON.stringify(obs))
+    assert.strictEqual(obs.engine_load.requests_total_delta, 9, JSON.stringify(obs))
+    assert.strictEqual(
+      obs.engine_load.generation_tokens_delta,
+      a.client.output_tokens + 16,
+      JSON.stringify(obs)
+    )
+    assert.isAbove(obs.client_cpu.cpu_seconds, 0)
+    assert.strictEqual(obs.gpus.tool, "nvidia-smi")
+    assert.isTrue(obs.gpus.samples.every((g: any) => g.index === 0))
+    assert.deepStrictEqual(obs.gpus.samples[0].throttle_reasons, [])
+    assert.deepStrictEqual(obs.gpus.samples.at(-1).throttle_reasons, ["sw_thermal_slowdown"])
+    assert.deepStrictEqual(obs.not_checked, [])
+    assert.strictEqual(a.engine_config.engine, "vllm")
+    assert.deepStrictEqual(
+      [a.engine_config.values.max_num_seqs, a.engine_config.sources.max_num_seqs],
+      [256, "startup log"]
+    )
+    assert.isTrue(
+      a.validity.findings.some((f: any) => f.check === "throttled"),
+      JSON.stringify(a.validity)
+    )
     const env = JSON.parse(fs.readFileSync(path.join(session, "environment.json"), "utf8"))
     assert.strictEqual(env.ray_version, "2.58.0")
     assert.strictEqual(env.node.gpu_count, 1)

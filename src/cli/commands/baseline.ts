@@ -131,7 +131,9 @@ export const baselineRun = Command.make(
       const serverCmd = Option.getOrUndefined(o.server)
       if (
         serverCmd === undefined &&
-        [o.readyPath, o.readyTimeout, o.check, o.warmup, o.maxFailed].some((x: Option.Option<unknown>) => Option.isSome(x))
+        [o.readyPath, o.readyTimeout, o.check, o.warmup, o.maxFailed].some((x: Option.Option<unknown>) =>
+          Option.isSome(x)
+        )
       ) {
         return yield* new UsageError({
           detail: "--ready-path, --ready-timeout, --check, --warmup and --max-failed go with --server"

@@ -21,6 +21,7 @@
  * Pure: schemas and names only.
  */
 import { Either, Schema } from "effect"
+import { EngineConfig } from "../Observations.js"
 import { NodeFacts } from "../Serving.js"
 
 /** What starts a runner's message line (an ASCII record separator, then a name no output has). */
@@ -41,7 +42,9 @@ export const EngineStatus = Schema.Struct({
   exit_code: N,
   runtime_sec: N,
   gone: Schema.Boolean,
-  node: Schema.optional(NodeFacts)
+  node: Schema.optional(NodeFacts),
+  /** What the engine reported of its effective configuration once ready (python/hyperloom/sampler.py). */
+  engine_config: Schema.optional(Schema.NullOr(EngineConfig))
 })
 export type EngineStatus = typeof EngineStatus.Type
 
@@ -55,7 +58,9 @@ export const RunDone = Schema.Struct({
   engine_alive: Schema.Boolean,
   engine_exit_code: N,
   client_started: N,
-  client_ended: N
+  client_ended: N,
+  /** What the samplers saw during the run, by sampler name (python/hyperloom/clientrun.py's seam). */
+  observations: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type RunDone = typeof RunDone.Type
 

@@ -148,7 +148,14 @@ const judged = (
   client: ClientCounts | undefined,
   maxFailed: number
 ): AttemptResult => {
-  const kept = { ...result, client, check: status.check, warmup: status.warmup }
+  const kept = {
+    ...result,
+    client,
+    check: status.check,
+    warmup: status.warmup,
+    observations: status.observations,
+    engineConfig: status.engine_config
+  }
   if (result.errorClass !== null) return kept
   const validity = judgeRun(
     {

@@ -141,10 +141,16 @@ const startEngine = (state: SweepState, index: number, dir: string) =>
         } satisfies EngineEnd
       }
       const readySec = handle.started.readySec
+      const engineConfig = handle.started.status?.engine_config
       if (readySec !== null) yield* state.count((k) => ({ ...k, startSecs: [...k.startSecs, readySec] }))
       const readyAt = yield* nowIso
       yield* state.updateCombination(index, (d) =>
-        updateEngine(d, index, { outcome: "ready", ready_sec: readySec, ready_at: readyAt })
+        updateEngine(d, index, {
+          outcome: "ready",
+          ready_sec: readySec,
+          ready_at: readyAt,
+          ...(engineConfig != null ? { engine_config: engineConfig } : {})
+        })
       )
       yield* recordSweepEnvironment(state, index, handle.started.status?.node)
       yield* Effect.logInfo(

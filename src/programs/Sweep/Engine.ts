@@ -15,6 +15,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Either,
   Exit,
   Fiber,
   Layer,
@@ -24,6 +25,7 @@ import {
 import type { AttemptResult } from "../../domain/Failure.js"
 import { AttemptOutcome, classifyAttempt } from "../../domain/Failure.js"
 import type { LeaseRequest } from "../../domain/Feasibility.js"
+import { decodeObservations, type Observations, SAMPLER_NAME } from "../../domain/Observations.js"
 import { LeasedCommand, type Readiness, SERVER_LOG } from "../../domain/Serving.js"
 import type { ClientRunReport } from "../../domain/Sweep/ClientRun.js"
 import { type NodeRecord, rayNodeFacts } from "../../domain/Sweep/Nodes.js"
@@ -65,6 +67,8 @@ export type EngineStarted = Data.TaggedEnum<{
 export const EngineStarted = Data.taggedEnum<EngineStarted>()
 
 export interface ClientOutcome extends ClientRunReport {
+  /** What the node sampled during the run (python/hyperloom/sampler.py), when it could. */
+  readonly observations?: Observations | undefined
   /** `--between`'s own time (docs/design.md#time-to-the-answer), when it ran. */
   readonly betweenSec?: number | null | undefined
   /**
@@ -308,7 +312,12 @@ const lostBy = (exit: Exit.Exit<LeaseRunResult, AttemptError>): string | undefin
   })
 }
 
+/** The samplers' observations of a run (python/hyperloom/sampler.py's NAME), when they decode. */
+const observationsOf = (d: RunDone): Observations | undefined =>
+  Either.getOrUndefined(decodeObservations(d.observations?.[SAMPLER_NAME]))
+
 const outcomeOf = (d: RunDone): ClientOutcome => ({
+  observations: observationsOf(d),
   exitCode: d.exit_code,
   timedOut: d.timed_out,
   runtimeSec: d.runtime_sec ?? 0,

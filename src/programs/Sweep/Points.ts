@@ -104,7 +104,8 @@ export const runRecord = (r: AttemptResult, outcome: ClientOutcome, endedAt: str
   throughput: r.throughput,
   metrics: r.metrics ?? null,
   engine_died: outcome.engineDied,
-  between_sec: outcome.betweenSec ?? null
+  between_sec: outcome.betweenSec ?? null,
+  ...(outcome.observations !== undefined ? { observations: outcome.observations } : {})
 })
 
 /**
