@@ -38,6 +38,12 @@ export const renderCompareText = (c: Comparison, gates: ReadonlyArray<GateResult
       out.push(`    B: ${d.b ?? "(not recorded)"}`)
     }
   }
+  if (c.workload.changed.length > 0)
+    out.push(
+      c.workload.allowed
+        ? `the workloads differ (${c.workload.changed.join(", ")}); compared anyway (--allow-workload-change): a change below may be the workload's`
+        : `no verdict: the two sessions sent different workloads (${c.workload.changed.join(", ")}); different experiments are not compared (--allow-workload-change compares them anyway)`
+    )
   if (!c.confidence)
     out.push(
       "one run per point on a side: no confidence can be claimed; changes are raw (no interval, no verdict beyond the noise)"
@@ -58,7 +64,10 @@ export const renderCompareText = (c: Comparison, gates: ReadonlyArray<GateResult
             p.statusB === "ok" ? side(p.b) : `${side(p.b)} ${p.statusB}`,
             p.change === null ? "–" : formatChange(p.change.change),
             p.change === null ? "–" : interval(p.change.ci95),
-            (p.verdict ?? `not compared: not ok on both sides (A ${p.statusA}, B ${p.statusB})`) +
+            (p.verdict ??
+              (c.workload.changed.length > 0 && !c.workload.allowed
+                ? "not compared: different workloads"
+                : `not compared: not ok on both sides (A ${p.statusA}, B ${p.statusB})`)) +
               (p.noisy.length === 0 ? "" : ` (noisy in ${p.noisy.join(" and ")}: output CV over 5 %)`)
           ])
         ])
@@ -96,6 +105,7 @@ export const compareJson = (c: Comparison, gates: ReadonlyArray<GateResult>, exi
   a: c.a,
   b: c.b,
   differences: c.differences,
+  workload: { changed: c.workload.changed, allowed: c.workload.allowed },
   confidence: c.confidence,
   metrics: c.metrics.map((m) => ({
     metric: m.metric,

@@ -23,7 +23,8 @@ import type {
   MetricKey,
   Metrics,
   ParsedResult,
-  StatedLoad
+  StatedLoad,
+  Workload
 } from "./ResultModel.js"
 import { mean, percentileLinear } from "./Stats.js"
 
@@ -546,5 +547,43 @@ const fromPoints = (
     workload: last.workload,
     load: last.load,
     points
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dataset named in a client's arguments
+
+/** The options that name a dataset, in each client's spelling (vLLM, SGLang, GuideLLM, AIPerf). */
+const DATASET_PATH_OPTIONS = ["--dataset-path", "--data", "--input-file", "--dataset"]
+const DATASET_NAME_OPTIONS = ["--dataset-name", "--public-dataset", "--custom-dataset-type"]
+
+const optionValue = (argv: ReadonlyArray<string>, names: ReadonlyArray<string>): string | undefined => {
+  for (const [i, a] of argv.entries()) {
+    for (const n of names) {
+      if (a === n && i + 1 < argv.length) return argv[i + 1]
+      if (a.startsWith(`${n}=`)) return a.slice(n.length + 1)
+    }
+  }
+  return undefined
+}
+
+/**
+ * The workload completed from the client's arguments: the dataset the report does not name
+ * (vLLM's result has none: `--dataset-path`, else `--dataset-name`); and the paths that may be a
+ * local dataset file, to be sized and hashed (`--dataset-path`, GuideLLM's `--data`, AIPerf's
+ * `--input-file`).
+ */
+export const workloadWithArgv = (
+  workload: Workload,
+  argv: ReadonlyArray<string>
+): { readonly workload: Workload; readonly datasetPaths: ReadonlyArray<string> } => {
+  const path = optionValue(argv, DATASET_PATH_OPTIONS)
+  const name = optionValue(argv, DATASET_NAME_OPTIONS)
+  const dataset = workload.dataset ?? path ?? name ?? null
+  return {
+    workload: { ...workload, dataset },
+    datasetPaths: [
+      ...new Set([path, workload.dataset].filter((p): p is string => p !== undefined && p !== null))
+    ]
   }
 }

@@ -17,7 +17,7 @@
  *   change (and says that no confidence can be claimed); with nothing both measured `ok` it fails:
  *   a gate that cannot judge must not pass.
  */
-import { METRIC_KEYS, type MetricKey, type Metrics } from "./Results.js"
+import { METRIC_KEYS, type MetricKey, type Metrics, type Workload, workloadFacts } from "./Results.js"
 import type { EnvironmentRecord, NodeFacts } from "./Serving.js"
 import type { SessionState } from "./State.js"
 import {
@@ -47,6 +47,11 @@ export interface CompareSide {
   readonly points: ReadonlyArray<ComparePoint>
   /** The key of the session's reported best point (a sweep's best or tie's best; a baseline's one). */
   readonly best: string | null
+  /**
+   * What its client sent (Results.ts `workloadFacts`; docs/clients.md#the-workload-on-record);
+   * undefined when the session recorded none (an older session, a client that does not say).
+   */
+  readonly workload?: ReturnType<typeof workloadFacts> | undefined
 }
 
 /** Higher is better for throughputs and counts; lower for latencies (`…_ms`). */
@@ -96,7 +101,13 @@ export interface Difference {
 export interface Comparison {
   readonly a: { readonly name: string; readonly kind: CompareSide["kind"] }
   readonly b: { readonly name: string; readonly kind: CompareSide["kind"] }
+  /** Workload differences first (`workload: …`), then the records'. */
   readonly differences: ReadonlyArray<Difference>
+  /**
+   * The two sessions sent different workloads (a field of what the client was asked differs, both
+   * recorded): no verdict is given unless `allowed` (`--allow-workload-change`).
+   */
+  readonly workload: { readonly changed: ReadonlyArray<string>; readonly allowed: boolean }
   readonly metrics: ReadonlyArray<MetricComparison>
   readonly unmatched: { readonly onlyA: ReadonlyArray<string>; readonly onlyB: ReadonlyArray<string> }
   /** Every point both measured `ok` has two or more runs on both sides: intervals exist. */
@@ -117,22 +128,58 @@ const summaryOf = (p: ComparePoint | undefined, m: MetricKey): Summary | null =>
   return xs === undefined || xs.length === 0 ? null : describe(xs)
 }
 
+/** The workload facts that differ (label `workload: X`), and which of them were asked. */
+const workloadDifferences = (a: CompareSide, b: CompareSide) => {
+  if (a.workload === undefined && b.workload === undefined) return { differences: [], changed: [] }
+  const fa = new Map((a.workload ?? []).map((f) => [f.what, f]))
+  const fb = new Map((b.workload ?? []).map((f) => [f.what, f]))
+  const labels = [...new Set([...fa.keys(), ...fb.keys()])]
+  const differences: Array<Difference> = []
+  const changed: Array<string> = []
+  for (const what of labels) {
+    const va = fa.get(what)?.value ?? null
+    const vb = fb.get(what)?.value ?? null
+    if (va === vb) continue
+    differences.push({
+      what: `workload: ${what}`,
+      a: a.workload === undefined ? "not recorded" : va,
+      b: b.workload === undefined ? "not recorded" : vb
+    })
+    // both sessions recorded their workload, and what the client was asked differs
+    if (
+      a.workload !== undefined &&
+      b.workload !== undefined &&
+      (fa.get(what) ?? fb.get(what))?.asked === true
+    )
+      changed.push(what)
+  }
+  return { differences, changed }
+}
+
 export const compareSessions = (
   a: CompareSide,
   b: CompareSide,
-  metrics: ReadonlyArray<MetricKey>
+  metrics: ReadonlyArray<MetricKey>,
+  options: { readonly allowWorkloadChange?: boolean } = {}
 ): Comparison => {
+  const work = workloadDifferences(a, b)
+  const allowed = options.allowWorkloadChange === true
+  // different workloads are different experiments: no verdict unless asked
+  const judge = work.changed.length === 0 || allowed
   const byKeyB = new Map(b.points.map((p) => [p.key, p]))
   const keysA = new Set(a.points.map((p) => p.key))
   const matched = a.points.filter((p) => byKeyB.has(p.key))
   const labels = [...new Set([...a.facts.map(([k]) => k), ...b.facts.map(([k]) => k)])]
   const factA = new Map(a.facts)
   const factB = new Map(b.facts)
-  const differences = labels.flatMap((what) => {
-    const va = factA.get(what) ?? null
-    const vb = factB.get(what) ?? null
-    return va === vb ? [] : [{ what, a: va, b: vb }]
-  })
+  const differences = [
+    ...work.differences,
+    ...labels.flatMap((what) => {
+      const va = factA.get(what) ?? null
+      const vb = factB.get(what) ?? null
+      return va === vb ? [] : [{ what, a: va, b: vb }]
+    })
+  ]
   let confidence = true
   const perMetric = metrics.map((metric): MetricComparison => {
     const higher = higherIsBetter(metric)
@@ -140,7 +187,7 @@ export const compareSessions = (
       const pb = byKeyB.get(pa.key)!
       const sa = summaryOf(pa, metric)
       const sb = summaryOf(pb, metric)
-      const both = pa.ok && pb.ok && sa !== null && sb !== null && sa.mean !== 0
+      const both = judge && pa.ok && pb.ok && sa !== null && sb !== null && sa.mean !== 0
       const change = both ? ratioChange(sa, sb) : null
       return {
         key: pa.key,
@@ -160,7 +207,7 @@ export const compareSessions = (
     const bb = b.best === null ? undefined : b.points.find((p) => p.key === b.best)
     const sba = summaryOf(ba, metric)
     const sbb = summaryOf(bb, metric)
-    const bestChange = sba !== null && sbb !== null && sba.mean !== 0 ? ratioChange(sba, sbb) : null
+    const bestChange = judge && sba !== null && sbb !== null && sba.mean !== 0 ? ratioChange(sba, sbb) : null
     return {
       metric,
       higherIsBetter: higher,
@@ -183,6 +230,7 @@ export const compareSessions = (
     a: { name: a.name, kind: a.kind },
     b: { name: b.name, kind: b.kind },
     differences,
+    workload: { changed: work.changed, allowed },
     metrics: perMetric,
     unmatched: {
       onlyA: a.points.filter((p) => !byKeyB.has(p.key)).map((p) => p.key),
@@ -243,7 +291,10 @@ export const judgeGate = (c: Comparison, gate: Gate): GateResult => {
       confident: false,
       change: null,
       ci95: null,
-      reason: `cannot judge: no point both sessions measured ok with ${gate.metric}; a gate that cannot judge does not pass`
+      reason:
+        c.workload.changed.length > 0 && !c.workload.allowed
+          ? `cannot judge: the two sessions sent different workloads (${c.workload.changed.join(", ")}); a gate that cannot judge does not pass`
+          : `cannot judge: no point both sessions measured ok with ${gate.metric}; a gate that cannot judge does not pass`
     }
   if (m.ci95 === null) {
     const failed = past(m.change)
@@ -343,6 +394,14 @@ export const sweepSide = (name: string, doc: SweepDoc, nodes: ReadonlyArray<stri
   }
 }
 
+/** A baseline's workload: its last measured attempt's (rate and concurrency included: one point). */
+const baselineWorkload = (state: SessionState) => {
+  const w = [...state.baseline_attempts]
+    .reverse()
+    .find((a) => a.error_class === null && a.workload !== undefined)?.workload
+  return w === undefined ? undefined : workloadFacts(w as Workload, true)
+}
+
 /** The key two baseline sessions match on: they match as a whole. */
 export const BASELINE_KEY = "baseline"
 
@@ -389,6 +448,7 @@ export const baselineSide = (
         samples: samplesOf(measured)
       }
     ],
-    best: measured.length > 0 ? BASELINE_KEY : null
+    best: measured.length > 0 ? BASELINE_KEY : null,
+    workload: baselineWorkload(state)
   }
 }

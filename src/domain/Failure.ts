@@ -1,7 +1,13 @@
 import { Data } from "effect"
 import { INFEASIBLE_MARKER } from "./Errors.js"
 import type { EngineConfig, Observations } from "./Observations.js"
-import { type ClientCounts, impossibleMetricOf, type Metrics, type ResultFormat } from "./Results.js"
+import {
+  type ClientCounts,
+  impossibleMetricOf,
+  type Metrics,
+  type ResultFormat,
+  type Workload
+} from "./Results.js"
 import type { CheckRun, WarmupRun } from "./Serving.js"
 import type { RunValidity } from "./Validity.js"
 
@@ -159,6 +165,10 @@ export interface AttemptResult {
   /** What the validity checks said and what they read (docs/trust.md#is-the-number-valid), kept in the record. */
   readonly validity?: RunValidity | undefined
   readonly client?: ClientCounts | undefined
+  /** What the client sent (docs/clients.md#the-workload-on-record), where its report says. */
+  readonly workload?: Workload | undefined
+  /** What was left out, computed or doubtful in reading its result, naming field and file. */
+  readonly resultNotes?: ReadonlyArray<string> | undefined
   readonly check?: CheckRun | null | undefined
   readonly warmup?: WarmupRun | null | undefined
   /** What the node sampled while the client ran, and the engine's effective configuration (docs/design.md#samplers). */

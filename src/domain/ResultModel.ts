@@ -1,3 +1,5 @@
+import { Schema } from "effect"
+
 /**
  * What a result file is read into (Results.ts, ClientReports.ts): hyperloom's metrics
  * (docs/clients.md#one-definition-per-metric), the formats, the load a report states, the workload on
@@ -122,3 +124,74 @@ export interface ParsedResult {
    */
   readonly points?: ReadonlyArray<MeasuredPoint> | undefined
 }
+
+const Lengths = Schema.Struct({
+  mean: Schema.Number,
+  p50: Schema.optional(Schema.Number),
+  p99: Schema.optional(Schema.Number)
+})
+
+/** The workload on record, as kept in a session (docs/clients.md#the-workload-on-record). */
+export const WorkloadSchema = Schema.Struct({
+  client: Schema.String,
+  client_version: Schema.NullOr(Schema.String),
+  dataset: Schema.NullOr(Schema.String),
+  dataset_file: Schema.optional(Schema.Struct({ bytes: Schema.Number, sha256: Schema.String })),
+  input_tokens: Schema.NullOr(Lengths),
+  output_tokens: Schema.NullOr(Lengths),
+  rate: Schema.NullOr(Schema.Union(Schema.Number, Schema.Literal("inf"))),
+  concurrency: Schema.NullOr(Schema.Number),
+  arrival: Schema.NullOr(Schema.String),
+  burstiness: Schema.NullOr(Schema.Number),
+  requests: Schema.NullOr(Schema.Number)
+})
+
+const round = (x: number, digits: number) => String(Number(x.toFixed(digits)))
+const lengthsLine = (l: LengthSummary | null) =>
+  l === null
+    ? null
+    : `mean ${round(l.mean, 0)}${l.p50 === undefined ? "" : `, p50 ${round(l.p50, 0)}`}${l.p99 === undefined ? "" : `, p99 ${round(l.p99, 0)}`}`
+
+/**
+ * A workload's facts as label → value, in the order they are listed; `asked` marks what the
+ * client was asked to send (a difference there is a different experiment), the rest is what came
+ * back (output lengths are the engine's answers). `withLoad`: the rate and concurrency too (a
+ * sweep's points differ in them by design, so its comparison leaves them to the points).
+ */
+export const workloadFacts = (
+  w: Workload | undefined,
+  withLoad: boolean
+): ReadonlyArray<{ readonly what: string; readonly value: string | null; readonly asked: boolean }> =>
+  w === undefined
+    ? []
+    : [
+        {
+          what: "client",
+          value: `${w.client}${w.client_version === null ? "" : ` ${w.client_version}`}`,
+          asked: true
+        },
+        { what: "dataset", value: w.dataset, asked: true },
+        {
+          what: "dataset file",
+          value:
+            w.dataset_file === undefined
+              ? null
+              : `${w.dataset_file.bytes} bytes, sha256 ${w.dataset_file.sha256}`,
+          asked: true
+        },
+        { what: "input tokens", value: lengthsLine(w.input_tokens), asked: true },
+        ...(withLoad
+          ? [
+              { what: "rate", value: w.rate === null ? null : String(w.rate), asked: true },
+              {
+                what: "concurrency",
+                value: w.concurrency === null ? null : String(w.concurrency),
+                asked: true
+              }
+            ]
+          : []),
+        { what: "arrival", value: w.arrival, asked: true },
+        { what: "burstiness", value: w.burstiness === null ? null : String(w.burstiness), asked: true },
+        { what: "requests", value: w.requests === null ? null : String(w.requests), asked: true },
+        { what: "output tokens", value: lengthsLine(w.output_tokens), asked: false }
+      ]

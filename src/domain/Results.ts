@@ -22,11 +22,14 @@
 import { isAiperfExport, isGuidellmReport, parseAiperfRuns, parseGuidellm } from "./ClientReports.js"
 import {
   type ClientCounts,
+  type LengthSummary,
   METRIC_KEYS,
   type MetricKey,
   type Metrics,
-  type ParsedResult
+  type ParsedResult,
+  type Workload
 } from "./ResultModel.js"
+import { mean, percentileLinear } from "./Stats.js"
 
 export * from "./ResultModel.js"
 
@@ -110,6 +113,51 @@ export const clientCountsOf = (record: Json): ClientCounts => {
   if (tokens !== undefined) out.output_tokens = tokens
   if (duration !== undefined) out.duration_s = duration
   return out
+}
+
+const lengthsOf = (
+  lens: unknown,
+  total: number | undefined,
+  completed: number | undefined
+): LengthSummary | null => {
+  const xs = Array.isArray(lens)
+    ? lens.filter((x): x is number => typeof x === "number" && Number.isFinite(x))
+    : []
+  if (xs.length > 0) return { mean: mean(xs), p50: percentileLinear(xs, 50), p99: percentileLinear(xs, 99) }
+  return total !== undefined && completed !== undefined && completed > 0 ? { mean: total / completed } : null
+}
+
+/**
+ * What vLLM's or SGLang's client says it sent (docs/clients.md#the-workload-on-record): vLLM's
+ * `num_prompts`, `request_rate`, `burstiness`, `max_concurrency` and, with `--save-detailed`, its
+ * `input_lens`/`output_lens` (else the means of its totals); SGLang's `dataset_name`,
+ * `request_rate`, `max_concurrency`, totals. The dataset vLLM does not record comes from its argv.
+ */
+const engineWorkloadOf = (record: Json, format: "vllm" | "sglang"): Workload => {
+  const completed = finite(record.completed)
+  const rate =
+    record.request_rate === "inf" || record.request_rate === null ? "inf" : finite(record.request_rate)
+  const burstiness = finite(record.burstiness)
+  return {
+    client: format === "vllm" ? "vllm bench serve" : "sglang bench_serving",
+    client_version: null,
+    dataset: typeof record.dataset_name === "string" ? record.dataset_name : null,
+    input_tokens: lengthsOf(
+      record.input_lens,
+      finite(record.total_input_tokens) ?? finite(record.total_input),
+      completed
+    ),
+    output_tokens: lengthsOf(
+      record.output_lens,
+      finite(record.total_output_tokens) ?? finite(record.total_output),
+      completed
+    ),
+    rate: rate ?? null,
+    concurrency: finite(record.max_concurrency) ?? null,
+    arrival: rate === "inf" ? "burst" : burstiness === undefined || burstiness === 1 ? "poisson" : "gamma",
+    burstiness: rate === "inf" ? null : (burstiness ?? (format === "sglang" ? 1 : null)),
+    requests: finite(record.num_prompts) ?? null
+  }
 }
 
 /** Metrics that count requests: whole numbers. */
@@ -210,6 +258,7 @@ export const parseResult = (text: string, source: ResultSource = {}): ParsedResu
   if (engine !== undefined) {
     return {
       format: engine,
+      workload: engineWorkloadOf(last, engine),
       throughput: last.output_throughput,
       metrics: metricsOf(last),
       client: clientCountsOf(last),

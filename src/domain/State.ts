@@ -1,7 +1,7 @@
 import { Either, ParseResult, Schema } from "effect"
 import { FAILURE_CLASSES, isCounted } from "./Failure.js"
 import { EngineConfig, Observations } from "./Observations.js"
-import { METRIC_KEYS, type MetricKey, RESULT_FORMATS } from "./Results.js"
+import { METRIC_KEYS, type MetricKey, RESULT_FORMATS, WorkloadSchema } from "./Results.js"
 import { CheckRun, WarmupRun } from "./Serving.js"
 import { BaselineSpec } from "./SessionSpec.js"
 import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
@@ -99,6 +99,10 @@ export const AttemptRecord = Schema.Struct({
   validity: Schema.optional(RunValidity),
   /** The client's own counts from its result (completed, failed, output tokens, duration). */
   client: Schema.optional(ClientCountsSchema),
+  /** What the client sent, from its report (docs/clients.md#the-workload-on-record). */
+  workload: Schema.optional(WorkloadSchema),
+  /** What reading its result left out, computed or doubted, naming field and file (docs/clients.md). */
+  result_notes: Schema.optional(Schema.Array(Schema.String)),
   /** The `--check` run after the engine was ready. */
   check: Schema.optional(Schema.NullOr(CheckRun)),
   /** The `--warmup` requests after the engine was ready (their time is warm-up time, not the client's). */

@@ -164,6 +164,10 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
     ...(result.client !== undefined && Object.keys(result.client).length > 0
       ? { client: result.client }
       : {}),
+    ...(result.workload !== undefined ? { workload: result.workload } : {}),
+    ...(result.resultNotes !== undefined && result.resultNotes.length > 0
+      ? { result_notes: result.resultNotes }
+      : {}),
     ...(result.check != null ? { check: result.check } : {}),
     ...(result.warmup != null ? { warmup: result.warmup } : {}),
     ...(result.observations != null ? { observations: result.observations } : {}),

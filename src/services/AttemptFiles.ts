@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Option, Stream } from "effect"
@@ -50,6 +51,13 @@ export interface AttemptFilesShape {
   readonly readJson: (file: string) => Effect.Effect<unknown>
   /** Writes a text file (a report), replacing one of the same name atomically (AtomicWrite.ts). */
   readonly writeText: (file: string, text: string) => Effect.Effect<void, StateIoFailed>
+  /**
+   * A local file's size and SHA-256 (a dataset on record, docs/clients.md#the-workload-on-record);
+   * `undefined` when it is not a regular file or cannot be read.
+   */
+  readonly fileFacts: (
+    file: string
+  ) => Effect.Effect<{ readonly bytes: number; readonly sha256: string } | undefined>
   /** Whether something is at this path (a file of any kind; one that cannot be looked at counts). */
   readonly exists: (file: string) => Effect.Effect<boolean>
 }
@@ -190,7 +198,26 @@ const makeLive = Effect.gen(function* () {
 
   const exists = (file: string) => fs.exists(file).pipe(Effect.orElseSucceed(() => true))
 
+  const fileFacts = Effect.fn("AttemptFiles.fileFacts")(function* (file: string) {
+    const info = yield* fs.stat(file).pipe(Effect.option)
+    if (Option.isNone(info) || info.value.type !== "File") return undefined
+    const hash = createHash("sha256")
+    let bytes = 0
+    const ok = yield* fs.stream(file).pipe(
+      Stream.runForEach((chunk) =>
+        Effect.sync(() => {
+          hash.update(chunk)
+          bytes += chunk.length
+        })
+      ),
+      Effect.as(true),
+      Effect.orElseSucceed(() => false)
+    )
+    return ok ? { bytes, sha256: hash.digest("hex") } : undefined
+  })
+
   return AttemptFiles.of({
+    fileFacts,
     exists,
     readJson,
     writeText,
@@ -331,7 +358,14 @@ export const makeMemoryAttemptFiles = (): MemoryAttemptFiles => {
       Effect.sync(() => {
         files.set(file, text)
       }),
-    exists: (file) => Effect.sync(() => files.has(file) || dirs.has(file))
+    exists: (file) => Effect.sync(() => files.has(file) || dirs.has(file)),
+    fileFacts: (file) =>
+      Effect.sync(() => {
+        const text = files.get(file)
+        if (text === undefined) return undefined
+        const data = Buffer.from(text, "utf8")
+        return { bytes: data.length, sha256: createHash("sha256").update(data).digest("hex") }
+      })
   }
   return { service, files, dirs }
 }

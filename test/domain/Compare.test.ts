@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { compareJson, renderCompareText } from "../../src/cli/RenderCompare.js"
 import { baselineSide, compareSessions, judgeGate, parseGate, sweepSide } from "../../src/domain/Compare.js"
+import type { Workload } from "../../src/domain/Results.js"
 import { initialState } from "../../src/domain/State.js"
 import { noisySweep } from "../support/compare.js"
 
@@ -169,6 +170,87 @@ describe("compare", () => {
       [o.points, o.change, o.ci95, o.verdict],
       [1, p[0]!.change!.change, p[0]!.change!.ci95, "slower"]
     )
+  })
+
+  describe("the workload on record (docs/clients.md#the-workload-on-record)", () => {
+    const workload = (over: Partial<Workload> = {}): Workload => ({
+      client: "guidellm",
+      client_version: "0.7.3",
+      dataset: "/data/prompts.jsonl",
+      dataset_file: { bytes: 1000, sha256: "aa" },
+      input_tokens: { mean: 512, p50: 510, p99: 900 },
+      output_tokens: { mean: 128, p50: 128, p99: 128 },
+      rate: null,
+      concurrency: 8,
+      arrival: "closed",
+      burstiness: null,
+      requests: 200,
+      ...over
+    })
+    const baseline = (ts: ReadonlyArray<number>, w: Workload | undefined) => ({
+      ...initialState(),
+      status: "succeeded" as const,
+      baseline_attempts: ts.map((t, i) => ({
+        number: i + 1,
+        started_at: "2026-01-01T00:00:00.000Z",
+        ended_at: "2026-01-01T00:01:00.000Z",
+        runtime_sec: 60,
+        error_class: null,
+        exit_code: 0,
+        error: null,
+        signature: null,
+        throughput: t,
+        result_format: "guidellm" as const,
+        metrics: null,
+        ...(w === undefined ? {} : { workload: w })
+      }))
+    })
+    const compare = (wa: Workload | undefined, wb: Workload | undefined, allow = false) =>
+      compareSessions(
+        baselineSide("A", baseline([100, 102, 98], wa), undefined),
+        baselineSide("B", baseline([90, 91, 89], wb), undefined),
+        ["output_throughput"],
+        { allowWorkloadChange: allow }
+      )
+
+    it("the same dataset name with another file (its SHA-256): listed first, and no verdict", () => {
+      const c = compare(workload(), workload({ dataset_file: { bytes: 1000, sha256: "bb" } }))
+      assert.deepStrictEqual(c.differences[0], {
+        what: "workload: dataset file",
+        a: "1000 bytes, sha256 aa",
+        b: "1000 bytes, sha256 bb"
+      })
+      assert.deepStrictEqual(c.workload, { changed: ["dataset file"], allowed: false })
+      assert.isNull(c.metrics[0]!.points[0]!.verdict)
+      assert.isNull(c.metrics[0]!.overall)
+      const r = judgeGate(c, gate("output_throughput<-3%"))
+      assert.isTrue(r.failed)
+      assert.include(r.reason, "different workloads (dataset file)")
+      const text = renderCompareText(c, [r])
+      assert.include(text, "no verdict: the two sessions sent different workloads (dataset file)")
+      assert.isBelow(text.indexOf("workload: dataset file"), text.indexOf("output_throughput ("))
+    })
+
+    it("--allow-workload-change: the verdict is given, the difference still listed first", () => {
+      const c = compare(workload(), workload({ client: "aiperf", client_version: null }), true)
+      assert.strictEqual(c.differences[0]!.what, "workload: client")
+      assert.strictEqual(c.metrics[0]!.points[0]!.verdict, "slower")
+    })
+
+    it("output lengths (the engine's answers) and a session without a record are listed, not a different workload", () => {
+      const c = compare(workload(), workload({ output_tokens: { mean: 97, p50: 90, p99: 128 } }))
+      assert.deepStrictEqual(c.differences[0], {
+        what: "workload: output tokens",
+        a: "mean 128, p50 128, p99 128",
+        b: "mean 97, p50 90, p99 128"
+      })
+      assert.deepStrictEqual(c.workload.changed, [])
+      assert.strictEqual(c.metrics[0]!.points[0]!.verdict, "slower")
+      const old = compare(undefined, workload())
+      assert.strictEqual(old.differences[0]!.a, "not recorded")
+      assert.deepStrictEqual(old.workload.changed, [])
+      assert.strictEqual(old.metrics[0]!.points[0]!.verdict, "slower")
+    })
   })
 
   it.effect("a noisy point (output CV over 5 %) is flagged on its side, in the text and the JSON", () =>

@@ -52,6 +52,12 @@ const failOn = Options.text("fail-on").pipe(
   Options.repeated
 )
 
+const allowWorkloadChange = Options.boolean("allow-workload-change").pipe(
+  Options.withDescription(
+    "Compare even when the two sessions sent different workloads (client, dataset and its SHA-256, input lengths, arrivals, requests; docs/clients.md#the-workload-on-record). Without it, such a comparison lists the differences first and gives no verdict (a --fail-on gate then fails: it cannot judge)."
+  )
+)
+
 /**
  * The facts of the nodes a sweep's engines ran on, from each ready engine start's record in
  * sweep.json (the runner's own files stay on its node: nothing is read from there).
@@ -92,6 +98,7 @@ export const compareCommand = Command.make(
     b: sessionArg("B", "The session compared (this week's, the change's)."),
     metric,
     failOn,
+    allowWorkloadChange,
     json
   },
   (o) =>
@@ -117,7 +124,7 @@ export const compareCommand = Command.make(
         return yield* new UsageError({
           detail: `compare takes two sweep sessions or two baseline sessions: ${o.a} is a ${a.kind} session, ${o.b} a ${b.kind} session`
         })
-      const comparison = compareSessions(a, b, metrics)
+      const comparison = compareSessions(a, b, metrics, { allowWorkloadChange: o.allowWorkloadChange })
       const results = gates.map((g) => judgeGate(comparison, g))
       const code = results.some((r) => r.failed) ? EXIT.compareRegression : EXIT.ok
       yield* o.json

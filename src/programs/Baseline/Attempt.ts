@@ -28,6 +28,7 @@ import { keepTail } from "../../domain/Text.js"
 import type { LeaseOutput } from "../../services/LeaseBridge.js"
 import type { AttemptError, AttemptSpec } from "../AttemptRunner.js"
 import type { LeaseRunResult } from "../Lease.js"
+import { resultFacts } from "../ResultFacts.js"
 import { type AttemptOutput, current, iso, now, type Run, save, withinDeadline } from "./Run.js"
 import { recordEnvironment, servingCommand, servingOutcome } from "./Serving.js"
 
@@ -229,12 +230,20 @@ const ranOutcome = Effect.fn("Baseline.ranOutcome")(function* (
     })
     const served =
       status !== undefined
-        ? yield* servingOutcome(files, status, r, paths, options.serving.readiness, options.serving.maxFailed)
+        ? yield* servingOutcome(
+            files,
+            status,
+            r,
+            paths,
+            options.serving.readiness,
+            options.serving.maxFailed,
+            options.argv
+          )
         : undefined
     if (served !== undefined) return served
   }
   const parsed = yield* files.readResult(paths.resultFile)
-  return classifyAttempt(
+  const classified = classifyAttempt(
     AttemptOutcome.Exited({
       exitCode: r.exitCode,
       runtimeSec,
@@ -247,6 +256,7 @@ const ranOutcome = Effect.fn("Baseline.ranOutcome")(function* (
       metrics: parsed?.metrics
     })
   )
+  return { ...classified, ...(yield* resultFacts(files, parsed, options.argv)) }
 })
 
 /**

@@ -25,6 +25,7 @@ import {
 import type { AttemptFilesShape } from "../../services/AttemptFiles.js"
 import { readEvidence } from "../Evidence.js"
 import type { LeaseRunResult } from "../Lease.js"
+import { resultFacts } from "../ResultFacts.js"
 
 export interface ServingOptions {
   /** The server command line (one string, run with `sh -c`). */
@@ -67,7 +68,9 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
   r: LeaseRunResult,
   paths: AttemptPaths,
   readiness: Readiness,
-  maxFailed: number = DEFAULT_MAX_FAILED
+  maxFailed: number = DEFAULT_MAX_FAILED,
+  /** The client's argv: the dataset it names (ResultFacts.ts). */
+  clientArgv: ReadonlyArray<string> = []
 ) {
   if (status.outcome === null || status.outcome === "stopped") return undefined
   if (status.outcome === "check_failed" && status.check != null) return checkFailedResult(status.check, r)
@@ -116,7 +119,8 @@ export const servingOutcome = Effect.fn("Baseline.servingOutcome")(function* (
       serverExitCode
     })
   )
-  return judged(classified, status, parsed?.client, maxFailed)
+  const facts = yield* resultFacts(files, parsed, clientArgv)
+  return { ...judged(classified, status, parsed?.client, maxFailed), ...facts }
 })
 
 /**
