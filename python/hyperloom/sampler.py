@@ -600,14 +600,14 @@ class RunSampler:
             return None, "/metrics has neither vllm: nor sglang: metrics"
         return (kind, figures(samples, kind)), None
 
-    def _tick(self, final=False):
+    def _tick(self, final=False, gpus=True):
         cpu0 = time.thread_time()
         try:
-            self._sample(final)
+            self._sample(final, gpus)
         finally:
             self.own_cpu += time.thread_time() - cpu0
 
-    def _sample(self, final):
+    def _sample(self, final, gpus):
         now = time.monotonic()
         t = now - self.t0
         scrape, why = self._scrape()
@@ -622,6 +622,10 @@ class RunSampler:
                     self.cores_max = max(self.cores_max, (cpu - self.last_cpu[1]) / (now - self.last_cpu[0]))
                 self.last_cpu = (now, cpu)
                 self.cpu_samples += 1
+        if gpus and self.gpu_tool is not None:
+            self._gpus(t)
+
+    def _gpus(self, t):
         if self.gpu_tool is not None:
             got = self.gpu_tool.sample(t)
             with self.lock:
@@ -631,6 +635,13 @@ class RunSampler:
                     self.gpu_samples += got
 
     def _loop(self):
+        # the first GPU sample here, not in start(): a slow vendor tool must not hold the runner
+        try:
+            cpu0 = time.thread_time()
+            self._gpus(time.monotonic() - self.t0)
+            self.own_cpu += time.thread_time() - cpu0
+        except Exception as e:  # a sampler never fails the run
+            self.log("sampler: %r" % (e,))
         while not self.stopping.wait(self.interval):
             try:
                 self._tick()
@@ -652,7 +663,7 @@ class RunSampler:
         if self.gpu_list:
             tool = GpuTool(self.gpu_list, self.is_ours)
             self.gpu_tool = tool if tool.tool is not None else None
-        self._tick()
+        self._tick(gpus=False)  # the counters' baseline, at once (a GET of /metrics)
         self.thread = threading.Thread(target=self._loop, name="hyperloom-sampler", daemon=True)
         self.thread.start()
 
@@ -716,6 +727,8 @@ class RunSampler:
                 "generation_tokens_delta": delta("generation"),
                 "prompt_tokens_delta": delta("prompt"),
                 "means_from": means_from,
+                "e2e_latency_sum_delta": e2e,
+                "queue_time_sum_delta": queue,
             }
         else:
             not_checked.append("load_not_delivered, counts_disagree: the engine's /metrics could not be read (%s)"

@@ -97,7 +97,22 @@ export const EngineLoad = Schema.Struct({
   /** vllm:generation_tokens_total / sglang:generation_tokens_total. */
   generation_tokens_delta: Schema.NullOr(Schema.Number),
   /** vllm:prompt_tokens_total / sglang:prompt_tokens_total. */
-  prompt_tokens_delta: Schema.NullOr(Schema.Number)
+  prompt_tokens_delta: Schema.NullOr(Schema.Number),
+  /**
+   * How the means were made: `latency sums` (the e2e-latency and queue-time histograms' sums over
+   * the run ÷ duration_s: Little's law, exact) or `scrapes` (the gauges' mean over the scrapes).
+   * Either way over the client's whole life, its start-up and its own warm-up request included.
+   */
+  means_from: Schema.optional(Schema.Literal("latency sums", "scrapes")),
+  /**
+   * The e2e-latency histogram's sum over the run (seconds; vllm:e2e_request_latency_seconds,
+   * sglang:e2e_request_latency_seconds): divided by the client's own duration of its measured
+   * part (its result's `duration`) it is the mean in flight while the client measured, its
+   * start-up left out (what a real client's imports and tokenizer take: seconds).
+   */
+  e2e_latency_sum_delta: Schema.optional(Schema.NullOr(Schema.Number)),
+  /** The queue-time histogram's sum over the run (seconds): ÷ a duration, the mean waiting. */
+  queue_time_sum_delta: Schema.optional(Schema.NullOr(Schema.Number))
 })
 export type EngineLoad = typeof EngineLoad.Type
 
