@@ -126,6 +126,16 @@ describe("the status line", () => {
     expect(statusLine(p)).toBe("sweep: 2 done, 3 running, 4 waiting; runs 10/36; elapsed 2m05s; ETA 5m40s")
   })
 
+  it("adaptive (issue 33 item 2): the ETA divides by the combinations the search runs at once, not by --parallel", () => {
+    // the search runs one combination now, though --parallel 3 was asked
+    const adaptive = { ...p, running: 1, strategy: "adaptive" as const }
+    // (4 starts × 60 s + 26 runs × 30 s) / 1 at once, at most: the search may start fewer
+    expect(etaSec(adaptive)).toBe(1020)
+    expect(statusLine(adaptive)).toContain("ETA at most 17m00s")
+    // three at once: the same as the grid's
+    expect(etaSec({ ...adaptive, running: 3 })).toBe(340)
+  })
+
   it("no ETA before an engine start and a run are measured", () => {
     expect(etaSec({ ...p, runSecs: [] })).toBeUndefined()
     expect(statusLine({ ...p, startSecs: [] })).toContain("ETA –")

@@ -119,7 +119,9 @@ const axisWord = (s: Space, axis: number, up: boolean) =>
  */
 export const monotoneSkips = (
   params: ReadonlyArray<Param>,
-  combos: ReadonlyArray<AdaptiveCombination>
+  combos: ReadonlyArray<AdaptiveCombination>,
+  /** Combinations in flight (`--parallel`): started already, never skipped. */
+  running: ReadonlySet<number> = new Set()
 ): ReadonlyArray<Skip> => {
   const s = space(params, combos)
   const out = new Map<number, string>()
@@ -143,7 +145,13 @@ export const monotoneSkips = (
         if (!feasible) continue
         for (let i = at + dir; i >= 0 && i < values.length; i += dir) {
           const further = find(s, withValue(bad.params, p.name, values[i]!))
-          if (further === undefined || further.state !== "pending" || out.has(further.index)) continue
+          if (
+            further === undefined ||
+            further.state !== "pending" ||
+            running.has(further.index) ||
+            out.has(further.index)
+          )
+            continue
           out.set(
             further.index,
             `infeasible is monotone: ${comboLabel(bad.params)} failed with kv_cache_oom, and this one differs from it only by ${axisWord(s, axis, dir > 0)} (needs more KV cache)`
@@ -157,6 +165,129 @@ export const monotoneSkips = (
 
 const middle = (n: number) => Math.floor(n / 2)
 
+/** A combination the search wants measured, and why. */
+export interface Wanted {
+  readonly index: number
+  readonly why: string
+}
+
+/**
+ * One enumerated group's search walked as far as what is measured decides it: `settled` where it
+ * stopped, or the combinations it needs before it can go on (`needed`: the serial search's next ones,
+ * in its order) and those it will likely need once they are in (`likely`: the neighbours along the
+ * axes it is about to compare, then the next move's); `blocked` when it waits on one in flight.
+ */
+interface Walk {
+  readonly settled?: number | undefined
+  readonly needed: ReadonlyArray<Wanted>
+  readonly likely: ReadonlyArray<Wanted>
+  /** Every combination the serial search has measured or needs, so far (the start, the neighbours it compared). */
+  readonly path: ReadonlyArray<number>
+}
+
+const walkGroup = (
+  s: Space,
+  axes: ReadonlyArray<number>,
+  group: Combination,
+  running: ReadonlySet<number>
+): Walk | undefined => {
+  const params = s.params
+  const open = (c: AdaptiveCombination | undefined): c is AdaptiveCombination =>
+    c !== undefined && c.state === "pending" && !running.has(c.index)
+  /** The neighbours of `at` along `axis` (nearer first: up, then down), skipped ones left out. */
+  const neighbours = (at: Combination, axis: number) => {
+    const name = params[axis]!.name
+    const values = s.order[axis]!
+    const i = values.indexOf(at[name] ?? "")
+    return [i + 1, i - 1]
+      .filter((j) => j >= 0 && j < values.length)
+      .flatMap((j) => {
+        const n = find(s, withValue(at, name, values[j]!))
+        return n === undefined || n.state === "skipped" ? [] : [n]
+      })
+  }
+  /** The other axes' neighbours of `at` (the axes it is about to compare), in the axes' order after `axis`. */
+  const around = (at: AdaptiveCombination, axis: number): Array<Wanted> =>
+    axes
+      .map((_, k) => axes[(axes.indexOf(axis) + k) % axes.length]!)
+      .flatMap((x) =>
+        neighbours(at.params, x)
+          .filter(open)
+          .map((n) => ({
+            index: n.index,
+            why: `a neighbour of ${comboLabel(at.params)} along ${params[x]!.name}`
+          }))
+      )
+  let cur: Combination = { ...group }
+  for (const i of axes) cur = withValue(cur, params[i]!.name, s.order[i]![middle(s.order[i]!.length)]!)
+  let here = find(s, cur)
+  if (here === undefined) return undefined
+  const path = new Set<number>([here.index])
+  if (here.state === "pending") {
+    // whatever the start measures, the search compares its neighbours along the first axis next
+    const first = axes.length === 0 ? [] : neighbours(cur, axes[0]!)
+    for (const n of first) path.add(n.index)
+    const start = [
+      ...(running.has(here.index)
+        ? []
+        : [{ index: here.index, why: "the search's start (the middle of each axis)" }]),
+      ...first.filter(open).map((n) => ({
+        index: n.index,
+        why: `a neighbour of the search's start ${comboLabel(here!.params)} along ${params[axes[0]!]!.name}`
+      }))
+    ]
+    const rest =
+      axes.length === 0 ? [] : around(here, axes[0]!).filter((w) => !start.some((x) => x.index === w.index))
+    return { needed: start, likely: rest, path: [...path] }
+  }
+  let still = 0
+  let a = 0
+  while (axes.length > 0 && still < axes.length) {
+    const axis = axes[a % axes.length]!
+    a++
+    const name = params[axis]!.name
+    const near = neighbours(cur, axis)
+    for (const n of near) path.add(n.index)
+    const waiting = near.filter((n) => n.state === "pending")
+    if (waiting.length > 0) {
+      const needed = waiting
+        .filter(open)
+        .map((n) => ({ index: n.index, why: `a neighbour of ${comboLabel(here!.params)} along ${name}` }))
+      // the next move, should a neighbour measured already be the better: its neighbour further out
+      const moved = near
+        .filter((n) => n.state === "measured" && improvesOn(n, here!))
+        .flatMap((n) => neighbours(n.params, axis).filter((m) => open(m) && m.index !== here!.index))
+        .map((m) => ({ index: m.index, why: `a move along ${name}, should it improve` }))
+      const around_ = around(here, axis).filter((w) => !needed.some((x) => x.index === w.index))
+      return { needed, likely: [...moved, ...around_], path: [...path] }
+    }
+    const better = near
+      .filter((n) => improvesOn(n, here!))
+      .sort((x, y) => (y.objective?.throughput ?? 0) - (x.objective?.throughput ?? 0))[0]
+    if (better === undefined) {
+      still++
+      continue
+    }
+    // moved: look further along the same axis before the next one
+    cur = better.params
+    here = better
+    still = 0
+    a--
+  }
+  return { settled: here.index, needed: [], likely: [], path: [...path] }
+}
+
+const groupsOf = (s: Space) => {
+  const enumerated = s.params.flatMap((_, i) => (s.numeric[i] ? [] : [i]))
+  // every assignment of the enumerated params, in the grid's order
+  let groups: Array<Combination> = [{}]
+  for (const i of enumerated) {
+    const p = s.params[i]!
+    groups = groups.flatMap((g) => s.order[i]!.map((v) => withValue(g, p.name, v)))
+  }
+  return groups
+}
+
 /**
  * The next combination the adaptive search starts, or `done` with where it settled. Combinations
  * in state `skipped` are never proposed; a proposal is always `pending`.
@@ -167,58 +298,74 @@ export const nextAdaptive = (
 ): AdaptiveStep => {
   const s = space(params, combos)
   const axes = params.flatMap((_, i) => (s.numeric[i] ? [i] : []))
-  const enumerated = params.flatMap((_, i) => (s.numeric[i] ? [] : [i]))
-  // every assignment of the enumerated params, in the grid's order
-  let groups: Array<Combination> = [{}]
-  for (const i of enumerated) {
-    const p = params[i]!
-    groups = groups.flatMap((g) => s.order[i]!.map((v) => withValue(g, p.name, v)))
-  }
   const settledAt: Array<number> = []
-  for (const group of groups) {
-    let cur: Combination = { ...group }
-    for (const i of axes) cur = withValue(cur, params[i]!.name, s.order[i]![middle(s.order[i]!.length)]!)
-    let here = find(s, cur)
-    if (here === undefined) continue
-    if (here.state === "pending")
-      return { _tag: "run", index: here.index, why: "the search's start (the middle of each axis)" }
-    let still = 0
-    let a = 0
-    while (axes.length > 0 && still < axes.length) {
-      const axis = axes[a % axes.length]!
-      a++
-      const name = params[axis]!.name
-      const values = s.order[axis]!
-      const at = values.indexOf(cur[name] ?? "")
-      const neighbours = [at + 1, at - 1]
-        .filter((i) => i >= 0 && i < values.length)
-        .flatMap((i) => {
-          const n = find(s, withValue(cur, name, values[i]!))
-          return n === undefined || n.state === "skipped" ? [] : [n]
-        })
-      const pending = neighbours.find((n) => n.state === "pending")
-      if (pending !== undefined)
-        return {
-          _tag: "run",
-          index: pending.index,
-          why: `a neighbour of ${comboLabel(here.params)} along ${name}`
-        }
-      const better = neighbours
-        .filter((n) => improvesOn(n, here!))
-        .sort((x, y) => (y.objective?.throughput ?? 0) - (x.objective?.throughput ?? 0))[0]
-      if (better === undefined) {
-        still++
-        continue
-      }
-      // moved: look further along the same axis before the next one
-      cur = better.params
-      here = better
-      still = 0
-      a--
-    }
-    settledAt.push(here.index)
+  for (const group of groupsOf(s)) {
+    const w = walkGroup(s, axes, group, new Set())
+    if (w === undefined) continue
+    if (w.needed.length > 0) return { _tag: "run", ...w.needed[0]! }
+    settledAt.push(w.settled!)
   }
   return { _tag: "done", settledAt }
+}
+
+export type AdaptiveProposal =
+  | {
+      readonly _tag: "run"
+      /** Up to `free` combinations to start now, the search's next first, then the likely ones. */
+      readonly start: ReadonlyArray<Wanted>
+    }
+  /** Nothing to start now: the search waits on the combinations in flight. */
+  | { readonly _tag: "wait" }
+  | { readonly _tag: "done"; readonly settledAt: ReadonlyArray<number> }
+
+/**
+ * `--parallel N` with `--strategy adaptive` (docs/design.md#time-to-the-answer): up to `free` more
+ * combinations to start beside those in flight (`running`). First what the serial search needs next
+ * (each enumerated group's search runs on its own, so every group's next is needed), then what it
+ * will likely need once those are in: the neighbours along the axes it is about to compare at the
+ * point it stands on, and the neighbour further out should a neighbour measured already be the
+ * better (the next move). A likely one the search then does not need is an engine start more than
+ * the serial search makes; the search's decisions are the serial one's (each made on what is
+ * measured, in the same order), so it settles where the serial search settles. `done` once every
+ * group settled and nothing is in flight.
+ */
+export const proposeAdaptive = (
+  params: ReadonlyArray<Param>,
+  combos: ReadonlyArray<AdaptiveCombination>,
+  free: number,
+  running: ReadonlySet<number>
+): AdaptiveProposal => {
+  const s = space(params, combos)
+  const axes = params.flatMap((_, i) => (s.numeric[i] ? [i] : []))
+  const walks = groupsOf(s).flatMap((g) => {
+    const w = walkGroup(s, axes, g, running)
+    return w === undefined ? [] : [w]
+  })
+  const unsettled = walks.filter((w) => w.settled === undefined)
+  if (unsettled.length === 0 && running.size === 0)
+    return { _tag: "done", settledAt: walks.map((w) => w.settled!) }
+  const start: Array<Wanted> = []
+  const add = (w: Wanted) => {
+    if (start.length < free && !start.some((x) => x.index === w.index)) start.push(w)
+  }
+  // what each group's search needs, taken in turns (every group's next first)
+  const longest = Math.max(0, ...unsettled.map((x) => x.needed.length))
+  for (let k = 0; k < longest; k++)
+    for (const x of unsettled) if (x.needed[k] !== undefined) add(x.needed[k]!)
+  // The likely ones within a budget: those started off the serial search's path (`spent`) stay at
+  // most half of what it has measured or needs so far (`serial`, never more than it makes in the
+  // end), so the starts stay within 1.5× the serial search's.
+  const path = new Set(walks.flatMap((w) => w.path))
+  const started = combos.filter((c) => c.state === "measured" || running.has(c.index)).map((c) => c.index)
+  const serial = started.filter((i) => path.has(i)).length + start.length
+  const spent = started.filter((i) => !path.has(i)).length
+  let budget = Math.floor(serial / 2) - spent
+  for (const w of unsettled.flatMap((x) => x.likely))
+    if (budget > 0 && start.length < free && !start.some((x) => x.index === w.index)) {
+      start.push(w)
+      budget--
+    }
+  return start.length === 0 ? { _tag: "wait" } : { _tag: "run", start }
 }
 
 /** The reason of a combination the search did not start. */

@@ -130,6 +130,11 @@ export interface Progress {
   readonly parallel: number
   /** Combinations not started yet that still need an engine start (waiting). */
   readonly startsLeft: number
+  /**
+   * `adaptive`: the search decides what runs (and how many at once, up to `parallel`): the ETA
+   * shares the work among those running now, and is an upper bound (it may start fewer).
+   */
+  readonly strategy?: "grid" | "adaptive" | undefined
 }
 
 const mean = (xs: ReadonlyArray<number>) =>
@@ -144,7 +149,8 @@ export const etaSec = (p: Progress): number | undefined => {
   const run = mean(p.runSecs)
   if (start === undefined || run === undefined) return undefined
   const work = p.startsLeft * start + Math.max(0, p.runsPlanned - p.runsDone) * run
-  return work / Math.max(1, Math.min(p.parallel, p.running + p.waiting))
+  const atOnce = p.strategy === "adaptive" ? p.running : p.running + p.waiting
+  return work / Math.max(1, Math.min(p.parallel, atOnce))
 }
 
 export const clock = (sec: number): string => {
@@ -161,5 +167,5 @@ export const clock = (sec: number): string => {
 
 export const statusLine = (p: Progress): string => {
   const eta = etaSec(p)
-  return `sweep: ${p.done} done, ${p.running} running, ${p.waiting} waiting; runs ${p.runsDone}/${p.runsPlanned}; elapsed ${clock(p.elapsedSec)}; ETA ${eta === undefined ? "– (no engine start and run measured yet)" : clock(eta)}`
+  return `sweep: ${p.done} done, ${p.running} running, ${p.waiting} waiting; runs ${p.runsDone}/${p.runsPlanned}; elapsed ${clock(p.elapsedSec)}; ETA ${eta === undefined ? "– (no engine start and run measured yet)" : `${p.strategy === "adaptive" ? "at most " : ""}${clock(eta)}`}`
 }
