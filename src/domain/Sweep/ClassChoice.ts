@@ -186,27 +186,20 @@ export const decideClass = (
       others: classGroups(nodes.filter((n) => !fitsClass(kept, n)))
     }
   }
+  const taking = (g: ClassGroup, why: "chosen" | "most"): ClassDecision => ({
+    _tag: "decided",
+    cls: g.cls,
+    why,
+    nodes: g.nodes,
+    others: groups.filter((x) => x !== g)
+  })
   if (o.chosen !== undefined) {
     const g = groups.find((x) => matchesChoice(x.cls, o.chosen!))
-    if (g === undefined) return { _tag: "unknown", asked: o.chosen, present: groups }
-    return {
-      _tag: "decided",
-      cls: g.cls,
-      why: "chosen",
-      nodes: g.nodes,
-      others: groups.filter((x) => x !== g)
-    }
+    return g === undefined ? { _tag: "unknown", asked: o.chosen, present: groups } : taking(g, "chosen")
   }
   if (groups.length === 0) return { _tag: "undecided" }
   // the most nodes; a tie to the class Ray lists first (groups keep that order; sort is stable)
-  const most = [...groups].sort((a, b) => b.nodes.length - a.nodes.length)[0]!
-  return {
-    _tag: "decided",
-    cls: most.cls,
-    why: "most",
-    nodes: most.nodes,
-    others: groups.filter((x) => x !== most)
-  }
+  return taking([...groups].sort((a, b) => b.nodes.length - a.nodes.length)[0]!, "most")
 }
 
 /** The Ray ids of the nodes a decided sweep leaves alone. */
