@@ -9,7 +9,7 @@ import { kvFailure, modelFlags, predict, THREE_AXES } from "../../examples/engin
 import { exitCodeForSweep } from "../../src/cli/Exit.js"
 import { combinations, type Experiment } from "../../src/domain/Sweep.js"
 import { runSweep, type SweepOptions } from "../../src/programs/Sweep.js"
-import type * as SweepEngine from "../../src/programs/SweepEngine.js"
+import * as SweepEngine from "../../src/programs/SweepEngine.js"
 import { setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 const DIR = "/s/adaptive"
@@ -103,6 +103,40 @@ describe("sweep program: --strategy adaptive", () => {
     },
     // 64 + 57 engine starts through the test layers: ~10 s of CPU, past the default on a loaded machine
     120_000
+  )
+
+  it.live(
+    "issue 33 item 2: --parallel 3 measures up to 3 candidates at once, with the serial search's best and at most 1.5x its engine starts",
+    () =>
+      Effect.gen(function* () {
+        // each run takes a few real milliseconds, so combinations in flight overlap
+        const slow = {
+          ...script,
+          run: (cmd: string, argv: ReadonlyArray<string>) => ({ ...script.run(cmd, argv), runFor: 0.005 })
+        }
+        const go = (parallel: number) =>
+          Effect.gen(function* () {
+            const r = yield* runSweep({
+              ...options("adaptive"),
+              sessionDir: `/s/adaptive-${parallel}`,
+              parallel
+            })
+            return { report: r, log: yield* Effect.flatten(SweepEngine.FakeSweepEngineLog) }
+          }).pipe(Effect.provide(setup(slow)))
+        const one = yield* go(1)
+        const three = yield* go(3)
+        assert.strictEqual(one.log.maxLive, 1)
+        assert.strictEqual(three.log.maxLive, 3, "up to three candidates at once")
+        assert.strictEqual(three.report.doc.status, "done")
+        assert.strictEqual(three.report.doc.summary.best!.label, one.report.doc.summary.best!.label)
+        assert.closeTo(three.report.doc.summary.best!.output_throughput, closedFormBest(), 1e-9)
+        assert.isAtMost(three.report.engineStarts, 1.5 * one.report.engineStarts)
+        // what it did not run is skipped with the reason, as one at a time
+        const skipped = three.report.doc.combinations.filter((c) => c.status === "skipped")
+        assert.strictEqual(skipped.length, 64 - three.report.engineStarts)
+        assert.isTrue(skipped.every((c) => c.engine_starts.length === 0 && (c.reason ?? "") !== ""))
+      }),
+    60_000
   )
 
   it.effect(

@@ -13,8 +13,8 @@ import {
   comboRef,
   isFinalCombination,
   monotoneSkips,
-  nextAdaptive,
   notRunReason,
+  proposeAdaptive,
   recoverInterrupted,
   type SweepDoc,
   setSweepStatus,
@@ -75,33 +75,40 @@ export const gridSchedule = (doc: SweepDoc, parallel: number): Schedule => {
 /**
  * `--strategy adaptive` (docs/design.md#time-to-the-answer): first the combinations it already
  * started and that are open (a larger --repeats, or left open), so the search goes on from what
- * they measure; then the search (domain/Sweep/Adaptive.ts) names the next combination after each
- * one ends; what it rules out is `skipped` with the reason as soon as it is known (monotone
- * infeasibility), and what it never reached when it settles. One combination at a time.
+ * they measure; then the search (domain/Sweep/Adaptive.ts `proposeAdaptive`) names up to the free
+ * places' worth of combinations beside those in flight (with `--parallel N`: what the serial search
+ * needs next, then the neighbours it is about to compare and its next move, within 1.5× its engine
+ * starts); what it rules out is `skipped` with the reason as soon as it is known (monotone
+ * infeasibility), and what it never reached when it settles.
  */
 export const adaptiveSchedule = (state: SweepState, doc: SweepDoc): Schedule => {
   const open = doc.combinations
     .filter((c) => !isFinalCombination(c) && c.engine_starts.length > 0)
     .map((c) => c.index)
   const total = doc.combinations.length
+  const parallel = state.parallel
   let settled = false
   return {
-    width: 1,
-    recoverOnStop: false,
-    next: (_free, running) =>
+    width: Math.max(1, Math.min(parallel, total)),
+    recoverOnStop: parallel > 1,
+    next: (free, running) =>
       Effect.gen(function* () {
-        if (running.size > 0) return { _tag: "wait" } as const
-        if (open.length > 0) return { _tag: "run", indices: [open.shift()!] } as const
-        if (settled) return { _tag: "done" } as const
+        if (open.length > 0) {
+          // the open ones first, alone: the search goes on from what they measure
+          if (running.size > 0) return { _tag: "wait" } as const
+          return { _tag: "run", indices: open.splice(0, free) } as const
+        }
+        if (settled) return running.size > 0 ? ({ _tag: "wait" } as const) : ({ _tag: "done" } as const)
         const now = yield* state.doc
         const params = now.experiment.params
-        const skips = monotoneSkips(params, adaptiveView(now))
+        const skips = monotoneSkips(params, adaptiveView(now), running)
         if (skips.length > 0) {
           yield* state.update((d) => skips.reduce((x, k) => skipCombination(x, k.index, k.reason), d))
           for (const k of skips) yield* Effect.logInfo(`sweep: combination #${k.index} skipped: ${k.reason}`)
         }
         const after = yield* state.doc
-        const step = nextAdaptive(params, adaptiveView(after))
+        const step = proposeAdaptive(params, adaptiveView(after), free, running)
+        if (step._tag === "wait") return step
         if (step._tag === "done") {
           const reason = notRunReason(step.settledAt.map((i) => after.combinations[i]!.params))
           const left = after.combinations.filter((c) => !isFinalCombination(c))
@@ -115,10 +122,11 @@ export const adaptiveSchedule = (state: SweepState, doc: SweepDoc): Schedule => 
           settled = true
           return { _tag: "done" } as const
         }
-        yield* Effect.logInfo(
-          `sweep: adaptive: combination ${comboRef(step.index, after.combinations[step.index]!.params)}: ${step.why}`
-        )
-        return { _tag: "run", indices: [step.index] } as const
+        for (const w of step.start)
+          yield* Effect.logInfo(
+            `sweep: adaptive: combination ${comboRef(w.index, after.combinations[w.index]!.params)}: ${w.why}`
+          )
+        return { _tag: "run", indices: step.start.map((w) => w.index) } as const
       }),
     ended: () => Effect.void
   }

@@ -117,7 +117,9 @@ export const makeState = (o: {
         startSecs: c.startSecs,
         runSecs: c.runSecs,
         parallel,
-        startsLeft: waiting
+        startsLeft: waiting,
+        // adaptive: the search decides how many run at once (issue 33 item 2)
+        strategy: doc.strategy ?? "grid"
       })
     })
     const redraw =
