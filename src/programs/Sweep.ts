@@ -93,11 +93,17 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
   })
   const now = yield* nowIso
   const strategy = options.strategy ?? "grid"
+  // this invocation on the session's own clock (domain/Sweep/Time.ts): where it began, the wall before
+  const invocation = {
+    started_at: now,
+    wall_before_sec: Option.match(loaded, { onNone: () => 0, onSome: (d) => d.wall_sec ?? 0 })
+  }
   if (Option.isNone(loaded)) {
     const doc = yield* state.update(() => ({
       ...initialSweep(redactExperiment(options.experiment), now),
       cwd: options.cwd,
       strategy,
+      invocations: [invocation],
       ...(options.version !== undefined ? { hyperloom_version: options.version } : {})
     }))
     yield* Effect.logInfo(
@@ -146,7 +152,10 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
       return { sessionDir: dir, doc, engineStarts: 0, clientRuns: 0, alreadyDone: true } satisfies SweepReport
     }
     const reopened = reopen(recoverInterrupted(doc, now))
-    const saved = yield* state.update(() => reopened)
+    const saved = yield* state.update(() => ({
+      ...reopened,
+      invocations: [...(reopened.invocations ?? []), invocation]
+    }))
     const left = saved.combinations.filter((c) => !isFinalCombination(c)).length
     yield* Effect.logInfo(`resuming sweep ${dir}: ${left} combination(s) not finished`)
   }

@@ -321,6 +321,48 @@ describe("interleaved repeats", () => {
       })
   )
 
+  it.live(
+    "issue 33 item 6: a sweep grown after a pause accounts its time on its own clock: every figure adds up, the combinations within the total, the best within it",
+    () =>
+      Effect.gen(function* () {
+        const files = new Map<string, string>()
+        const e = (values: ReadonlyArray<string>) =>
+          experiment({ repeats: 1, load: { kind: "points", name: "c", values } })
+        // each run a few real milliseconds; the larger load is the better: the grown point becomes the best
+        const script = {
+          startFor: 0.02,
+          run: (s: string, a: ReadonlyArray<string>) => ({ ...model(s, a), runFor: 0.01 })
+        }
+        const go = (values: ReadonlyArray<string>) =>
+          runSweep(options(e(values))).pipe(Effect.provide(setup(script, files)))
+        yield* go(["1", "2"])
+        // the user's pause between the two runs
+        yield* Effect.sleep("600 millis")
+        const grown = yield* go(["1", "2", "4"])
+        const doc = grown.doc
+        assert.strictEqual(doc.summary.best?.load, "4")
+        assert.lengthOf(doc.invocations ?? [], 2)
+        const t = doc.summary.time!
+        const sum = (x: typeof t.total) =>
+          x.lease_wait_sec +
+          x.engine_start_sec +
+          x.client_sec +
+          x.between_sec +
+          x.own_sec -
+          (x.at_once_sec ?? 0)
+        for (const c of [t.total, ...t.combinations])
+          assert.closeTo(sum(c), c.wall_sec, 1e-9, JSON.stringify(c))
+        assert.isAtMost(
+          t.combinations.reduce((n, c) => n + c.wall_sec, 0),
+          t.total.wall_sec,
+          JSON.stringify(t)
+        )
+        assert.isAtMost(t.time_to_best_sec!, t.total.wall_sec, JSON.stringify(t))
+        // the pause is nowhere in it
+        assert.isBelow(t.total.wall_sec, 0.6)
+      })
+  )
+
   it("nextRun: the next repeat, the retry a failed run is owed, none once R runs measured", () => {
     const run = (repeat: number, t: number, status: "ok" | "failed") =>
       ({
