@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, assert, describe, it } from "@effect/vitest"
+import { SAMPLER_NAME } from "../../src/domain/Observations.js"
 import { projectRoot } from "../support/ray.js"
 import { runSweepRunner } from "../support/sweepRunner.js"
 
@@ -63,6 +64,13 @@ describe("the sweep runner talks through its stdin and stdout only", () => {
     const done = r.done.get(1)
     assert.strictEqual(done?.exit_code, 0)
     assert.isTrue(done?.engine_alive)
+    // what the node sampled comes back with the run, and the engine's configuration with `ready`
+    // (docs/design.md#samplers): the client's 4 requests and its warm-up request, 8 tokens each
+    const seen = done?.observations?.[SAMPLER_NAME] as any
+    assert.strictEqual(seen?.engine_load?.generation_tokens_delta, 40, JSON.stringify(done))
+    assert.strictEqual(seen?.engine_load?.requests_total_delta, 5)
+    assert.strictEqual(r.engine[1]!.engine_config?.engine, "vllm")
+    assert.strictEqual(r.engine[1]!.engine_config?.values.max_num_seqs, 256)
     assert.deepStrictEqual(Object.keys(r.files).sort(), [
       `${remote}/engine/server.log`,
       `${run1}/between.log`,
