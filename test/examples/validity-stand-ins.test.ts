@@ -168,6 +168,19 @@ describe("the stand-in engine's faces", () => {
     assert.strictEqual(metric(text, "sglang:num_queue_reqs"), 0)
   })
 
+  it("cold-start: the first 8 requests after a start take 3 × as long per step; the next run is warm", async () => {
+    const e = await start("--fail=cold-start")
+    const tput = async (name: string) => {
+      const file = path.join(dir, name)
+      assert.strictEqual((await runClient(e.base, file)).code, 0)
+      return JSON.parse(fs.readFileSync(file, "utf8")).output_throughput as number
+    }
+    const cold = await tput("cold.json")
+    const warm = await tput("warm.json")
+    // 7 of the first run's 10 requests are cold (the client's warm-up request took the 8th)
+    assert.isBelow(cold, warm * 0.75, `cold ${cold} tok/s, warm ${warm} tok/s`)
+  })
+
   it("wrong-fast answers the known prompts wrong; the honest engine right", async () => {
     const ask = async (base: string, prompt: string) => {
       const r = await fetch(`${base}/v1/completions`, {
