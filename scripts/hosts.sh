@@ -8,7 +8,7 @@
 # other namespace. Only the head host has the checkout: the others see the Ray installation
 # (HYPERLOOM_RAY's, else the checkout's .venv) and none of the checkout (the checkout directory, and
 # a checkout that holds the venv, is hidden under an empty tmpfs, the venv bound back). Every host
-# has the stand-in engine and client (examples/fake-engine.mjs, engine-model.mjs,
+# has the stand-in engine and client (examples/fake-engine.mjs, engine-model.mjs, client-formats.mjs,
 # fake-bench-client.mjs) installed outside any checkout, as a user installs an engine, at
 # /srv/hyperloom-stand-ins (the same path on every node, so one server command runs on any), with
 # the commands `fake-engine` and `fake-bench-client` in its bin/ (for PATH). By default every host
@@ -43,7 +43,7 @@ ip link set lo up
 mount -t tmpfs -o size=16m,mode=755 tmpfs /srv
 mkdir -p "$stand_ins/bin"
 cp "$here/examples/fake-engine.mjs" "$here/examples/engine-model.mjs" \
-  "$here/examples/fake-bench-client.mjs" "$stand_ins/"
+  "$here/examples/fake-bench-client.mjs" "$here/examples/client-formats.mjs" "$stand_ins/"
 for cmd in fake-engine fake-bench-client; do  # commands on PATH, as `vllm` is
   printf "#!/bin/sh\nexec node %s/%s.mjs \"\$@\"\n" "$stand_ins" "$cmd" > "$stand_ins/bin/$cmd"
   chmod 755 "$stand_ins/bin/$cmd"

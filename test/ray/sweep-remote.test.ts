@@ -177,9 +177,10 @@ describe.skipIf(why !== undefined)("sweeps on hosts of their own that share noth
       ])
       assert.strictEqual(r.code, 0, r.stderr)
       const lines = r.stdout.trim().split("\n")
-      assert.deepStrictEqual(lines.slice(0, 6), [
+      assert.deepStrictEqual(lines.slice(0, 7), [
         "ray",
         "bin",
+        "client-formats.mjs",
         "engine-model.mjs",
         "fake-bench-client.mjs",
         "fake-engine.mjs",
