@@ -3,6 +3,7 @@ import { Data } from "effect"
 import type { SessionNotFound } from "../domain/Errors.js"
 import type { SessionSpecMismatch } from "../domain/SessionSpec.js"
 import type { SessionState, StopReason } from "../domain/State.js"
+import { noEngineReady } from "../domain/Sweep/NoEngine.js"
 import type { SweepDoc } from "../domain/Sweep.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
 import type { SessionHoldsOther } from "../programs/SessionKind.js"
@@ -211,8 +212,7 @@ export const exitCodeForSweep = (doc: SweepDoc): number => {
   if (doc.stop_reason === "ray_cluster_infeasible") return EXIT.infeasible
   if (doc.stop_reason === "session_time_exhausted") return EXIT.sessionTimeExhausted
   if (doc.summary.best !== null) return EXIT.ok
-  const started = doc.combinations.flatMap((c) => c.engine_starts)
   // not the SLO's fault: no engine ever served (each combination's note quotes the engine's line)
-  if (started.length > 0 && started.every((s) => s.outcome !== "ready")) return EXIT.sweepNoEngineReady
+  if (noEngineReady(doc)) return EXIT.sweepNoEngineReady
   return EXIT.sweepNoFeasiblePoint
 }

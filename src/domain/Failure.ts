@@ -217,6 +217,14 @@ const ARG_ERROR_PATTERNS = [
 const ARGPARSE_TYPE_ERROR = /\binvalid [a-z_]+ value: /i
 
 /**
+ * argparse's own error line for an argument it refused, whatever the message (CPython's argparse
+ * prints `PROG: error: argument NAME: MESSAGE` after the usage line and exits 2): vLLM's own types
+ * say "Value 4kk cannot be converted to …" (vllm/engine/arg_utils.py `parse_type`), a custom check
+ * its own words ("must be at least 1"); SGLang's launch_server is argparse too.
+ */
+const ARGPARSE_ARGUMENT_ERROR = /: error: argument [^\s:]+: /
+
+/**
  * `valueerror:` counts as an argument error only when the message on the same line names one of
  * these (case-insensitive, at a word start; `cli` as a whole word so `client` does not count).
  * Matching on the line of the ValueError rather than anywhere in the tail keeps ordinary log lines
@@ -274,6 +282,7 @@ export const hasArgErrorText = (text: string): boolean => {
   const t = tail.toLowerCase()
   if (ARG_ERROR_PATTERNS.some((p) => t.includes(p))) return true
   if (ARGPARSE_TYPE_ERROR.test(tail)) return true
+  if (ARGPARSE_ARGUMENT_ERROR.test(tail)) return true
   for (const m of tail.matchAll(VALUE_ERROR_LINE)) {
     if (VALUE_ERROR_WORDS.test(m[1] ?? "")) return true
   }

@@ -177,7 +177,10 @@ describe("sweep program: say which failure it was", () => {
             'the engine said: "vllm serve: error: argument --max-num-seqs: must be at least 1"'
           )
           assert.include(note, `${c.engine_starts.at(-1)!.dir}/server.log`)
-          assert.match(note, /^subprocess_nonzero: the server exited with code 2/)
+          // argparse's refusal at the start is an argument error, never retried (issue 33 item 4;
+          // it read subprocess_nonzero and was started twice)
+          assert.match(note, /^fast_exit_arg_error: the server exited with code 2/)
+          assert.strictEqual(c.engine_starts.length, 1)
         }
         // the same sweep with one engine that served: 14, the SLO's verdict
         const slo = yield* runSweep({

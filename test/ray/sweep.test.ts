@@ -170,9 +170,21 @@ describe("sweep run on a real head", () => {
     assert.strictEqual(r.code, 17, r.stderr)
     const note = doc.combinations[0].error.split("\n")[0]
     assert.include(note, 'the engine said: "vllm serve: error: argument --max-num-seqs: must be at least 1"')
-    // not ready for a class that may pass is retried once: the note is the last start's
     assert.include(note, `${doc.combinations[0].engine_starts.at(-1).dir}/server.log`)
     assert.include(r.stdout, "argument --max-num-seqs: must be at least 1")
+    // argparse's refusal (exit 2 at the start) is an argument error: deterministic, never retried
+    // (issue 33 item 4: it was subprocess_nonzero, started twice)
+    assert.strictEqual(doc.combinations[0].class, "fast_exit_arg_error")
+    assert.strictEqual(doc.combinations[0].engine_starts.length, 1)
+    // which failure it was, in words too: the run's text, `sweep show` and its JSON never blame the SLO
+    const show = await runCli(["sweep", "show", "--session", session])
+    const json = await runCli(["sweep", "show", "--session", session, "--json"])
+    const statement = JSON.parse(json.stdout).summary.statement
+    for (const said of [r.stdout, show.stdout, statement]) {
+      assert.include(said, "sweep_no_engine_ready")
+      assert.notInclude(said, "sweep_no_feasible_point")
+      assert.include(said, "argument --max-num-seqs: must be at least 1")
+    }
   })
 
   it("interleaved repeats, a larger --repeats growing a finished sweep, and compare on a real head: one run per point claims no confidence, the records' differences first, a gate that holds, the report of both", async () => {

@@ -15,8 +15,9 @@ import {
   pick,
   tieNames
 } from "./Best.js"
-import { comboLabel, loadNumber, shellLine } from "./Grid.js"
+import { comboLabel, comboRef, loadNumber, shellLine } from "./Grid.js"
 import { edgeFlag } from "./Grow.js"
+import { noEngineReady } from "./NoEngine.js"
 import type { BestRecord, CombinationRecord, PointRecord, SweepDoc } from "./Schema.js"
 import { sweepTime } from "./Time.js"
 import { countsRun, sessionValidity } from "./Validity.js"
@@ -103,13 +104,16 @@ export const withSummary = (doc: SweepDoc): SweepDoc => {
     tied_with: tiedWith.map(apart),
     significant: verdict._tag === "best" && verdict.significant,
     validity: sessionValidity(doc),
-    statement: verdictStatement(
-      doc.experiment.load.name,
-      verdict,
-      best,
-      tiedWith,
-      (i) => doc.combinations.find((c) => c.index === i)?.params
-    )
+    statement:
+      best === null && noEngineReady(doc)
+        ? noEngineStatement(doc)
+        : verdictStatement(
+            doc.experiment.load.name,
+            verdict,
+            best,
+            tiedWith,
+            (i) => doc.combinations.find((c) => c.index === i)?.params
+          )
   }
   const edge = edgeFlag(doc.experiment.load, best?.load)
   return {
@@ -165,12 +169,33 @@ export const verdictStatement = (
     : `${named(loadName, best)}; beats every other combination's best beyond the noise (Welch's t-test, 95 %)`
 }
 
+/** How many combinations' engine notes the statement quotes (the rest are counted). */
+const NOTES_SHOWN = 3
+
+/**
+ * Why no engine became ready, in one sentence: each combination's note (its class, what happened,
+ * the engine's own line, its server.log: Sweep/EngineNote.ts), the first NOTES_SHOWN of them.
+ */
+export const noEngineStatement = (doc: SweepDoc): string => {
+  const notes = doc.combinations.flatMap((c) => {
+    const note = c.error ?? [...c.engine_starts].reverse().find((s) => s.error !== null)?.error ?? null
+    return note === null ? [] : [`${comboRef(c.index, c.params)}: ${note.split("\n")[0]}`]
+  })
+  const more =
+    notes.length > NOTES_SHOWN ? `; and ${notes.length - NOTES_SHOWN} more (sweep show lists them)` : ""
+  return `none — no engine ever became ready (sweep_no_engine_ready), so no point was measured${
+    notes.length === 0 ? "" : `: ${notes.slice(0, NOTES_SHOWN).join("; ")}${more}`
+  }`
+}
+
 /**
  * The statement of a document's verdict: the one it carries, else (a document written before
  * docs/design.md#trusted-answers) one made from its stored verdict, claiming no significance.
  */
 export const statementOf = (doc: SweepDoc): string => {
   const s = doc.summary
+  // a document written before blamed the SLO when no engine was ever ready
+  if (s.best === null && noEngineReady(doc)) return noEngineStatement(doc)
   if (s.statement !== undefined) return s.statement
   const loadName = doc.experiment.load.name
   if (s.best === null) return verdictStatement(loadName, { _tag: "none" }, null, [])
