@@ -122,6 +122,14 @@ const TOP_LEVEL = {
   queue: async () => {
     const [commands, provide] = await Promise.all([import("./commands/queue.js"), live()])
     return provide(commands.queueCommand)
+  },
+  mcp: async () => {
+    const [commands, live] = await Promise.all([import("./commands/mcp.js"), import("../Live.js")])
+    // One set of live services for the whole server (one work permit); without --allow-repair the
+    // guards refuse every repair (docs/agents.md).
+    return Command.provide(commands.mcpCommand, (o) =>
+      live.layerWith(o.allowRepair ? {} : { repairRefused: commands.REPAIR_REFUSED })
+    )
   }
 }
 

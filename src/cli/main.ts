@@ -80,7 +80,8 @@ const COMMAND_NAMES = new Set([
   "show",
   "report",
   "sweep",
-  "queue"
+  "queue",
+  "mcp"
 ])
 
 /** Word-wraps one line to `width`, continuing under its text (after a `term  ` column if any). */

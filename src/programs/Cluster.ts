@@ -99,9 +99,15 @@ export const repairLocked = Effect.fn("Cluster.repairLocked")(function* (
     }) satisfies RepairOutcome
   if (verdict.infeasible?.reason !== "no_serving_slot") return outcome("none", first, null)
   const infeasible: RayClusterInfeasible = verdict.infeasible
-  if (!repairAllowed(guards)) {
+  // A process that may not repair (an MCP server without --allow-repair) refuses it as a failed
+  // guard would, naming why, whatever the guards say.
+  const refused = settings.repairRefused === undefined ? [] : [settings.repairRefused]
+  if (!repairAllowed(guards) || refused.length > 0) {
     return yield* Effect.fail(
-      adviseForHost(infeasible, first.snapshot, guards, first.daemons).withRefusals(refusalReasons(guards))
+      adviseForHost(infeasible, first.snapshot, guards, first.daemons).withRefusals([
+        ...refusalReasons(guards),
+        ...refused
+      ])
     )
   }
   if (options.dryRun) {

@@ -82,7 +82,15 @@ export interface DoctorReport {
     readonly reason: InfeasibleReason
     readonly message: string
   } | null
-  readonly repair: { readonly allowed: boolean; readonly guards: ReadonlyArray<GuardResult> }
+  readonly repair: {
+    readonly allowed: boolean
+    readonly guards: ReadonlyArray<GuardResult>
+    /**
+     * Why this process may not repair whatever the guards say (`hyperloom mcp` without
+     * `--allow-repair`, docs/agents.md); absent where the guards alone decide.
+     */
+    readonly refused?: string
+  }
   readonly warnings: ReadonlyArray<string>
   /**
    * For a group (--nodes N >= 2, docs/design.md#serving-groups-across-nodes): the nodes that can
@@ -181,7 +189,20 @@ export const doctor = Effect.fn("Inspect.doctor")(function* (request: LeaseReque
   // The host's GPU holders beside the cluster's inspection (no scan without GPU device files).
   const [inspection, gpuScan] = yield* Effect.all([inspect(), gpus.scan], { concurrency: 2 })
   const guards = yield* guardsFor(inspection)
-  return doctorReport(inspection, request, guards, settings.nodes, yield* Containment.probe(), gpuScan)
+  const report = doctorReport(
+    inspection,
+    request,
+    guards,
+    settings.nodes,
+    yield* Containment.probe(),
+    gpuScan
+  )
+  return settings.repairRefused === undefined
+    ? report
+    : ({
+        ...report,
+        repair: { ...report.repair, allowed: false, refused: settings.repairRefused }
+      } satisfies DoctorReport)
 })
 
 /** `hyperloom ray status`: the cluster snapshot and the host's daemons. */

@@ -65,6 +65,11 @@ export interface SettingsShape {
   readonly commandLine: ReadonlyArray<string>
   /** The working directory a leased command runs in unless told otherwise (the live layer's: this process's). */
   readonly cwd: string
+  /**
+   * Why this process may not repair the head whatever the guards say (`hyperloom mcp` without
+   * `--allow-repair`, docs/agents.md); undefined: the guards alone decide.
+   */
+  readonly repairRefused?: string | undefined
 }
 
 export class Settings extends Context.Tag("hyperloom/services/Settings")<Settings, SettingsShape>() {}
@@ -75,6 +80,7 @@ export interface SettingsOverrides {
   readonly rankEnv?: ReadonlyArray<string> | undefined
   readonly commandLine?: ReadonlyArray<string> | undefined
   readonly cwd?: string | undefined
+  readonly repairRefused?: string | undefined
 }
 
 /**
@@ -224,7 +230,8 @@ export const load = (
         testRepairPause: v.HYPERLOOM_TEST_REPAIR_PAUSE,
         env,
         commandLine: overrides.commandLine ?? [],
-        cwd: overrides.cwd ?? "/"
+        cwd: overrides.cwd ?? "/",
+        ...(overrides.repairRefused === undefined ? {} : { repairRefused: overrides.repairRefused })
       } satisfies SettingsShape
     }).pipe(Effect.withConfigProvider(blankAsUnset(provider)))
   )

@@ -34,7 +34,7 @@ const CLI = "src/cli/Cli.ts"
  * imports lazily for the top-level commands `loaded` names (by path suffix), and every other lazy
  * import (grpc-js, the GCS codec: loaded when a command reads the GCS).
  */
-const reachable = (loaded: ReadonlyArray<string>) => {
+const reachable = (loaded: ReadonlyArray<string>, runTimeOnly: ReadonlyArray<string> = []) => {
   const inputs = metafile.inputs
   const seen = new Set<string>()
   const queue = ["src/cli/main.ts"]
@@ -46,11 +46,16 @@ const reachable = (loaded: ReadonlyArray<string>) => {
       if (i.external) continue
       const lazyFromCli = i.kind === "dynamic-import" && file === CLI
       if (lazyFromCli && !loaded.some((suffix) => i.path.endsWith(suffix))) continue
+      // what a command's handler imports when it runs (`hyperloom mcp`'s server), left out on request
+      if (i.kind === "dynamic-import" && runTimeOnly.some((suffix) => i.path.endsWith(suffix))) continue
       queue.push(i.path)
     }
   }
   return [...seen]
 }
+
+/** What `hyperloom mcp`'s handler imports when it runs: the server, its transports and its policy. */
+const MCP_SERVER = ["src/cli/mcp/Server.ts", "src/cli/mcp/Http.ts", "src/cli/mcp/Policy.ts"]
 
 const has = (files: ReadonlyArray<string>, suffix: string) => files.some((f) => f.endsWith(suffix))
 
@@ -93,8 +98,13 @@ describe("a command's modules", () => {
 
   it("no module reaches Node's worker manager, which no command uses", () => {
     // @effect/platform-node's NodeContext.layer carries one (its Worker and WorkerError schemas,
-    // node:worker_threads): evaluating them cost a cold doctor ~4% of its CPU (docs/performance.md)
-    for (const files of [reachable(["src/cli/commands/ray.ts", "src/LiveCluster.ts"]), reachable([""])]) {
+    // node:worker_threads): evaluating them cost a cold doctor ~4% of its CPU (docs/performance.md).
+    // Only the MCP server loads them (@effect/rpc's RpcServer and Node's HTTP server layer import
+    // them), once, when `hyperloom mcp` runs.
+    for (const files of [
+      reachable(["src/cli/commands/ray.ts", "src/LiveCluster.ts"]),
+      reachable([""], MCP_SERVER)
+    ]) {
       for (const worker of [
         "/@effect/platform-node/dist/esm/NodeContext.js",
         "/@effect/platform-node/dist/esm/NodeWorker.js",
@@ -105,6 +115,24 @@ describe("a command's modules", () => {
     }
   })
 
+  it("the MCP server's modules (@effect/ai, @effect/rpc) load only when `hyperloom mcp` runs", () => {
+    const server = ["src/cli/mcp/Server.ts", "src/cli/mcp/Http.ts", "src/cli/mcp/Policy.ts"]
+    for (const files of [
+      reachable(["src/cli/commands/ray.ts", "src/LiveCluster.ts"]),
+      reachable([""], server)
+    ]) {
+      assert.isFalse(has(files, "src/cli/mcp/Server.ts"), "the server")
+      assert.isFalse(
+        files.some((f) => f.includes("/@effect/ai/") || f.includes("/@effect/rpc/")),
+        "@effect/ai and @effect/rpc"
+      )
+    }
+    // and the server does reach them (the check above is not vacuous)
+    const all = reachable([""])
+    assert.isTrue(has(all, "src/cli/mcp/Server.ts"))
+    assert.isTrue(all.some((f) => f.includes("/@effect/ai/")))
+  })
+
   it("every command together reaches all of them (the root's help, completions)", () => {
     const files = reachable([""])
     for (const other of OTHERS) assert.isTrue(has(files, other), `${other} is reached`)
@@ -112,7 +140,7 @@ describe("a command's modules", () => {
 })
 
 describe("the top-level commands a command line loads", () => {
-  const ALL = ["ray", "lease", "baseline", "state", "sweep", "report", "compare", "queue"]
+  const ALL = ["ray", "lease", "baseline", "state", "sweep", "report", "compare", "queue", "mcp"]
 
   it("is the one its first word names", () => {
     assert.deepStrictEqual(topLevelFor(["ray", "doctor", "--json"]), ["ray"])

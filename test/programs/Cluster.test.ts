@@ -153,6 +153,23 @@ describe("repair (hyperloom ray repair)", () => {
     }
   )
 
+  it.effect(
+    "a process told it may not repair (an MCP server without --allow-repair) refuses a head every guard allows, naming why, stopping nothing",
+    () => {
+      const why = "this hyperloom is an MCP server started without --allow-repair"
+      const { cli, layer } = harness(headSnapshot(SLOTLESS), { settings: { repairRefused: why } })
+      return Effect.gen(function* () {
+        const e = yield* Effect.flip(repair(SLOT_ONLY, { dryRun: false }))
+        assert.instanceOf(e, RayClusterInfeasible)
+        assert.include(e.message, why)
+        // ensure (every lease's first step) refuses the same way
+        const viaEnsure = yield* Effect.flip(ensure(SLOT_ONLY))
+        assert.include(viaEnsure.message, why)
+        assert.deepStrictEqual(ops(cli), ["probe"], "probed, never stopped or started")
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
   it.effect("a dry run plans the same restart and changes nothing", () => {
     const { cli, layer } = harness(headSnapshot({ ...SLOTLESS, GPU: 2, nvme: 3 }))
     return Effect.gen(function* () {

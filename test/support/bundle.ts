@@ -82,7 +82,7 @@ export const buildDirPrefix = (pid: number) => `hyperloom-cli-build-${pid}-`
 const codeCaches = new Map<string, string>()
 
 /** A bundled CLI's environment: the test's own (`cleanEnv`) with the code cache beside the bundle. */
-const bundledEnv = (cli: string, env: Record<string, string>) =>
+export const bundledEnv = (cli: string, env: Record<string, string>) =>
   cleanEnv({
     HYPERLOOM_CACHE_DIR: codeCaches.get(cli) ?? path.join(path.dirname(cli), "code-cache"),
     ...env

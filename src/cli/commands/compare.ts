@@ -81,7 +81,7 @@ const sweepNodes = (doc: SweepDoc) =>
     )
   )
 
-const loadSide = (dir: string) =>
+export const loadSide = (dir: string) =>
   Effect.gen(function* () {
     const sweep = yield* Effect.flatMap(SweepStore, (s) => s.load(dir))
     if (Option.isSome(sweep)) return sweepSide(dir, sweep.value, yield* sweepNodes(sweep.value))

@@ -17,7 +17,7 @@ export const waitOption = positiveSeconds(
  * `hyperloom queue` (docs/design.md#fair-queue): who holds the host's slot and who waits for it, in
  * order.
  */
-const queueReport = Effect.gen(function* () {
+export const queueReport = Effect.gen(function* () {
   const queue = yield* HostQueue
   const view = yield* queue.view
   const now = yield* Clock.currentTimeMillis

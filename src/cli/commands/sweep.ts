@@ -5,7 +5,7 @@ import { SessionNotFound } from "../../domain/Errors.js"
 import { redactExperiment } from "../../domain/Redact.js"
 import { DEFAULT_READY_PATH, readiness } from "../../domain/Serving.js"
 import { sessionLeft } from "../../domain/Sweep/Left.js"
-import { renderPlan, sweepPlan } from "../../domain/Sweep/Plan.js"
+import { type Estimate, renderPlan, sweepPlan } from "../../domain/Sweep/Plan.js"
 import {
   autoParallel,
   type Combination,
@@ -26,6 +26,7 @@ import {
   renderSweep,
   type Slo,
   STRATEGIES,
+  type Strategy,
   type SweepDoc
 } from "../../domain/Sweep.js"
 import { dryRunEstimate, recordSweepEnd } from "../../programs/Sweep/HostSweeps.js"
@@ -257,7 +258,7 @@ export const OPTIONS = [
 const usage = (detail: string) => new UsageError({ detail })
 
 /** The experiment from the options, or a usage error naming what is wrong (nothing runs). */
-const experimentOf = (o: {
+export const experimentOf = (o: {
   readonly server: string
   readonly param: ReadonlyArray<string>
   readonly combo: ReadonlyArray<string>
@@ -350,8 +351,31 @@ const experimentOf = (o: {
   })
 
 /** The command run before each client run: the cache reset, then the user's --between. */
-const betweenOf = (reset: boolean, between: string | undefined): string | undefined =>
+export const betweenOf = (reset: boolean, between: string | undefined): string | undefined =>
   !reset ? between : between === undefined ? RESET_PREFIX_CACHE : `${RESET_PREFIX_CACHE} && ${between}`
+
+/**
+ * The plan `--dry-run` prints: the sweep's combinations, points and runs, an estimate of its time,
+ * and on a session that holds a sweep what the same command would still run there. Runs nothing.
+ */
+export const dryRunPlan = (
+  experiment: Experiment,
+  strategy: Strategy,
+  session: string,
+  given: Estimate | null
+) =>
+  Effect.gen(function* () {
+    const held = yield* Effect.flatMap(SweepStore, (store) => store.load(session)).pipe(
+      Effect.orElseSucceed(() => Option.none())
+    )
+    const bare = sweepPlan(experiment, strategy, null)
+    // on a session that holds a sweep: what the same command would still run there
+    const left = Option.map(held, (d) =>
+      sessionLeft(d, redactExperiment(experiment), strategy, bare.points_per_combination)
+    )
+    const chosen = yield* dryRunEstimate(given, held, experiment.server)
+    return sweepPlan(experiment, strategy, chosen.estimate, Option.getOrUndefined(left), chosen.unlike)
+  })
 
 const description = `Find the best serving configuration under an SLO. Each combination of the --param values gets one lease and one engine start (--server, its readiness as baseline run --server's); the client (CMD after --) then runs at each --load point in ascending order, or as --search picks them, --repeats times each, and each --slo is judged on the median over the repeats. An engine failing before ready with kv_cache_oom or fast_exit_arg_error makes its combination infeasible; any other failure is retried once; an engine dying during a point ends its combination; completed = 0 is never a measurement. The same command resumes an interrupted sweep (SIGKILL included) without running a finished point again; another experiment on the same session is refused. Exit: ${EXIT.ok} with a best, ${EXIT.sweepNoEngineReady} sweep_no_engine_ready (no engine ever became ready), ${EXIT.sweepNoFeasiblePoint} sweep_no_feasible_point, ${EXIT.infeasible} infeasible cluster, ${EXIT.sessionTimeExhausted} deadline, ${EXIT.waitExpired} lease_wait_expired, ${EXIT.cancelled} cancelled, ${EXIT.usage} usage.`
 
@@ -403,22 +427,7 @@ export const sweepRun = Command.make(
           Option.isSome(o.estimateStart) && Option.isSome(o.estimateRun)
             ? { start_sec: o.estimateStart.value, run_sec: o.estimateRun.value, source: "options" as const }
             : null
-        const held = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
-          Effect.orElseSucceed(() => Option.none())
-        )
-        const bare = sweepPlan(experiment, o.strategy, null)
-        // on a session that holds a sweep: what the same command would still run there
-        const left = Option.map(held, (d) =>
-          sessionLeft(d, redactExperiment(experiment), o.strategy, bare.points_per_combination)
-        )
-        const chosen = yield* dryRunEstimate(given, held, experiment.server)
-        const plan = sweepPlan(
-          experiment,
-          o.strategy,
-          chosen.estimate,
-          Option.getOrUndefined(left),
-          chosen.unlike
-        )
+        const plan = yield* dryRunPlan(experiment, o.strategy, o.session, given)
         yield* o.json
           ? Console.log(JSON.stringify({ dry_run: true, ...plan }, null, 2))
           : Console.log(renderPlan(plan))
