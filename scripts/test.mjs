@@ -185,6 +185,7 @@ const RAY_SECONDS = {
   faults: 200,
   "two-hosts": 194,
   "sweep-remote": 179,
+  mcp: 150,
   group: 174,
   "repair-faults": 167,
   guards: 157,

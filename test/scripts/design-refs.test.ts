@@ -33,7 +33,8 @@ const SPEC_REF = new RegExp(`\\bSPEC(?:'s)?\\s*(?:${"\u00a7"}|sections?\\s+\\d)`
 // A bare section sign with a number, unless it follows a Markdown file's name (`reliability.md §2`).
 const BARE_REF = new RegExp(`(?<!\\.md\\s?)${"\u00a7"}\\s*\\d`)
 // An upper-case document's name (the README's): it must exist at the root, in docs/ or beside the file.
-const UPPER_DOC = /\b[A-Z][A-Z_]*\.md\b/g
+// Named with a path from the root (`skills/hyperloom/SKILL.md`), it must be there.
+const UPPER_DOC = /(?:[\w.-]+\/)*\b[A-Z][A-Z_]*\.md\b/g
 // A file of the repository named in backticks in docs/ or README.md.
 const REPO_PATH = /`((?:src|python\/hyperloom|test|scripts|bench|examples)\/[^`\s]*)`/g
 const DOCS_REF = /\bdocs\/([\w./-]+\.md)#([\w-]+)/g
@@ -113,9 +114,11 @@ const findProblems = (base: string): Array<string> => {
         }
       }
       for (const m of line.matchAll(UPPER_DOC)) {
-        const held = [base, path.join(base, "docs"), path.dirname(file)].some((d) =>
-          fs.existsSync(path.join(d, m[0]))
-        )
+        const held =
+          (m[0].includes("/") && fs.existsSync(path.join(base, m[0]))) ||
+          [base, path.join(base, "docs"), path.dirname(file)].some((d) =>
+            fs.existsSync(path.join(d, path.basename(m[0])))
+          )
         if (!held) problems.push(`${where}: ${m[0]} is not in the repository`)
       }
       const refs: Array<[string, string]> = []
@@ -192,8 +195,9 @@ describe("the design's references", () => {
       write("python/c.py", `"""The bridge (SPEC ${"section"} 5)."""\n# (SPEC ${"sections"} 5 and 11)\n`)
       write(
         "test/d.test.ts",
-        `// beside every ${sign}7 field\n// as ${"RAY"}.md says; docs/README.md and README.md are here\n`
+        `// beside every ${sign}7 field\n// as ${"RAY"}.md says; docs/README.md and README.md are here\n// skills/s/${"SKILL"}.md is here, skills/t/${"SKILL"}.md is not\n`
       )
+      write(`skills/s/${"SKILL"}.md`, "---\nname: s\n---\n")
       write("README.md", `[design](${D}design.md#serving-leases)\n`)
       assert.deepStrictEqual(
         findProblems(dir).map((p) => p.replace(/: a reference .*/, ": spec")),
@@ -205,6 +209,7 @@ describe("the design's references", () => {
           "python/c.py:2: spec",
           "test/d.test.ts:1: spec",
           `test/d.test.ts:2: ${"RAY"}.md is not in the repository`,
+          `test/d.test.ts:3: skills/t/${"SKILL"}.md is not in the repository`,
           "docs/design.md:5: docs/design.md has no heading #the-guards",
           "docs/design.md:7: src/gone.ts does not exist"
         ]

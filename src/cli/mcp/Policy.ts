@@ -71,7 +71,7 @@ export const budgetRefusal = (
     return `the server's deadline has passed (${renderLeft(left)}); no new work is taken: ask the operator for a new server`
   if (left.engine_starts !== null && left.engine_starts < need.starts)
     return `this needs ${need.starts} engine start(s) and the server's budget has ${left.engine_starts} left (${renderLeft(left)}); plan fewer combinations (plan_sweep shows how many) or ask the operator for a larger --max-engine-starts`
-  if (left.gpu_hours !== null && need.gpus > 0 && left.gpu_hours <= 0)
+  if (budget.maxGpuHours !== undefined && need.gpus > 0 && spent.gpuSeconds >= budget.maxGpuHours * 3600)
     return `the server's GPU hours are spent (${renderLeft(left)}); ask the operator for a larger --max-gpu-hours`
   return undefined
 }

@@ -9,10 +9,10 @@
  * GPU time an engine held (from its start to its stop, times its GPUs and nodes) is charged when
  * it stops. The deadline and the GPU hours also bound each run's own `deadlineSec`.
  */
-import { Clock, Data, Deferred, Effect, Exit, Fiber, Option, type Scope } from "effect"
+import { Clock, Data, Deferred, Effect, Exit, Fiber, type Scope } from "effect"
 import { AttemptRunner } from "../../programs/AttemptRunner.js"
 import { SweepEngine } from "../../programs/SweepEngine.js"
-import { type Budget, type BudgetLeft, budgetLeft, budgetRefusal, renderLeft, type Spent } from "./Policy.js"
+import { type Budget, type BudgetLeft, budgetLeft, budgetRefusal, type Spent } from "./Policy.js"
 
 /** A tool's refusal or failure: a tag an agent can branch on and a sentence it can act on. */
 export class ToolError extends Data.TaggedError("ToolError")<{
@@ -183,12 +183,9 @@ export const makeRuns = (scope: Scope.Scope, budget: Budget): Effect.Effect<Runs
       check,
       start,
       cancel,
-      awaitAll: Effect.forEach([...entries.values()], (e) => Deferred.await(e.done), { discard: true }).pipe(
-        Effect.zipRight(
-          Effect.suspend(() =>
-            [...entries.values()].every((e) => e.exit !== undefined) ? Effect.void : Effect.yieldNow()
-          )
-        )
+      // read when awaited, not when the runs were made: the runs started since
+      awaitAll: Effect.suspend(() =>
+        Effect.forEach([...entries.values()], (e) => Deferred.await(e.done), { discard: true })
       )
     } satisfies Runs
   })
@@ -206,11 +203,3 @@ export const runState = (
         : Exit.isInterrupted(entry.exit) || entry.cancelled
           ? "cancelled"
           : "failed"
-
-/** The failure of a run that failed, if any. */
-export const runFailure = (entry: RunEntry): unknown =>
-  entry.exit !== undefined && Exit.isFailure(entry.exit)
-    ? Option.getOrUndefined(Exit.causeOption(entry.exit).pipe(Option.flatMap((c) => Option.fromNullable(c))))
-    : undefined
-
-export { renderLeft }
