@@ -8,8 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import { makeRuns, runState } from "../../src/cli/mcp/Runs.js"
 import { AttemptRunner } from "../../src/programs/AttemptRunner.js"
-import type { EngineHandle } from "../../src/programs/SweepEngine.js"
-import { SweepEngine } from "../../src/programs/SweepEngine.js"
+import type { EngineHandle } from "../../src/programs/Sweep/Engine.js"
+import { SweepEngine } from "../../src/programs/Sweep/Engine.js"
 
 /** A scripted engine: each start is counted, holds its engine `holdMs`, and is stopped with its scope. */
 const scripted = (holdMs = 0) => {

@@ -11,7 +11,7 @@
  */
 import { Clock, Data, Deferred, Effect, Exit, Fiber, type Scope } from "effect"
 import { AttemptRunner } from "../../programs/AttemptRunner.js"
-import { SweepEngine } from "../../programs/SweepEngine.js"
+import { SweepEngine } from "../../programs/Sweep/Engine.js"
 import { type Budget, type BudgetLeft, budgetLeft, budgetRefusal, type Spent } from "./Policy.js"
 
 /** A tool's refusal or failure: a tag an agent can branch on and a sentence it can act on. */
