@@ -185,7 +185,7 @@ const RAY_SECONDS = {
   faults: 200,
   "two-hosts": 194,
   "sweep-remote": 179,
-  mcp: 150,
+  mcp: 90,
   group: 174,
   "repair-faults": 167,
   guards: 157,

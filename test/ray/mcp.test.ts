@@ -96,7 +96,7 @@ describe("hyperloom mcp on a real head", () => {
       assert.strictEqual(doctor.budget.left.engine_starts, 4)
 
       const tag = newTag()
-      const sweep = experiment(tag, "8,16", 2, 6)
+      const sweep = experiment(tag, "8,16", 2, 4)
       const plan = await call(c, "plan_sweep", { session: "a", ...sweep })
       assert.deepInclude(plan, { combinations: 2, runs: 4, allowed: true, refused: null })
 
@@ -158,7 +158,6 @@ describe("hyperloom mcp on a real head", () => {
       assert.strictEqual(cancelled.run, "cancelled")
       assert.strictEqual(docOf("b").status, "cancelled")
       assert.deepStrictEqual(pidsWithArg(`--tag=${tagB}`), [], "the engine was stopped")
-      await assertSlotFree()
     } finally {
       await c.close()
     }
@@ -216,7 +215,7 @@ describe("hyperloom mcp on a real head", () => {
     // the SDK's stdio transport over the server's pipes, which this test closes itself
     await two.connect(new StdioServerTransport(server.stdout!, server.stdin!))
     const tag2 = newTag()
-    await call(two, "start_sweep", { session: "e", ...experiment(tag2, "8", 1, 40) })
+    await call(two, "start_sweep", { session: "e", ...experiment(tag2, "8", 1, 16) })
     await engineUp(tag2)
     server.stdin!.end()
     await exited(server.pid!)
@@ -246,7 +245,7 @@ describe("hyperloom mcp on a real head", () => {
       }
       const tagA = newTag()
       const tagB = newTag()
-      await call(a, "start_sweep", { session: "f", ...experiment(tagA, "8", 1, 60) })
+      await call(a, "start_sweep", { session: "f", ...experiment(tagA, "8", 1, 24) })
       await engineUp(tagA)
       await call(b, "start_sweep", { session: "g", ...experiment(tagB, "8", 1, 6) })
       // B waits in the queue behind A: the queue tool (either server's) shows it
@@ -281,6 +280,5 @@ describe("hyperloom mcp on a real head", () => {
       http.kill("SIGTERM")
       await new Promise((r) => (http.exitCode === null ? http.once("exit", r) : r(undefined)))
     }
-    await assertSlotFree()
   })
 })

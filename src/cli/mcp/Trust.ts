@@ -1,8 +1,9 @@
 /**
  * What every MCP result says about how far it can be trusted (docs/agents.md#what-an-agent-sees):
  * the confidence of a sweep's best ("none" where there is none: one run per point, no point meeting
- * the SLOs, a best that is not significant), its noisy points, and every validity finding the
- * records carry, passed through where they stand. An agent reading the structured output cannot
+ * the SLOs, a best that is not significant), its noisy points, the summary's validity (runs valid,
+ * suspect, invalid; what was not checked), the points with suspect or invalid runs, and every
+ * validity finding the runs carry, passed through where it stands. An agent reading the structured output cannot
  * take a gain the data does not support for one.
  */
 import type { SessionState } from "../../domain/State.js"
@@ -14,16 +15,18 @@ export interface Finding {
   readonly finding: unknown
 }
 
-/** Every `findings` (or `validity`) entry a document carries, with where it stands; nothing is dropped. */
+/**
+ * Every validity finding a document carries (each run's `validity.findings`, and any other
+ * `findings` list), with where it stands; nothing is dropped.
+ */
 export const findingsIn = (value: unknown, at = "$"): ReadonlyArray<Finding> => {
   if (Array.isArray(value)) return value.flatMap((v, i) => findingsIn(v, `${at}[${i}]`))
   if (value === null || typeof value !== "object") return []
   const out: Array<Finding> = []
   for (const [key, v] of Object.entries(value)) {
-    if ((key === "findings" || key === "validity") && v !== null && v !== undefined) {
-      if (Array.isArray(v)) out.push(...v.map((f, i) => ({ at: `${at}.${key}[${i}]`, finding: f })))
-      else out.push({ at: `${at}.${key}`, finding: v })
-    } else out.push(...findingsIn(v, `${at}.${key}`))
+    if (key === "findings" && Array.isArray(v))
+      out.push(...v.map((f, i) => ({ at: `${at}.${key}[${i}]`, finding: f })))
+    else out.push(...findingsIn(v, `${at}.${key}`))
   }
   return out
 }
@@ -36,6 +39,19 @@ export interface Trust {
   readonly repeats: number
   /** Points whose output throughput varied by more than 5 % (CV) over their repeats. */
   readonly noisy_points: ReadonlyArray<{ readonly combination: number; readonly load: string }>
+  /**
+   * The summary's validity as the document says it (runs valid, suspect, invalid; what was not
+   * checked), null where the document has none (docs/trust.md).
+   */
+  readonly validity: unknown
+  /** Points with suspect or invalid runs: their counts and reasons. */
+  readonly points_with_findings: ReadonlyArray<{
+    readonly combination: number
+    readonly load: string
+    readonly suspect: number
+    readonly invalid: number
+    readonly reasons: ReadonlyArray<string>
+  }>
   readonly findings: ReadonlyArray<Finding>
 }
 
@@ -62,7 +78,35 @@ export const sweepTrust = (doc: SweepDoc): Trust => {
           : s.significant === true
             ? ["significant", "the best beats every other combination's best by Welch's t-test at 95 %"]
             : ["none", "the best was not shown to beat the others at 95 %: no confidence"]
-  return { confidence, reason, repeats, noisy_points: noisy, findings: findingsIn(doc) }
+  const flagged = doc.combinations.flatMap((c) =>
+    c.points.flatMap((p) =>
+      p.validity !== undefined && p.validity.suspect + p.validity.invalid > 0
+        ? [
+            {
+              combination: c.index,
+              load: p.load,
+              suspect: p.validity.suspect,
+              invalid: p.validity.invalid,
+              reasons: p.validity.reasons
+            }
+          ]
+        : []
+    )
+  )
+  const v = s.validity
+  const caveat =
+    v !== undefined && v.suspect + v.invalid > 0
+      ? `; ${v.suspect} run(s) suspect and ${v.invalid} invalid: report the findings`
+      : ""
+  return {
+    confidence,
+    reason: `${reason}${caveat}`,
+    repeats,
+    noisy_points: noisy,
+    validity: v ?? null,
+    points_with_findings: flagged,
+    findings: findingsIn(doc)
+  }
 }
 
 /** The trust block of a baseline session: one measurement, no comparison, no confidence. */
@@ -71,5 +115,7 @@ export const baselineTrust = (state: SessionState): Trust => ({
   reason: "a baseline is one measurement: it names no gain; compare two sessions for one",
   repeats: 1,
   noisy_points: [],
+  validity: null,
+  points_with_findings: [],
   findings: findingsIn(state)
 })
