@@ -66,7 +66,12 @@ describe("the trust block", () => {
       docWith(3, (d) => ((d.summary.verdict = "best"), (d.summary.significant = false)))
     )
     assert.strictEqual(notShown.confidence, "none")
-    const tie = sweepTrust(docWith(3, (d) => ((d.summary.verdict = "tie"), (d.summary.tied_with = [{}]))))
+    const tie = sweepTrust(
+      docWith(3, (d) => {
+        d.summary.verdict = "tie"
+        d.summary.tied_with = [{}]
+      })
+    )
     assert.strictEqual(tie.confidence, "tie")
     assert.include(tie.reason, "a tie, not a gain")
   })

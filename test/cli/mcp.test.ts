@@ -156,7 +156,10 @@ describe("hyperloom mcp over stdio, with the SDK's client", () => {
     assert.strictEqual(r.structuredContent.document.kind, "hyperloom.sweep")
     assert.strictEqual(r.structuredContent.trust.confidence, "none")
     assert.deepStrictEqual(r.structuredContent.trust.findings, [])
-    assert.deepStrictEqual(r.structuredContent.trust.validity, r.structuredContent.document.summary.validity ?? null)
+    assert.deepStrictEqual(
+      r.structuredContent.trust.validity,
+      r.structuredContent.document.summary.validity ?? null
+    )
   })
 
   it("sessions are resources: a template per view, read by URI", async () => {
