@@ -63,7 +63,10 @@ describe("the trust block", () => {
     assert.include(one.reason, "one run per point")
     assert.strictEqual(sweepTrust(docWith(3, (d) => (d.summary.verdict = "none"))).confidence, "none")
     const notShown = sweepTrust(
-      docWith(3, (d) => ((d.summary.verdict = "best"), (d.summary.significant = false)))
+      docWith(3, (d) => {
+        d.summary.verdict = "best"
+        d.summary.significant = false
+      })
     )
     assert.strictEqual(notShown.confidence, "none")
     const tie = sweepTrust(
