@@ -144,7 +144,13 @@ export const CompareArgs = Schema.Struct({
   a: describe(Schema.String, "The reference session (relative to the session root)."),
   b: describe(Schema.String, "The session compared against it."),
   metrics: Schema.optional(Schema.Array(Schema.Literal(...METRIC_KEYS))),
-  fail_on: Schema.optional(describe(Schema.Array(Schema.String), "Gates, e.g. 'output_throughput<-3%'."))
+  fail_on: Schema.optional(describe(Schema.Array(Schema.String), "Gates, e.g. 'output_throughput<-3%'.")),
+  allow_workload_change: Schema.optional(
+    describe(
+      Schema.Boolean,
+      "Give verdicts even where the two sessions' recorded workloads differ (default: none, the differences listed first)."
+    )
+  )
 })
 
 export const DoctorArgs = Schema.Struct({
@@ -535,7 +541,9 @@ export const compareTool = (policy: ServerPolicy, a: Schema.Schema.Type<typeof C
       return yield* usage(
         `compare takes two sweep sessions or two baseline sessions: '${a.a}' is a ${sa.kind} session, '${a.b}' a ${sb.kind} session`
       )
-    const comparison = compareSessions(sa, sb, metrics)
+    const comparison = compareSessions(sa, sb, metrics, {
+      allowWorkloadChange: a.allow_workload_change === true
+    })
     const results = gates.map((g) => judgeGate(comparison, g))
     const failed = results.some((r) => r.failed)
     return {
