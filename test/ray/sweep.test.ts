@@ -361,4 +361,68 @@ describe("sweep run on a real head", () => {
       assert.isAbove(gate.ci95[0], 0.05)
     }, 360_000)
   })
+
+  it("--one-run: GuideLLM's and AIPerf's reports (the stand-in's formats) give one point per benchmark at its stated load, from ONE engine start and one client run (docs/clients.md#in-a-sweep)", async () => {
+    const stand = [process.execPath, "examples/fake-bench-client.mjs", "--output-len", "8"]
+    for (const [name, cmd] of [
+      [
+        "guidellm --one-run",
+        [
+          ...stand,
+          "--format",
+          "guidellm",
+          "--rate-type",
+          "concurrent",
+          "--rate",
+          "{c}",
+          "--max-requests",
+          "4",
+          "--output-path",
+          "$HYPERLOOM_RESULT_FILE"
+        ]
+      ],
+      [
+        "aiperf --one-run",
+        [
+          ...stand,
+          "--format",
+          "aiperf",
+          "--concurrency",
+          "{c}",
+          "--request-count",
+          "4",
+          "--output-artifact-dir",
+          "$HYPERLOOM_SWEEP_RUN_DIR"
+        ]
+      ]
+    ] as const) {
+      const session = newSession()
+      const { r, doc } = await sweepScenario(
+        name,
+        session,
+        engine(newTag(), "--max-num-seqs 4"),
+        ["--load", "c=1,2", "--one-run"],
+        cmd
+      )
+      assert.strictEqual(r.code, 0, r.stderr)
+      const [c0] = doc.combinations
+      assert.strictEqual(c0.engine_starts.length, 1, name)
+      assert.deepStrictEqual(
+        c0.points.map((p: any) => [p.load, p.status, p.runs[0].metrics.completed]),
+        [
+          ["1", "ok", 4],
+          ["2", "ok", 4]
+        ],
+        name
+      )
+      // one client run: both points' runs are the same run folder
+      assert.strictEqual(c0.points[0].runs[0].dir, c0.points[1].runs[0].dir, name)
+      assert.deepStrictEqual(
+        c0.points[0].runs[0].client_argv.slice(-8).filter((a: string) => a === "1,2"),
+        ["1,2"],
+        name
+      )
+      assert.strictEqual(doc.experiment.one_run, true)
+    }
+  })
 })

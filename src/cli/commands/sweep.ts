@@ -105,6 +105,12 @@ const load = Options.text("load").pipe(
   Options.optional
 )
 
+const oneRun = Options.boolean("one-run").pipe(
+  Options.withDescription(
+    "The client takes every --load point of a combination in ONE run: {NAME} becomes the comma list (GuideLLM's --rate 1,2,4, AIPerf's --concurrency 1,2,4), and each benchmark of its report is the point at the load the report states (a point with no benchmark at its load fails, saying so). Needs a client whose report holds several benchmarks (docs/clients.md#in-a-sweep); not with --search or --link-vars."
+  )
+)
+
 const search = Options.text("search").pipe(
   Options.withPseudoName("NAME[:MAX]"),
   Options.withDescription(
@@ -223,7 +229,7 @@ const parallelOf = (text: Option.Option<string>, session: string, gpus: number, 
   })
 
 const cmd = commandArgs(
-  "The load client and its arguments, after `--` (no shell), with {name} placeholders; HYPERLOOM_PORT, HYPERLOOM_BASE_URL and HYPERLOOM_RESULT_FILE are set."
+  "The load client and its arguments, after `--` (no shell), with {name} placeholders; HYPERLOOM_PORT, HYPERLOOM_BASE_URL, HYPERLOOM_RESULT_FILE and HYPERLOOM_SWEEP_RUN_DIR (the result file's folder: AIPerf's --output-artifact-dir) are set. vLLM, SGLang, GuideLLM and AIPerf reports are read (docs/clients.md)."
 )
 
 /** The options before `--`, named for `strictCommand` (test/cli/HelpTables.test.ts checks them against the Command). */
@@ -237,6 +243,7 @@ export const OPTIONS = [
   "--link-vars",
   "--reset-prefix-cache",
   "--load",
+  "--one-run",
   "--search",
   "--slo",
   "--repeats",
@@ -270,6 +277,7 @@ export const experimentOf = (o: {
   readonly gpus: number
   readonly nodes: number
   readonly client: ReadonlyArray<string>
+  readonly oneRun?: boolean | undefined
 }) =>
   Effect.gen(function* () {
     if (o.server.trim() === "") return yield* usage("--server must be a command line, got an empty string")
@@ -320,6 +328,10 @@ export const experimentOf = (o: {
       if (!s.ok) return yield* usage(s.error)
       slos.push(s.slo)
     }
+    if (o.oneRun === true && (loadSpec.kind === "search" || links !== undefined))
+      return yield* usage(
+        "--one-run takes the --load points in one client run: not with --search (each step depends on the last) or --link-vars"
+      )
     if (loadSpec.kind === "search" && slos.length === 0)
       return yield* usage("--search needs --slo: the search looks for the largest load that meets every SLO")
     const r = Option.getOrElse(o.repeats, () => 1)
@@ -334,7 +346,8 @@ export const experimentOf = (o: {
       gpus: o.gpus,
       nodes: o.nodes,
       ...(combos !== undefined ? { combos } : {}),
-      ...(links !== undefined ? { links } : {})
+      ...(links !== undefined ? { links } : {}),
+      ...(o.oneRun === true ? { oneRun: true } : {})
     }
     const problems = [
       ...checkPlaceholders(experiment),
@@ -391,6 +404,7 @@ export const sweepRun = Command.make(
     linkVars,
     resetPrefixCache,
     load,
+    oneRun,
     search,
     slo,
     repeats,

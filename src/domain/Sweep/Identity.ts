@@ -23,6 +23,12 @@ export interface Experiment {
   readonly combos?: ReadonlyArray<Combination> | undefined
   /** `--link-vars PARAM=LOAD`: each combination runs only the load equal to its PARAM. */
   readonly links?: ReadonlyArray<Link> | undefined
+  /**
+   * `--one-run`: the client takes every load point of a combination in one run (`{NAME}` is the
+   * comma list: GuideLLM's `--rate`, AIPerf's `--concurrency`) and its report's benchmarks are the
+   * points, each at the load it states (docs/clients.md#in-a-sweep).
+   */
+  readonly oneRun?: boolean | undefined
 }
 
 export interface Difference {
@@ -71,6 +77,7 @@ export const experimentDiff = (was: Experiment, now: Experiment): ReadonlyArray<
   cmp("--repeats", String(was.repeats), String(now.repeats))
   cmp("--gpus", String(was.gpus), String(now.gpus))
   cmp("--nodes", String(was.nodes), String(now.nodes))
+  cmp("--one-run", was.oneRun === true ? "on" : "off", now.oneRun === true ? "on" : "off")
   return out
 }
 

@@ -222,7 +222,9 @@ export const ExperimentRecord = Schema.Struct({
   /** `--combo`: the listed combinations (absent: the params' Cartesian product). */
   combos: Schema.optional(Schema.Array(Schema.Record({ key: Schema.String, value: Schema.String }))),
   /** `--link-vars PARAM=LOAD` (absent: none). */
-  links: Schema.optional(Schema.Array(Schema.Struct({ param: Schema.String, load: Schema.String })))
+  links: Schema.optional(Schema.Array(Schema.Struct({ param: Schema.String, load: Schema.String }))),
+  /** `--one-run`: every load point of a combination in one client run (absent: one run per point). */
+  one_run: Schema.optional(Schema.Boolean)
 })
 export type ExperimentRecord = typeof ExperimentRecord.Type
 

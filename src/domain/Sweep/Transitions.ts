@@ -46,11 +46,13 @@ export const experimentRecord = (e: Experiment): ExperimentRecord => ({
   gpus: e.gpus,
   nodes: e.nodes,
   ...(e.combos !== undefined ? { combos: e.combos.map((c) => ({ ...c })) } : {}),
-  ...(e.links !== undefined && e.links.length > 0 ? { links: e.links.map((l) => ({ ...l })) } : {})
+  ...(e.links !== undefined && e.links.length > 0 ? { links: e.links.map((l) => ({ ...l })) } : {}),
+  ...(e.oneRun === true ? { one_run: true } : {})
 })
 
 export const experimentOf = (r: ExperimentRecord): Experiment => ({
   ...r,
+  oneRun: r.one_run === true,
   slos: r.slos.flatMap((s) => {
     const p = parseSlo(s)
     return p.ok ? [p.slo] : []

@@ -341,6 +341,8 @@ export interface FakeRun {
   readonly exitCode?: number | undefined
   /** Written to HYPERLOOM_RESULT_FILE as a vLLM result (`output_throughput` etc.). */
   readonly metrics?: Readonly<Record<string, number>> | undefined
+  /** Written to HYPERLOOM_RESULT_FILE as is instead: a client's own report (GuideLLM's, AIPerf's). */
+  readonly report?: unknown
   readonly engineDies?: boolean | undefined
   readonly timedOut?: boolean | undefined
   /** The run never ends (until interrupted). */
@@ -465,6 +467,8 @@ export const layerTest = (script: {
                     ...r.metrics
                   })
                 )
+              if (r.report !== undefined && resultFile !== undefined)
+                yield* Effect.orDie(files.writeJson(resultFile, r.report))
               if (r.engineDies === true) dead = true
               return {
                 exitCode: r.timedOut === true ? null : (r.exitCode ?? 0),

@@ -198,6 +198,117 @@ const runRepeat = (state: SweepState, index: number, load: string, handle: Engin
     return "measured" as const
   })
 
+/**
+ * `--one-run` (docs/clients.md#in-a-sweep): the pending points of a round in ONE client run, `{NAME}`
+ * the comma list of their loads; each point's run is the report's benchmark at its load (matched
+ * on the value the report states), a point the report has no benchmark for fails, naming what it
+ * holds. A failed run is retried once for the points it failed. `engine_died` as runRepeat.
+ */
+const runBatch = (
+  state: SweepState,
+  index: number,
+  loads: ReadonlyArray<string>,
+  handle: EngineHandle,
+  where: string
+) =>
+  Effect.gen(function* () {
+    let pending = [...loads]
+    for (let attempt = 1; attempt <= 2 && pending.length > 0; attempt++) {
+      const doc = yield* state.doc
+      const c = combo(doc, index)
+      const n = c.points.reduce((m, p) => m + p.runs.length + p.interrupted_runs.length, 0) + 1
+      const runDir = `${comboDir(state, index)}/runs/${n}-all`
+      const resultFile = `${runDir}/result.json`
+      const argv = clientArgvOf(experimentRecord(state.options.experiment), c.params, pending.join(","))
+      yield* state.files.prepare(runDir, resultFile)
+      const startedAt = yield* nowIso
+      for (const load of pending) {
+        const next = nextRun(pointOf(doc, index, load), doc.experiment.repeats)
+        yield* state.updateCombination(index, (d) =>
+          beginRun(d, index, load, {
+            repeat: next?.repeat ?? 1,
+            try: attempt,
+            dir: runDir,
+            client_argv: redactArgv(argv),
+            started_at: startedAt
+          })
+        )
+      }
+      yield* state.count((k) => ({ ...k, clientRuns: k.clientRuns + 1 }))
+      const outcome = yield* handle.run({
+        argv,
+        dir: runDir,
+        env: { HYPERLOOM_RESULT_FILE: resultFile, HYPERLOOM_SWEEP_RUN_DIR: runDir },
+        between: state.options.between ?? null,
+        timeout_sec: state.options.pointTimeoutSec ?? null
+      })
+      if (outcome.leaseLost !== undefined)
+        return yield* new NodeSetback({
+          setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
+        })
+      if (!outcome.engineDied)
+        yield* state.count((k) => ({ ...k, runSecs: [...k.runSecs, outcome.runtimeSec] }))
+      const read = yield* readEvidence(state.files, [{ file: `${runDir}/${CLIENT_LOG}`, channel: "client" }])
+      const result = outcome.betweenExitCode !== null ? undefined : yield* state.files.readResult(resultFile)
+      const endedAt = yield* nowIso
+      const loadName = doc.experiment.load.name
+      const failed: Array<string> = []
+      for (const load of pending) {
+        const point = result?.points?.find(
+          (p) => p.load !== null && (String(p.load.value) === load || Number(p.load.value) === Number(load))
+        )
+        const held = (result?.points ?? []).map((p) => (p.load === null ? p.label : String(p.load.value)))
+        const judged = classifyClientRun({
+          ...outcome,
+          timeoutSec: state.options.pointTimeoutSec,
+          outputTail: read.tails[0] ?? "",
+          outputSignature: read.signature,
+          evidence: read.evidence,
+          result:
+            point === undefined
+              ? undefined
+              : {
+                  throughput: point.throughput,
+                  format: result?.format,
+                  invalid: point.invalid,
+                  metrics: point.metrics
+                }
+        })
+        // the run itself went well, but its report has nothing at this load: never a point at another load
+        const r: AttemptResult =
+          judged.errorClass === "no_report" && result !== undefined && point === undefined
+            ? {
+                ...judged,
+                error:
+                  result.points === undefined
+                    ? `--one-run: the client's ${result.format} result states no loads; --one-run needs a report of several benchmarks (GuideLLM, AIPerf; docs/clients.md#in-a-sweep)`
+                    : `--one-run: the report (${resultFile}) holds no benchmark at ${loadName}=${load}; it holds ${held.join(", ")}`
+              }
+            : judged
+        yield* state.updateCombination(index, (d) =>
+          finishRun(d, index, load, runRecord(r, outcome, endedAt))
+        )
+        const m = r.metrics
+        yield* Effect.logInfo(
+          `sweep: ${where}, ${loadName}=${load}${attempt > 1 ? " (retry)" : ""}: ${
+            r.errorClass === null
+              ? `output ${fmt(m?.output_throughput, "tok/s")}, p99 TTFT ${fmt(m?.p99_ttft_ms, "ms")}, p99 TPOT ${fmt(m?.p99_tpot_ms, "ms")}`
+              : `failed (${r.errorClass}): ${(r.error ?? "").split("\n")[0]}`
+          }`
+        )
+        if (r.errorClass === null) continue
+        if (outcome.engineDied || attempt === 2)
+          yield* state.updateCombination(index, (d) =>
+            finishPoint(d, index, load, { class: r.errorClass as FailureClass, error: r.error })
+          )
+        else failed.push(load)
+      }
+      if (outcome.engineDied) return "engine_died" as const
+      pending = failed
+    }
+    return "measured" as const
+  })
+
 /** Ends a point that has all its runs: its stats and SLO verdicts. */
 const closePoint = (state: SweepState, index: number, load: string, where: string) =>
   Effect.gen(function* () {
@@ -245,6 +356,22 @@ export const runPoints = (state: SweepState, index: number, handle: EngineHandle
         const next = nextRoundPoint(c.points, isFinalPoint)
         if (next === undefined) return "done" as const
         load = next.load
+        if (doc.experiment.one_run === true) {
+          // --one-run: every point of this round in one client run
+          const round = c.points
+            .filter((p) => !isFinalPoint(p) && p.runs.length === next.runs.length)
+            .map((p) => p.load)
+          const where = `combination ${comboRef(index, c.params)}${onNode(handle.node)}, ${spec.name}=${round.join(",")} in one run [${combosLeft(doc, index)} combination(s) after this]`
+          const end = yield* runBatch(state, index, round, handle, where)
+          if (end === "engine_died") return "engine_died" as const
+          const after = yield* state.doc
+          for (const l of round) {
+            const p = pointOf(after, index, l)
+            if (!isFinalPoint(p) && nextRun(p, after.experiment.repeats) === null)
+              yield* closePoint(state, index, l, where)
+          }
+          continue
+        }
       } else if (c.points.some((p) => !isFinalPoint(p))) {
         // a point open again (a larger --repeats) or left open: its runs first, then the search
         load = c.points.find((p) => !isFinalPoint(p))!.load

@@ -1,0 +1,85 @@
+/**
+ * `sweep run --one-run` (docs/clients.md#in-a-sweep): a combination's load points in ONE client
+ * run, its report's benchmarks the points at the loads the report states; a point the report has
+ * no benchmark for fails, naming what it holds — never a point measured at another load.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { runSweep } from "../../src/programs/Sweep.js"
+import * as SweepEngine from "../../src/programs/SweepEngine.js"
+import { setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
+
+/** A GuideLLM report (before 0.4) of one concurrent benchmark per stream count. */
+const guidellm = (streams: ReadonlyArray<number>) => ({
+  benchmarks: streams.map((n) => ({
+    type_: "generative_benchmark",
+    args: { strategy: { type_: "concurrent", streams: n } },
+    request_totals: { successful: 10, errored: 0, incomplete: 0, total: 10 },
+    duration: 10,
+    metrics: {
+      output_token_count: {
+        successful: { mean: 100, median: 100, min: 100, max: 100, total_sum: 100 * 10 * n }
+      },
+      time_to_first_token_ms: { successful: { mean: 10 * n, median: 10 * n, percentiles: { p99: 20 * n } } },
+      request_latency: { successful: { mean: 1, median: 1, percentiles: { p99: 2 } } },
+      inter_token_latency_ms: { successful: { mean: 5, median: 5, percentiles: { p99: 6 } } }
+    },
+    requests: { successful: [] }
+  }))
+})
+
+const experiment = sweepExperiment({
+  server: "engine --max-num-seqs {seqs}",
+  client: ["guidellm", "benchmark", "--rate-type", "concurrent", "--rate", "{c}"],
+  params: [{ name: "seqs", values: ["4"] }],
+  load: { kind: "points", name: "c", values: ["1", "2", "4"] },
+  slos: [],
+  oneRun: true
+})
+
+describe("sweep run --one-run", () => {
+  it.effect(
+    "one client run with the load list; each benchmark the point at its stated load; one engine start",
+    () =>
+      Effect.gen(function* () {
+        const r = yield* runSweep(sweepOptions("/s/one", experiment))
+        const log = yield* Effect.flatten(SweepEngine.FakeSweepEngineLog)
+        assert.strictEqual(log.starts.length, 1)
+        assert.deepStrictEqual(
+          log.runs.map((x) => x.argv.at(-1)),
+          ["1,2,4"]
+        )
+        const c = r.doc.combinations[0]!
+        assert.deepStrictEqual(
+          c.points.map((p) => [p.load, p.status, p.runs[0]?.metrics?.output_throughput]),
+          [
+            ["1", "ok", 100],
+            ["2", "ok", 200],
+            ["4", "ok", 400]
+          ]
+        )
+        assert.strictEqual(r.doc.summary.best?.load, "4")
+      }).pipe(Effect.provide(setup({ run: () => ({ report: guidellm([1, 2, 4]) }) })))
+  )
+
+  it.effect(
+    "a report whose benchmarks do not match the loads asked: those points fail, naming what it holds",
+    () =>
+      Effect.gen(function* () {
+        const r = yield* runSweep(sweepOptions("/s/mismatch", experiment))
+        const c = r.doc.combinations[0]!
+        assert.deepStrictEqual(
+          c.points.map((p) => [p.load, p.status]),
+          [
+            ["1", "ok"],
+            ["2", "ok"],
+            ["4", "failed"]
+          ]
+        )
+        const four = c.points[2]!
+        assert.strictEqual(four.runs.length, 2, "retried once")
+        assert.include(four.runs[1]!.error, "holds no benchmark at c=4; it holds 1, 2, 8")
+        assert.isNull(four.runs[1]!.metrics)
+      }).pipe(Effect.provide(setup({ run: () => ({ report: guidellm([1, 2, 8]) }) })))
+  )
+})
