@@ -7,7 +7,7 @@ import { noEngineReady } from "../domain/Sweep/NoEngine.js"
 import type { SweepDoc } from "../domain/Sweep.js"
 import type { AttemptError } from "../programs/AttemptRunner.js"
 import type { SessionHoldsOther } from "../programs/SessionKind.js"
-import type { ExperimentChanged, SessionVanished } from "../programs/Sweep.js"
+import type { ExperimentChanged, HardwareClassAbsent, SessionVanished } from "../programs/Sweep.js"
 import type { SessionLocked, StateCorrupt, StateFromFuture, StateIoFailed } from "../services/StateStore.js"
 
 /**
@@ -135,6 +135,7 @@ export type Failure =
   | SessionLocked
   | StateIoFailed
   | ExperimentChanged
+  | HardwareClassAbsent
   | SessionHoldsOther
   | SessionVanished
 
@@ -142,6 +143,7 @@ export type Failure =
 const byTag: { readonly [K in Exclude<Failure["_tag"], "ExitWith">]: number } = {
   UsageError: EXIT.usage,
   ExperimentChanged: EXIT.usage,
+  HardwareClassAbsent: EXIT.usage,
   SessionHoldsOther: EXIT.usage,
   SessionSpecMismatch: EXIT.usage,
   InvalidSetting: EXIT.usage,

@@ -25,6 +25,7 @@
  */
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { redactExperiment } from "../domain/Redact.js"
+import { decideClass, leftAloneOf, renderDecision } from "../domain/Sweep/ClassChoice.js"
 import {
   completeGrid,
   experimentDiff,
@@ -38,6 +39,7 @@ import {
   isFinalCombination,
   recoverInterrupted,
   reopen,
+  sameClass,
   setSweepStatus
 } from "../domain/Sweep.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
@@ -48,6 +50,7 @@ import { refuseBaselineSession, type SessionHoldsOther } from "./SessionKind.js"
 import { SweepEngine } from "./Sweep/Engine.js"
 import {
   ExperimentChanged,
+  HardwareClassAbsent,
   SessionVanished,
   STATUS_EVERY,
   type SweepOptions,
@@ -57,7 +60,14 @@ import { nowIso } from "./Sweep/Points.js"
 import { runCombinations } from "./Sweep/Schedule.js"
 import { makeState, type SweepState } from "./Sweep/State.js"
 
-export { ExperimentChanged, SessionVanished, STATUS_EVERY, type SweepOptions, type SweepReport }
+export {
+  ExperimentChanged,
+  HardwareClassAbsent,
+  SessionVanished,
+  STATUS_EVERY,
+  type SweepOptions,
+  type SweepReport
+}
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -72,6 +82,39 @@ const stopByRun = (state: SweepState, status: "stopped" | "cancelled", why: stri
     yield* Effect.logInfo(
       `sweep ${status}: ${why}; ${state.dir}/sweep.json saved; the same command resumes it`
     )
+  })
+
+/**
+ * The hardware class before the first lease (docs/design.md#sweeps-at-cluster-scale, issue 33 item
+ * 3): from what the nodes that could serve tell now (domain/Sweep/ClassChoice.ts), the class with
+ * the most of them (a resumed sweep's own; `--hardware-class` another); the other classes' nodes
+ * are left alone from the first lease on (every lease avoids them), named once. Nothing read (no
+ * cluster, no node that could serve): the first node granted decides, as before.
+ */
+const decideHardwareClass = (state: SweepState) =>
+  Effect.gen(function* () {
+    const doc = yield* state.doc
+    const known = [
+      ...doc.combinations.flatMap((c) =>
+        c.engine_starts.flatMap((s) => (s.node === undefined ? [] : [s.node]))
+      ),
+      ...(doc.left_alone ?? [])
+    ]
+    const nodes = yield* state.engine.servingNodes(state.options.request.gpus, known)
+    if (nodes === undefined) return
+    const d = decideClass(nodes, { kept: doc.hardware_class, chosen: state.options.hardwareClass })
+    if (d._tag === "unknown") return yield* new HardwareClassAbsent({ statement: renderDecision(d) })
+    if (d._tag === "undecided") return
+    const leave = leftAloneOf(d)
+    const before = doc.left_alone ?? []
+    const fresh = leave.filter((n) => !before.some((b) => b.node_id === n.node_id))
+    if (doc.hardware_class !== undefined && sameClass(doc.hardware_class, d.cls) && fresh.length === 0) return
+    yield* state.update((x) => ({
+      ...x,
+      hardware_class: d.cls,
+      left_alone: [...(x.left_alone ?? []), ...fresh]
+    }))
+    yield* Effect.logInfo(`sweep: ${renderDecision(d)}`)
   })
 
 const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
@@ -159,6 +202,7 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     const left = saved.combinations.filter((c) => !isFinalCombination(c)).length
     yield* Effect.logInfo(`resuming sweep ${dir}: ${left} combination(s) not finished`)
   }
+  yield* decideHardwareClass(state)
   const start = yield* Clock.currentTimeMillis
   // the status line: redrawn (a terminal) at every save and every few seconds, else logged
   const show = options.redrawStatus
@@ -198,4 +242,9 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
 /** Runs (or resumes) a sweep session; see the header. */
 export const runSweep = (options: SweepOptions) => Effect.scoped(runScoped(options))
 
-export type SweepError = AttemptError | ExperimentChanged | SessionHoldsOther | SessionVanished
+export type SweepError =
+  | AttemptError
+  | ExperimentChanged
+  | HardwareClassAbsent
+  | SessionHoldsOther
+  | SessionVanished

@@ -26,7 +26,8 @@ const scripted = (holdMs = 0) => {
         if (holdMs > 0) yield* Effect.sleep(holdMs)
         return {} as EngineHandle
       }),
-    eligibleNodes: () => Effect.succeed(undefined)
+    eligibleNodes: () => Effect.succeed(undefined),
+    servingNodes: () => Effect.succeed(undefined)
   })
   return { seen, engine }
 }

@@ -267,4 +267,90 @@ describe("sweep --parallel", () => {
         assert.strictEqual(second.doc.status, "done")
       })
   )
+
+  it.live(
+    "issue 33 item 3: the class is decided before the first lease from what the nodes tell: the class with the most nodes; another class's node is avoided by every lease, never started on; --hardware-class chooses another",
+    () =>
+      Effect.gen(function* () {
+        const lines: Array<string> = []
+        const logger = Logger.replace(
+          Logger.defaultLogger,
+          Logger.make(({ message }) => {
+            lines.push(String(Array.isArray(message) ? message.join(" ") : message))
+          })
+        )
+        // before any lease, Ray tells: three one-GPU L4 nodes (its token), one two-GPU L4 node
+        const told = (id: string, gpus: number): NodeRecord => ({
+          ...node(id, gpus),
+          gpu_model: gpus > 0 ? "L4" : null,
+          driver: null,
+          cpu_model: null,
+          cpu_count: null
+        })
+        const serving = () => [told("a", 1), told("b", 2), told("c", 1), told("e", 1)]
+        const b = node("b", 2).node_id!
+        const small = options(3, experiment({ params: [{ name: "seqs", values: ["2", "4", "8"] }] }))
+        // the engines come up on the one-GPU nodes, whose vendor tool says "NVIDIA L4"
+        const nodeOf = (_: string, n: number) => node(["a", "c", "e"][(n - 1) % 3]!, 1)
+        const r = yield* Effect.gen(function* () {
+          const report = yield* runSweep(small)
+          return { doc: report.doc, log: yield* engineLog }
+        }).pipe(
+          Effect.provide(setup({ run: slow, node: nodeOf, serving }, new Map())),
+          Effect.provide(logger)
+        )
+        assert.strictEqual(r.doc.status, "done")
+        // every lease, the first included, avoids the two-GPU node: no engine is ever started there
+        assert.lengthOf(r.log.starts, 3)
+        assert.isTrue(
+          r.log.avoids.every((a) => a.includes(b)),
+          JSON.stringify(r.log.avoids)
+        )
+        assert.deepStrictEqual(
+          (r.doc.left_alone ?? []).map((n) => n.hostname),
+          ["host-b"]
+        )
+        // the class Ray told (L4), refined by what the first node granted told (its vendor's name)
+        assert.deepStrictEqual(r.doc.hardware_class, {
+          gpu_count: 1,
+          gpu_model: "NVIDIA L4",
+          cpu_model: null
+        })
+        assert.isTrue(
+          r.doc.combinations.every((c) => c.engine_starts.every((s) => s.outcome !== "left_alone"))
+        )
+        // stated once, before the first engine start, naming the others
+        const stated = lines.filter((l) => l.includes("hardware class: 1 × L4 per node"))
+        assert.lengthOf(stated, 1)
+        assert.include(stated[0], "left alone (another class): 2 × L4 per node (host-b)")
+        assert.isBelow(
+          lines.findIndex((l) => l.includes("hardware class: 1 × L4")),
+          lines.findIndex((l) => l.includes("starting the engine"))
+        )
+
+        // --hardware-class chooses the other class: only the two-GPU node serves
+        const chosen = yield* Effect.gen(function* () {
+          const report = yield* runSweep({ ...small, sessionDir: "/s/chosen", hardwareClass: "2xL4" })
+          return { doc: report.doc, log: yield* engineLog }
+        }).pipe(Effect.provide(setup({ run: slow, node: () => node("b", 2), serving }, new Map())))
+        assert.deepStrictEqual(chosen.doc.hardware_class?.gpu_count, 2)
+        assert.deepStrictEqual((chosen.doc.left_alone ?? []).map((n) => n.hostname).sort(), [
+          "host-a",
+          "host-c",
+          "host-e"
+        ])
+        assert.isTrue(chosen.log.avoids.every((a) => !a.includes(b) && a.length === 3))
+        // a class none of them is: refused before anything starts, naming what is there
+        const absent = yield* Effect.flip(
+          runSweep({ ...small, sessionDir: "/s/absent", hardwareClass: "H100" }).pipe(
+            Effect.provide(setup({ run: slow, serving }, new Map()))
+          )
+        )
+        assert.strictEqual(absent._tag, "HardwareClassAbsent")
+        assert.include(
+          absent.message,
+          "--hardware-class H100: no node of that class could serve; present: 1 × L4 per node (host-a, host-c, host-e); 2 × L4 per node (host-b)"
+        )
+      })
+  )
 })

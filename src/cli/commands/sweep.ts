@@ -1,9 +1,10 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Clock, Console, Effect, Option } from "effect"
+import { Clock, Console, Duration, Effect, Option } from "effect"
 import { SessionNotFound } from "../../domain/Errors.js"
 import { redactExperiment } from "../../domain/Redact.js"
 import { DEFAULT_READY_PATH, readiness } from "../../domain/Serving.js"
+import { decideClass, leftAloneOf, renderDecision, servingNodes } from "../../domain/Sweep/ClassChoice.js"
 import { sessionLeft } from "../../domain/Sweep/Left.js"
 import { type Estimate, renderPlan, sweepPlan } from "../../domain/Sweep/Plan.js"
 import {
@@ -15,6 +16,7 @@ import {
   type Experiment,
   type Link,
   type LoadSpec,
+  nodeName,
   type Param,
   paramsOfCombos,
   parseCombo,
@@ -189,13 +191,52 @@ const deadline = positiveSeconds(
 const parallel = Options.text("parallel").pipe(
   Options.withPseudoName("N|auto"),
   Options.withDescription(
-    "Run up to N combinations at once (default 1), each under its own lease (or group with --nodes) on a node no other running combination holds: Ray's serving_slot decides where, one engine per node. auto: as many as the cluster can hold at once (alive nodes with serving_slot and --gpus GPUs, of the sweep's hardware class once it is known). Combinations are handed out in the sweep's order; the first node granted sets the hardware class (GPU model and count per node; with no GPU, the CPU model): nodes of another class are left alone, and named once."
+    "Run up to N combinations at once (default 1), each under its own lease (or group with --nodes) on a node no other running combination holds: Ray's serving_slot decides where, one engine per node. auto: as many as the cluster can hold at once (alive nodes with serving_slot and --gpus GPUs, of the sweep's hardware class). Combinations are handed out in the sweep's order (with --strategy adaptive: what the search needs next, then the neighbours it is about to compare). The hardware class (GPU model and count per node; with no GPU, the CPU model) is decided before the first lease (see --hardware-class): nodes of another class get no engine start, and are named once."
   ),
   Options.optional
 )
 
+const hardwareClass = Options.text("hardware-class").pipe(
+  Options.withPseudoName("CLASS"),
+  Options.withDescription(
+    "The hardware class to sweep on (GPU model and count per node: L4, NVIDIA L4, 2xL4; cpu for nodes without GPU). Without it the class is decided before the first lease from what the nodes that could serve tell (Ray's GPU count and accelerator type, the vendor tool's model where an earlier engine start recorded it): the class with the most such nodes; the other classes' nodes get no engine start, and are named once. A resumed sweep keeps its class."
+  ),
+  Options.optional
+)
+
+/**
+ * The sweep's hardware class as the cluster tells it now (domain/Sweep/ClassChoice.ts), for
+ * `--dry-run` and `--parallel auto`: undefined when the cluster cannot be read (bounded).
+ */
+const clusterClass = (gpus: number, held: SweepDoc | undefined, chosen: string | undefined) =>
+  Effect.gen(function* () {
+    const inspector = yield* ClusterInspector
+    const known = (held?.combinations ?? []).flatMap((c) =>
+      c.engine_starts.flatMap((s) => (s.node === undefined ? [] : [s.node]))
+    )
+    const read = yield* inspector.resolve.pipe(
+      Effect.flatMap((r) => inspector.snapshot(r.gcsAddress)),
+      Effect.map((snap) => ({
+        snap,
+        decision: decideClass(servingNodes(snap, gpus, [...known, ...(held?.left_alone ?? [])]), {
+          kept: held?.hardware_class,
+          chosen
+        })
+      })),
+      Effect.timeout(Duration.seconds(5)),
+      Effect.option
+    )
+    return Option.getOrUndefined(read)
+  })
+
 /** `--parallel`: the number, or for `auto` what the cluster can hold at once (read from Ray). */
-const parallelOf = (text: Option.Option<string>, session: string, gpus: number, nodeCount: number) =>
+const parallelOf = (
+  text: Option.Option<string>,
+  session: string,
+  gpus: number,
+  nodeCount: number,
+  chosen: string | undefined
+) =>
   Effect.gen(function* () {
     if (Option.isNone(text)) return 1
     const p = parseParallel(text.value)
@@ -205,19 +246,22 @@ const parallelOf = (text: Option.Option<string>, session: string, gpus: number, 
       Effect.map(Option.getOrUndefined),
       Effect.orElseSucceed(() => undefined)
     )
-    const inspector = yield* ClusterInspector
-    const n = yield* inspector.resolve.pipe(
-      Effect.flatMap((r) => inspector.snapshot(r.gcsAddress)),
-      Effect.map((snap) =>
-        autoParallel(snap, {
-          gpus,
-          nodes: nodeCount,
-          cls: doc?.hardware_class,
-          leftAlone: (doc?.left_alone ?? []).flatMap((x) => (x.node_id === null ? [] : [x.node_id]))
-        })
-      ),
-      Effect.option
-    )
+    // of the class the sweep will run on (decided now as the run will decide it), its other nodes left alone
+    const read = yield* clusterClass(gpus, doc, chosen)
+    const d = read?.decision
+    const n =
+      read === undefined
+        ? Option.none()
+        : Option.some(
+            autoParallel(read.snap, {
+              gpus,
+              nodes: nodeCount,
+              cls: d?._tag === "decided" ? d.cls : doc?.hardware_class,
+              leftAlone: [...(doc?.left_alone ?? []), ...(d === undefined ? [] : leftAloneOf(d))].flatMap(
+                (x) => (x.node_id === null ? [] : [x.node_id])
+              )
+            })
+          )
     if (Option.isNone(n)) {
       yield* Effect.logWarning(
         "--parallel auto: the cluster could not be read; running one combination at a time"
@@ -256,6 +300,7 @@ export const OPTIONS = [
   "--gpu-clean-timeout",
   "--parallel",
   "--strategy",
+  "--hardware-class",
   "--dry-run",
   "--estimate-start",
   "--estimate-run",
@@ -417,6 +462,7 @@ export const sweepRun = Command.make(
     gpuCleanTimeout,
     parallel,
     strategy,
+    hardwareClass,
     dryRun,
     estimateStart,
     estimateRun,
@@ -442,12 +488,43 @@ export const sweepRun = Command.make(
             ? { start_sec: o.estimateStart.value, run_sec: o.estimateRun.value, source: "options" as const }
             : null
         const plan = yield* dryRunPlan(experiment, o.strategy, o.session, given)
+        const held = yield* Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(
+          Effect.orElseSucceed(() => Option.none())
+        )
+        // the class it would run on (docs/design.md#sweeps-at-cluster-scale), as the cluster tells it now
+        const read = yield* clusterClass(
+          o.gpus,
+          Option.getOrUndefined(held),
+          Option.getOrUndefined(o.hardwareClass)
+        )
+        const cls =
+          read === undefined
+            ? {
+                statement:
+                  "hardware class: not read (no cluster could be read now); decided before the first lease"
+              }
+            : {
+                statement: renderDecision(read.decision),
+                ...(read.decision._tag === "decided"
+                  ? {
+                      class: read.decision.cls,
+                      nodes: read.decision.nodes.map(nodeName),
+                      left_alone: leftAloneOf(read.decision).map(nodeName)
+                    }
+                  : {})
+              }
         yield* o.json
-          ? Console.log(JSON.stringify({ dry_run: true, ...plan }, null, 2))
-          : Console.log(renderPlan(plan))
+          ? Console.log(JSON.stringify({ dry_run: true, ...plan, hardware_class: cls }, null, 2))
+          : Console.log(`${renderPlan(plan)}\n${cls.statement}`)
         return
       }
-      const atOnce = yield* parallelOf(o.parallel, o.session, o.gpus, experiment.nodes)
+      const atOnce = yield* parallelOf(
+        o.parallel,
+        o.session,
+        o.gpus,
+        experiment.nodes,
+        Option.getOrUndefined(o.hardwareClass)
+      )
       const print = (doc: SweepDoc) =>
         o.json ? Console.log(renderSweep(doc).trimEnd()) : Console.log(renderSweepText(o.session, doc))
       const program = runSweep({
@@ -464,7 +541,8 @@ export const sweepRun = Command.make(
         env: settings.env,
         cwd: settings.cwd,
         version: VERSION,
-        strategy: o.strategy
+        strategy: o.strategy,
+        hardwareClass: Option.getOrUndefined(o.hardwareClass)
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(

@@ -7,6 +7,7 @@
 import { Effect } from "effect"
 import type { NodeFacts } from "../../domain/Serving.js"
 import { ENVIRONMENT_FILE, SERVER_LOG } from "../../domain/Serving.js"
+import { fitsClass, refineClass } from "../../domain/Sweep/ClassChoice.js"
 import { afterEngine, afterLeaseFailure, type EngineEnd } from "../../domain/Sweep/EngineLife.js"
 import { engineNote } from "../../domain/Sweep/EngineNote.js"
 import {
@@ -41,8 +42,9 @@ const leftAloneIds = (nodes: ReadonlyArray<NodeRecord> | undefined) =>
 
 /**
  * Whether the sweep takes the node it was granted (docs/design.md#sweeps-at-cluster-scale,
- * "Comparable nodes"): the first node granted sets the sweep's hardware class (a resumed sweep
- * keeps its own); a node of another class is left alone (its Ray id avoided by every later lease of
+ * "Comparable nodes"): the class decided before the first lease (Sweep.ts, from what the nodes
+ * told), else the first node granted's, sets the sweep's hardware class (a resumed sweep keeps its
+ * own); a node granted that turns out of another class (one Ray could not tell apart) is left alone (its Ray id avoided by every later lease of
  * the sweep) and named once. A node that tells nothing, or no Ray id, is taken (it cannot be
  * steered away from). Decided on the latest document in the same step that saves it: two
  * combinations granted at once agree on the first.
@@ -57,7 +59,16 @@ const admitNode = (state: SweepState, node: NodeRecord | undefined) =>
     const verdict = yield* state.decide((doc): readonly [Admission, SweepDoc | undefined] => {
       const sweepClass = doc.hardware_class
       if (sweepClass === undefined) return [{ _tag: "first" }, { ...doc, hardware_class: cls }]
-      if (sameClass(sweepClass, cls) || node.node_id === null) return [{ _tag: "taken" }, undefined]
+      if (node.node_id === null) return [{ _tag: "taken" }, undefined]
+      // of the class as far as both tell it (Ray's token, the vendor's name); the class then says
+      // what the node told beyond it (domain/Sweep/ClassChoice.ts)
+      if (fitsClass(sweepClass, node)) {
+        const refined = refineClass(sweepClass, node)
+        return [
+          { _tag: "taken" },
+          sameClass(refined, sweepClass) ? undefined : { ...doc, hardware_class: refined }
+        ]
+      }
       const left = doc.left_alone ?? []
       if (left.some((n) => n.node_id === node.node_id)) return [{ _tag: "known" }, undefined]
       return [

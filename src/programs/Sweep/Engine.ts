@@ -27,6 +27,7 @@ import { AttemptOutcome, classifyAttempt } from "../../domain/Failure.js"
 import type { LeaseRequest } from "../../domain/Feasibility.js"
 import { decodeObservations, type Observations, SAMPLER_NAME } from "../../domain/Observations.js"
 import { LeasedCommand, type Readiness, SERVER_LOG } from "../../domain/Serving.js"
+import { servingNodes } from "../../domain/Sweep/ClassChoice.js"
 import type { ClientRunReport } from "../../domain/Sweep/ClientRun.js"
 import { type NodeRecord, rayNodeFacts } from "../../domain/Sweep/Nodes.js"
 import { eligibleNodes } from "../../domain/Sweep/Requeue.js"
@@ -96,6 +97,15 @@ export interface SweepEngineShape {
    * that avoids some?).
    */
   readonly eligibleNodes: (gpus: number) => Effect.Effect<ReadonlyArray<string> | undefined>
+  /**
+   * What the nodes that could hold a lease of `gpus` GPUs and the slot tell before any lease
+   * (domain/Sweep/ClassChoice.ts: Ray's GPU count and accelerator type, the vendor tool's model where
+   * `known` recorded it); undefined when the cluster cannot be read.
+   */
+  readonly servingNodes: (
+    gpus: number,
+    known: ReadonlyArray<NodeRecord>
+  ) => Effect.Effect<ReadonlyArray<NodeRecord> | undefined>
 }
 
 export class SweepEngine extends Context.Tag("hyperloom/programs/SweepEngine")<
@@ -296,7 +306,16 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
               Effect.timeout(Duration.seconds(5)),
               Effect.orElseSucceed(() => undefined)
             )
-      return SweepEngine.of({ start, eligibleNodes: eligible })
+      const serving = (gpus: number, known: ReadonlyArray<NodeRecord>) =>
+        Option.isNone(inspector)
+          ? Effect.succeed(undefined)
+          : inspector.value.resolve.pipe(
+              Effect.flatMap((r) => inspector.value.snapshot(r.gcsAddress)),
+              Effect.map((snap): ReadonlyArray<NodeRecord> | undefined => servingNodes(snap, gpus, known)),
+              Effect.timeout(Duration.seconds(5)),
+              Effect.orElseSucceed(() => undefined)
+            )
+      return SweepEngine.of({ start, eligibleNodes: eligible, servingNodes: serving })
     })
   )
 
@@ -384,6 +403,8 @@ export const layerTest = (script: {
   /** Seconds each start takes before the engine is ready, on the Clock (default 0). */
   readonly startFor?: number | undefined
   readonly run: (server: string, argv: ReadonlyArray<string>) => FakeRun
+  /** What `servingNodes` answers (default: undefined, the cluster not read). */
+  readonly serving?: (() => ReadonlyArray<NodeRecord> | undefined) | undefined
   /** What `eligibleNodes` answers (default: undefined, the cluster not read). */
   readonly eligible?: (() => ReadonlyArray<string> | undefined) | undefined
 }): Layer.Layer<SweepEngine | FakeSweepEngineLog, never, AttemptFiles> =>
@@ -486,7 +507,8 @@ export const layerTest = (script: {
           } satisfies EngineHandle
         })
       const eligibleNodes = () => Effect.sync(() => script.eligible?.())
-      return Context.make(SweepEngine, SweepEngine.of({ start, eligibleNodes })).pipe(
+      const servingNodes = () => Effect.sync(() => script.serving?.())
+      return Context.make(SweepEngine, SweepEngine.of({ start, eligibleNodes, servingNodes })).pipe(
         Context.add(
           FakeSweepEngineLog,
           Effect.sync(() => ({

@@ -50,6 +50,11 @@ export interface SweepOptions {
    * `adaptive` searches.
    */
   readonly strategy?: Strategy | undefined
+  /**
+   * `--hardware-class` (docs/design.md#sweeps-at-cluster-scale): the class to run on among those
+   * present (`L4`, `2xL4`, `cpu`…); absent: the class with the most nodes that could serve.
+   */
+  readonly hardwareClass?: string | undefined
 }
 
 /** How often the status line is logged when it is not redrawn on a terminal. */
@@ -69,6 +74,15 @@ export class ExperimentChanged extends Data.TaggedError("ExperimentChanged")<{
  * The session folder (its sweep.json) vanished while the sweep ran (issue 27 item 5): someone
  * deleted it. The sweep stops (exit 8) without recreating it, and nothing is blamed on the engine.
  */
+/** `--hardware-class` names no class of the nodes that could serve (exit 2): what is there is said. */
+export class HardwareClassAbsent extends Data.TaggedError("HardwareClassAbsent")<{
+  readonly statement: string
+}> {
+  override get message(): string {
+    return this.statement
+  }
+}
+
 export class SessionVanished extends Data.TaggedError("SessionVanished")<{ readonly sessionDir: string }> {
   override get message(): string {
     return `the session folder ${this.sessionDir} vanished while the sweep ran (its sweep.json is gone): the sweep stopped; nothing was recreated, and the run in flight is not counted against its engine (hyperloom's own files went away, not the engine)`
