@@ -17,7 +17,14 @@
  *   change (and says that no confidence can be claimed); with nothing both measured `ok` it fails:
  *   a gate that cannot judge must not pass.
  */
-import { METRIC_KEYS, type MetricKey, type Metrics, type Workload, workloadFacts } from "./Results.js"
+import {
+  METRIC_KEYS,
+  type MetricKey,
+  type Metrics,
+  sweepWorkload,
+  type Workload,
+  workloadFacts
+} from "./Results.js"
 import type { EnvironmentRecord, NodeFacts } from "./Serving.js"
 import type { SessionState } from "./State.js"
 import {
@@ -390,7 +397,16 @@ export const sweepSide = (name: string, doc: SweepDoc, nodes: ReadonlyArray<stri
             doc.combinations.find((c) => c.index === doc.summary.best!.combination)?.params ?? {},
             loadName,
             doc.summary.best.load
+          ),
+    workload: sweepWorkload(
+      doc.combinations.flatMap((c) =>
+        c.points.flatMap((p) =>
+          p.runs.flatMap((r) =>
+            r.status === "ok" && r.workload !== undefined ? [r.workload as Workload] : []
           )
+        )
+      )
+    )?.facts
   }
 }
 

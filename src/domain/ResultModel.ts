@@ -195,3 +195,31 @@ export const workloadFacts = (
         { what: "requests", value: w.requests === null ? null : String(w.requests), asked: true },
         { what: "output tokens", value: lengthsLine(w.output_tokens), asked: false }
       ]
+
+/**
+ * The workload of a sweep, stated once (docs/clients.md#the-workload-on-record): the asked facts of
+ * its runs' workloads (rate and concurrency are the points' loads, left to them), the first
+ * recorded; `differs` names the facts some run recorded otherwise. undefined when no run recorded one.
+ */
+export const sweepWorkload = (
+  workloads: ReadonlyArray<Workload>
+):
+  | { readonly facts: ReturnType<typeof workloadFacts>; readonly differs: ReadonlyArray<string> }
+  | undefined => {
+  const first = workloads[0]
+  if (first === undefined) return undefined
+  const facts = workloadFacts(first, false)
+  const differs = new Set<string>()
+  for (const w of workloads.slice(1)) {
+    const other = new Map(workloadFacts(w, false).map((f) => [f.what, f.value]))
+    for (const f of facts) if (f.asked && other.get(f.what) !== f.value) differs.add(f.what)
+  }
+  return { facts, differs: [...differs] }
+}
+
+/** A workload's asked facts on one line (`sweep show`). */
+export const workloadLine = (facts: ReturnType<typeof workloadFacts>): string =>
+  facts
+    .filter((f) => f.value !== null)
+    .map((f) => `${f.what} ${f.value}`)
+    .join("; ")

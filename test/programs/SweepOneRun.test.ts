@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { renderSweepText } from "../../src/cli/RenderSweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
 import { setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
@@ -59,6 +60,14 @@ describe("sweep run --one-run", () => {
           ]
         )
         assert.strictEqual(r.doc.summary.best?.load, "4")
+        // each run keeps its benchmark's workload; sweep show states it once
+        assert.strictEqual(c.points[0]!.runs[0]!.workload?.concurrency, 1)
+        const text = renderSweepText("/s/one", r.doc)
+        assert.include(
+          text,
+          "  workload: client guidellm; arrival closed; requests 10; output tokens mean 100, p50 100\n"
+        )
+        assert.strictEqual(text.split("workload:").length, 2)
       }).pipe(Effect.provide(setup({ run: () => ({ report: guidellm([1, 2, 4]) }) })))
   )
 

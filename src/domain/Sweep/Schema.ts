@@ -7,7 +7,7 @@
 import { Schema } from "effect"
 import { FAILURE_CLASSES } from "../Failure.js"
 import { EngineConfig, Observations } from "../Observations.js"
-import { METRIC_KEYS, type MetricKey } from "../Results.js"
+import { METRIC_KEYS, type MetricKey, WorkloadSchema } from "../Results.js"
 import { CheckRun, WarmupRun } from "../Serving.js"
 import { AttemptMetrics, IsoTimestamp } from "../State.js"
 import { ClientCountsSchema, RunValidity } from "../Validity.js"
@@ -110,6 +110,10 @@ export const RunRecord = Schema.Struct({
   validity: Schema.optional(RunValidity),
   /** The client's own counts from its result (completed, failed, output tokens). */
   client: Schema.optional(ClientCountsSchema),
+  /** What the client sent, from its report (docs/clients.md#the-workload-on-record); absent before. */
+  workload: Schema.optional(WorkloadSchema),
+  /** What reading its result left out or computed, naming field and file (docs/clients.md). */
+  result_notes: Schema.optional(Schema.Array(Schema.String)),
   /** What the node's samplers saw during the run (client CPU, the engine's load, the GPUs). */
   observations: Schema.optional(Schema.NullOr(Observations))
 })

@@ -83,7 +83,7 @@ export const judgeRun = (state: SweepState, outcome: ClientOutcome, runDir: stri
   Effect.gen(function* () {
     const read = yield* readEvidence(state.files, [{ file: `${runDir}/${CLIENT_LOG}`, channel: "client" }])
     const result = outcome.betweenExitCode !== null ? undefined : yield* state.files.readResult(resultFile)
-    return classifyClientRun({
+    const judged = classifyClientRun({
       ...outcome,
       timeoutSec: state.options.pointTimeoutSec,
       outputTail: read.tails[0] ?? "",
@@ -91,6 +91,8 @@ export const judgeRun = (state: SweepState, outcome: ClientOutcome, runDir: stri
       evidence: read.evidence,
       result
     })
+    // what the client sent, from its report (docs/clients.md#the-workload-on-record)
+    return { ...judged, workload: result?.workload, resultNotes: result?.notes }
   })
 
 /** Where one judged client run becomes the point's run: the record `finishRun` writes. */
@@ -105,7 +107,9 @@ export const runRecord = (r: AttemptResult, outcome: ClientOutcome, endedAt: str
   metrics: r.metrics ?? null,
   engine_died: outcome.engineDied,
   between_sec: outcome.betweenSec ?? null,
-  ...(outcome.observations !== undefined ? { observations: outcome.observations } : {})
+  ...(outcome.observations !== undefined ? { observations: outcome.observations } : {}),
+  ...(r.workload !== undefined ? { workload: r.workload } : {}),
+  ...(r.resultNotes !== undefined && r.resultNotes.length > 0 ? { result_notes: r.resultNotes } : {})
 })
 
 /**
@@ -275,7 +279,7 @@ const runBatch = (
                 }
         })
         // the run itself went well, but its report has nothing at this load: never a point at another load
-        const r: AttemptResult =
+        const r0: AttemptResult =
           judged.errorClass === "no_report" && result !== undefined && point === undefined
             ? {
                 ...judged,
@@ -285,6 +289,7 @@ const runBatch = (
                     : `--one-run: the report (${resultFile}) holds no benchmark at ${loadName}=${load}; it holds ${held.join(", ")}`
               }
             : judged
+        const r: AttemptResult = { ...r0, workload: point?.workload, resultNotes: point?.notes }
         yield* state.updateCombination(index, (d) =>
           finishRun(d, index, load, runRecord(r, outcome, endedAt))
         )
