@@ -113,6 +113,33 @@ export const runRecord = (r: AttemptResult, outcome: ClientOutcome, endedAt: str
 })
 
 /**
+ * The client through the engine, counted: `--between`, then argv with the run's folder and result
+ * file; a lost node (not its engine) is a NodeSetback, the run left in flight to become interrupted.
+ */
+const runClient = (
+  state: SweepState,
+  handle: EngineHandle,
+  argv: ReadonlyArray<string>,
+  runDir: string,
+  resultFile: string
+) =>
+  Effect.gen(function* () {
+    yield* state.count((k) => ({ ...k, clientRuns: k.clientRuns + 1 }))
+    const outcome = yield* handle.run({
+      argv,
+      dir: runDir,
+      env: { HYPERLOOM_RESULT_FILE: resultFile, HYPERLOOM_SWEEP_RUN_DIR: runDir },
+      between: state.options.between ?? null,
+      timeout_sec: state.options.pointTimeoutSec ?? null
+    })
+    if (outcome.leaseLost !== undefined)
+      return yield* new NodeSetback({
+        setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
+      })
+    return outcome
+  })
+
+/**
  * One run of a point: its next repeat (or the retry a dead process left owed), a failed run
  * retried once at once; saves after every run. `measured` when the run measured; `failed` when the
  * point failed (both tries) or the engine died — the point is then finished as failed.
@@ -149,19 +176,7 @@ const runRepeat = (state: SweepState, index: number, load: string, handle: Engin
           started_at: startedAt
         })
       )
-      yield* state.count((k) => ({ ...k, clientRuns: k.clientRuns + 1 }))
-      const outcome = yield* handle.run({
-        argv,
-        dir: runDir,
-        env: { HYPERLOOM_RESULT_FILE: resultFile, HYPERLOOM_SWEEP_RUN_DIR: runDir },
-        between: state.options.between ?? null,
-        timeout_sec: state.options.pointTimeoutSec ?? null
-      })
-      if (outcome.leaseLost !== undefined)
-        // its node was lost, not its engine: the run stays in flight, to become interrupted
-        return yield* new NodeSetback({
-          setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
-        })
+      const outcome = yield* runClient(state, handle, argv, runDir, resultFile)
       // what is missing on the node: the --between command, else the client (not when the engine died)
       const missing =
         outcome.betweenExitCode !== null
@@ -238,18 +253,7 @@ const runBatch = (
           })
         )
       }
-      yield* state.count((k) => ({ ...k, clientRuns: k.clientRuns + 1 }))
-      const outcome = yield* handle.run({
-        argv,
-        dir: runDir,
-        env: { HYPERLOOM_RESULT_FILE: resultFile, HYPERLOOM_SWEEP_RUN_DIR: runDir },
-        between: state.options.between ?? null,
-        timeout_sec: state.options.pointTimeoutSec ?? null
-      })
-      if (outcome.leaseLost !== undefined)
-        return yield* new NodeSetback({
-          setback: { _tag: "NodeLost", node: handle.node, reason: outcome.leaseLost }
-        })
+      const outcome = yield* runClient(state, handle, argv, runDir, resultFile)
       if (!outcome.engineDied)
         yield* state.count((k) => ({ ...k, runSecs: [...k.runSecs, outcome.runtimeSec] }))
       const read = yield* readEvidence(state.files, [{ file: `${runDir}/${CLIENT_LOG}`, channel: "client" }])
