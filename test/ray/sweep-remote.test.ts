@@ -268,6 +268,47 @@ describe.skipIf(why !== undefined)("sweeps on hosts of their own that share noth
     await assertReleased(10_000)
   })
 
+  it("adaptive --parallel 3 (issue 33 item 2): three candidates at once, the best of --parallel 1, at most 1.5x its engine starts", async () => {
+    // at c = 16 only seqs=16 passes the SLO: the serial search starts at 8 (the middle), compares
+    // 16 and 4, moves to 16 and settles there; seqs=2 is never started
+    const runAdaptive = async (parallel: string) => {
+      const session = newSession()
+      const tag = newTag()
+      const sampler = sampleEngines(tag)
+      const t = Date.now()
+      const r = await hosts.cli(
+        args(session, tag, "2,4,8,16", "16", ["--strategy", "adaptive", "--parallel", parallel]),
+        {
+          env: withStandIns,
+          timeoutMs: 240_000
+        }
+      )
+      const seen = sampler.stop()
+      assert.strictEqual(r.code, 0, r.stderr)
+      assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+      const doc = readSweep(session)
+      const starts = doc.combinations.reduce((n: number, c: any) => n + c.engine_starts.length, 0)
+      return { doc, starts, seen, r, ms: Date.now() - t }
+    }
+    const one = await runAdaptive("1")
+    const three = await runAdaptive("3")
+    console.log(
+      `[sweep-remote] adaptive: --parallel 1 ${one.starts} engine starts in ${one.ms} ms; --parallel 3 ${three.starts} in ${three.ms} ms on ${three.seen.hosts.join(", ")}`
+    )
+    assert.strictEqual(one.doc.summary.best.label, "seqs=16")
+    assert.strictEqual(three.doc.summary.best.label, one.doc.summary.best.label)
+    assert.strictEqual(three.doc.summary.best.load, one.doc.summary.best.load)
+    assert.isAtMost(three.starts, 1.5 * one.starts)
+    // the three candidates at once, one engine per host
+    assert.strictEqual(three.seen.most, 1, "two engines on one host at a sample")
+    assert.deepStrictEqual(three.seen.hosts, ["head", "worker", "worker2"])
+    assert.deepStrictEqual(
+      three.doc.combinations.map((c: any) => c.status),
+      ["skipped", "done", "done", "done"]
+    )
+    await assertReleased(10_000)
+  })
+
   it("Ctrl-C with three engines up, one per host: every engine stopped and every lease released within 10 s, exit 130", async () => {
     const session = newSession()
     const tag = newTag()
@@ -315,13 +356,13 @@ describe.skipIf(why !== undefined)("sweeps on hosts of their own that share noth
     await assertReleased(Math.max(1_000, 10_000 - (Date.now() - t)))
   })
 
-  it("a node whose GPU count differs is left alone and named once; the sweep completes on the others", async () => {
+  it("a node whose GPU count differs is left alone from the first lease (issue 33 item 3): no engine start on it at all, named once; the sweep completes on the others", async () => {
     await startNode(hosts, "worker3", { gpus: 2 })
     await waitFor("four nodes", async () => ((await alive()).length === 4 ? true : undefined), 60_000, 500)
     const session = newSession()
     const tag = newTag()
     const sampler = sampleEngines(tag)
-    // four leases at once on four slots: one lands on the two-GPU node
+    // four at once asked; only the three one-GPU nodes serve
     const r = await hosts.cli(args(session, tag, "2,3,4,8", "2", ["--parallel", "4"]), {
       env: withStandIns,
       timeoutMs: 240_000
@@ -329,24 +370,29 @@ describe.skipIf(why !== undefined)("sweeps on hosts of their own that share noth
     const seen = sampler.stop()
     assert.strictEqual(r.code, 0, r.stderr)
     assert.strictEqual(seen.most, 1, "two engines on one host at a sample")
-    assert.include(seen.hosts, "worker3")
+    // decided before the first lease: three one-GPU nodes against one two-GPU node
+    assert.notInclude(seen.hosts, "worker3", "an engine ran on the node of another class")
     const doc = readSweep(session)
     const hostOf = await hostOfNode()
-    // the class is the first node granted's: a one-GPU node's (the two-GPU node left alone), or,
-    // should the two-GPU node's engine have been ready first, the two-GPU one's
-    const cls = doc.hardware_class.gpu_count
-    assert.include([1, 2], cls)
-    assert.isAtLeast(doc.left_alone.length, 1)
-    for (const n of doc.left_alone) {
-      assert.notStrictEqual(n.gpu_count, cls)
-      // named once each
-      assert.lengthOf(r.stderr.split(`(${n.node_id}) alone`), 2, r.stderr)
-    }
-    if (cls === 1)
-      assert.deepStrictEqual(
-        doc.left_alone.map((n: any) => hostOf.get(n.node_id)),
-        ["worker3"]
-      )
+    assert.deepStrictEqual(doc.hardware_class, { gpu_count: 1, gpu_model: null, cpu_model: null })
+    assert.deepStrictEqual(
+      doc.left_alone.map((n: any) => hostOf.get(n.node_id)),
+      ["worker3"]
+    )
+    // the engine starts on it, counted: none (no start left alone after the fact either)
+    const starts = doc.combinations.flatMap((c: any) => c.engine_starts)
+    assert.deepStrictEqual(
+      starts.filter((s: any) => hostOf.get(s.node?.node_id) === "worker3"),
+      []
+    )
+    assert.isTrue(starts.every((s: any) => s.outcome !== "left_alone"))
+    // stated once, before the first start, naming the other class's node
+    assert.lengthOf(
+      r.stderr.split("left alone (another class): 2 × GPU (model not told) per node"),
+      2,
+      r.stderr
+    )
+    const cls = 1
     // every combination finished, each on a node of the class, with the model's answer
     for (const c of doc.combinations) {
       assert.strictEqual(c.status, "done")
