@@ -16,11 +16,16 @@
 // saturated engine (`--queue-ms 1500`, 8
 // prompts): seqs=1's combination took 30.6 s of client time against 6.4-11.5 s for the others,
 // which bounded the ratio near 0.40x with no per-combination cost at all (docs/performance.md).
+// Then adaptive (issue 33 item 2): `--strategy adaptive --parallel 3` against `--parallel 1` on the
+// three-axis model (examples/engine-model.mjs THREE_AXES: 64 combinations, one load), beside the
+// grid's --parallel 3: the wall-time ratio (goal <= 0.55x), the engine starts (goal <= 1.5x the
+// serial search's) and whether both find the same best.
 // Needs root (namespaces) and `npm run build`; makes its own hosts and ends them.
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { THREE_AXES } from "../examples/engine-model.mjs"
 import { ray, root, sweepRunArgv, time } from "./lib.mjs"
 
 const script = path.join(root, "scripts/hosts.sh")
@@ -121,6 +126,53 @@ export const benchHosts = () => {
           : doc.summary.verdict
       }
     }
+    // adaptive (issue 33 item 2): --parallel 3 against --parallel 1 on the three-axis model
+    // (4 x 4 x 4, a KV-infeasible corner, its best in closed form), one load, as `--adaptive` runs it
+    const { concurrency, numPrompts, inputLen, outputLen } = THREE_AXES.load
+    const adaptive = (session, parallel) =>
+      on(
+        dir,
+        "head",
+        sweepRunArgv(
+          session,
+          "1",
+          [
+            "--parallel",
+            String(parallel),
+            "--strategy",
+            "adaptive",
+            "--server",
+            `fake-engine --load-sec 0.2 ${THREE_AXES.engineArgs.join(" ")} ${THREE_AXES.params.map((p) => `--${p.name} {${p.name}}`).join(" ")}`,
+            ...THREE_AXES.params.flatMap((p) => ["--param", `${p.name}=${p.values.join(",")}`]),
+            "--load",
+            `c=${concurrency}`
+          ],
+          [
+            "fake-bench-client",
+            "--num-prompts",
+            String(numPrompts),
+            "--max-concurrency",
+            "{c}",
+            "--input-len",
+            String(inputLen),
+            "--output-len",
+            String(outputLen)
+          ]
+        )
+      )
+    const adaptiveResults = {}
+    for (const parallel of [1, 3]) {
+      const session = `/tmp/hl-bench-adaptive-${parallel}`
+      const r = must(`adaptive --parallel ${parallel}`, adaptive(session, parallel))
+      const doc = JSON.parse(fs.readFileSync(`/proc/${headPid}/root${session}/sweep.json`, "utf8"))
+      adaptiveResults[parallel] = {
+        sec: r.ms / 1000,
+        starts: doc.combinations.reduce((n, c) => n + c.engine_starts.length, 0),
+        best: doc.summary.best
+          ? `${doc.summary.best.label} at c=${doc.summary.best.load}`
+          : doc.summary.verdict
+      }
+    }
     const one = results["parallel 1"]
     const three = results["parallel 3"]
     console.log("sweep on three hosts (6 combinations x 3 loads of the stand-in model):")
@@ -133,6 +185,20 @@ export const benchHosts = () => {
       `  wall-time ratio --parallel 3 / --parallel 1: ${ratio.toFixed(2)}x; goal <= 0.40x: ${ratio <= 0.4 ? "met" : "MISSED"}`
     )
     console.log(`  same best: ${one.best === three.best ? "yes" : "NO"}`)
+    const a1 = adaptiveResults[1]
+    const a3 = adaptiveResults[3]
+    console.log("adaptive on three hosts (the three-axis model, 64 combinations, one load):")
+    for (const [n, x] of [
+      [1, a1],
+      [3, a3]
+    ])
+      console.log(
+        `  --strategy adaptive --parallel ${n}: ${x.sec.toFixed(1)} s, ${x.starts} engine starts, best ${x.best}`
+      )
+    const aRatio = a3.sec / a1.sec
+    console.log(
+      `  wall-time ratio adaptive --parallel 3 / --parallel 1: ${aRatio.toFixed(2)}x; goal <= 0.55x: ${aRatio <= 0.55 ? "met" : "MISSED"}; engine starts ${a3.starts} against ${a1.starts} (goal <= 1.5x: ${a3.starts <= 1.5 * a1.starts ? "met" : "MISSED"}); same best: ${a1.best === a3.best ? "yes" : "NO"}; beside grid --parallel 3's ${three.sec.toFixed(1)} s`
+    )
   } finally {
     spawnSync("bash", [script, "down", dir])
     fs.rmSync(dir, { recursive: true, force: true })

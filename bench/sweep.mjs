@@ -16,7 +16,7 @@
 // the grid's best with at most 30 % of the grid's engine starts.
 //
 //   node bench/sweep.mjs [--adaptive]
-//   node bench/sweep.mjs --hosts 3     (bench/sweep-hosts.mjs: --parallel 3 against 1 on three hosts)
+//   node bench/sweep.mjs --hosts 3     (bench/sweep-hosts.mjs: --parallel 3 against 1 on three hosts, grid and adaptive)
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
