@@ -2,7 +2,7 @@
 docs/design.md#sweeps-at-cluster-scale), run as the leased command.
 
     python PYDIR sweep --server 'SERVER CMD' --ready-path PATH --ready-timeout SEC --stop-grace SEC
-        --progress-every SEC --dir ENGINE_DIR --cwd DIR
+        --progress-every SEC --check CMD --warmup N --dir ENGINE_DIR --cwd DIR
 
 Every flag is required: their defaults live in one place, hyperloom's (domain/Serving.ts), which
 always passes them all.
@@ -20,7 +20,9 @@ node, removed at its end.
    the server (`sh -c`, in DIR when this node has it, else in /) in a process group led by a keeper
    (hyperloom.keeper), its whole output in server.log; an `engine` message says `starting`.
 2. GET BASE_URL/READY_PATH polled until it answers 200 (a progress line every PROGRESS_EVERY s);
-   an `engine` message then says `ready`. A server that exits or is not ready in time: `failed`
+   then --check CMD (when not empty, hyperloom.ready; check.log sent) and, when it passed, --warmup
+   N requests at once, answers discarded; an `engine` message then says `ready`, with the check's
+   record (a non-zero exit: hyperloom measures nothing on this engine and stops it). A server that exits or is not ready in time: `failed`
    (exit 3), server.log sent first (hyperloom classifies the failure on it).
 3. Requests, one JSON line each: `{"seq", "argv", "dir", "env", "between", "timeout_sec"}` runs
    `between` (sh -c) and then the client (argv, no shell, $HYPERLOOM_* expanded, in a process group
@@ -55,7 +57,7 @@ import tempfile
 import threading
 import time
 
-from hyperloom import clientrun, engine, keeper, procgroup, sampler
+from hyperloom import clientrun, engine, keeper, procgroup, ready, sampler
 from hyperloom.engine import NOT_READY_EXIT, SERVER_LOG, STOPPED_EXIT
 
 PROTO = "\x1ehyperloom-sweep "
@@ -63,6 +65,7 @@ PROTO = "\x1ehyperloom-sweep "
 # 64 KiB line (hyperloom.actor.MAX_LINE_BYTES).
 FILE_CHUNK = 32 * 1024
 ENGINE_DIED_EXIT = 4
+CHECK_LOG = "check.log"
 POLL_SEC = 0.01
 
 
@@ -151,6 +154,8 @@ class Runner:
         # The seam for samplers around each client run (hyperloom.clientrun): (name, sampler) pairs.
         self.samplers = []
         self.engine_config = None  # what the engine reported after readiness (hyperloom.sampler)
+        self.check = None  # the --check run after readiness (hyperloom.ready)
+        self.warmup = None  # the --warmup requests after readiness
         # This node's own folder for the engine's and the runs' files; hyperloom gets their bytes.
         self.work = tempfile.mkdtemp(prefix="hyperloom-sweep-")
         self.server_log = os.path.join(self.work, SERVER_LOG)
@@ -166,6 +171,8 @@ class Runner:
             "base_url": e.base_url, "ready_sec": e.ready_sec, "exit_code": e.exit_code,
             "runtime_sec": e.runtime_sec, "gone": self.gone, "node": self.node,
             **({"engine_config": self.engine_config} if self.engine_config is not None else {}),
+            **({"check": self.check} if self.check is not None else {}),
+            **({"warmup": self.warmup} if self.warmup is not None else {}),
         }})
 
     def send_server_log(self):
@@ -296,6 +303,14 @@ class Runner:
         # samplers around each client run (their observations in each run's answer)
         self.engine_config = sampler.read_engine_config(self.engine.base_url, self.engine.log_path)
         self.samplers = [(sampler.NAME, sampler.RunSampler(self.engine.base_url, log=log))]
+        # once per engine start, before the `ready` message: the check (a failed one is said in
+        # that message; hyperloom measures nothing on this engine and stops it), then the warm-up
+        if self.a.check:
+            local = os.path.join(self.work, CHECK_LOG)
+            self.check = ready.check(self.a.check, env, self.cwd, local, self.stop_requested)
+            send_file(local, os.path.join(self.a.dir, CHECK_LOG))
+        if self.check is None or self.check["exit_code"] == 0:
+            self.warmup = ready.warm_up(self.engine.base_url, self.a.warmup, log)
         self.status()
         code = self.serve_requests(env)
         if self.state == "ready":

@@ -23,9 +23,11 @@
  * 3. The best (or the tie) decides the outcome. `--deadline` stops the run (resumable); Ctrl-C
  *    saves the sweep as cancelled after the engine is stopped and its lease released.
  */
+
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { redactExperiment } from "../domain/Redact.js"
 import { decideClass, leftAloneOf, renderDecision } from "../domain/Sweep/ClassChoice.js"
+import { RUNNER_DEFAULTS } from "../domain/Serving.js"
 import {
   completeGrid,
   experimentDiff,
@@ -42,6 +44,7 @@ import {
   sameClass,
   setSweepStatus
 } from "../domain/Sweep.js"
+import { DEFAULT_MAX_FAILED } from "../domain/Validity.js"
 import { AttemptFiles } from "../services/AttemptFiles.js"
 import { StateStore } from "../services/StateStore.js"
 import { SweepStore } from "../services/SweepStore.js"
@@ -141,9 +144,16 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     started_at: now,
     wall_before_sec: Option.match(loaded, { onNone: () => 0, onSome: (d) => d.wall_sec ?? 0 })
   }
+  // the validity settings as run (docs/trust.md#is-the-number-valid): `hyperloom check` re-judges with them
+  const validity = {
+    check: options.check ?? null,
+    warmup: options.warmup ?? RUNNER_DEFAULTS.warmup,
+    max_failed: options.maxFailed ?? DEFAULT_MAX_FAILED
+  }
   if (Option.isNone(loaded)) {
     const doc = yield* state.update(() => ({
       ...initialSweep(redactExperiment(options.experiment), now),
+      validity,
       cwd: options.cwd,
       strategy,
       invocations: [invocation],
@@ -197,6 +207,7 @@ const runScoped = Effect.fn("Sweep.run")(function* (options: SweepOptions) {
     const reopened = reopen(recoverInterrupted(doc, now))
     const saved = yield* state.update(() => ({
       ...reopened,
+      validity,
       invocations: [...(reopened.invocations ?? []), invocation]
     }))
     const left = saved.combinations.filter((c) => !isFinalCombination(c)).length

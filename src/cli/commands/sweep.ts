@@ -41,14 +41,17 @@ import { EXIT, ExitWith, exitCodeForSweep, UsageError } from "../Exit.js"
 import { renderSweepText } from "../RenderSweep.js"
 import { withJsonErrors } from "../Run.js"
 import {
+  checkCmd,
   commandArgs,
   gpuCleanTimeout,
   gpus,
   json,
   leaseRequestOf,
+  maxFailed,
   nodes,
   positiveSeconds,
-  strictCommand
+  strictCommand,
+  warmup
 } from "../Shared.js"
 import { statusRedraw, unpinStatus } from "../StatusLine.js"
 import { waitOption } from "./queue.js"
@@ -304,6 +307,9 @@ export const OPTIONS = [
   "--dry-run",
   "--estimate-start",
   "--estimate-run",
+  "--check",
+  "--warmup",
+  "--max-failed",
   "--json"
 ]
 
@@ -466,6 +472,9 @@ export const sweepRun = Command.make(
     dryRun,
     estimateStart,
     estimateRun,
+    check: checkCmd,
+    warmup,
+    maxFailed,
     json,
     cmd
   },
@@ -542,7 +551,10 @@ export const sweepRun = Command.make(
         cwd: settings.cwd,
         version: VERSION,
         strategy: o.strategy,
-        hardwareClass: Option.getOrUndefined(o.hardwareClass)
+        hardwareClass: Option.getOrUndefined(o.hardwareClass),
+        check: Option.getOrUndefined(o.check),
+        warmup: Option.getOrUndefined(o.warmup),
+        maxFailed: Option.getOrUndefined(o.maxFailed)
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.flatMap(SweepStore, (store) => store.load(o.session)).pipe(

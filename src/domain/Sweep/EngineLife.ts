@@ -32,6 +32,11 @@ export type EngineEnd =
   | { readonly _tag: "infeasible"; readonly error: string }
   /** It failed before ready; `note` is the engine's note (Sweep/EngineNote.ts). */
   | { readonly _tag: "not_ready"; readonly result: AttemptResult; readonly note: string }
+  /**
+   * It was ready but `--check` exited non-zero: nothing measured on it, the combination
+   * `check_failed` (docs/trust.md#is-the-number-valid); `finding` quotes the check's last line.
+   */
+  | { readonly _tag: "check_failed"; readonly finding: string }
   /** It served its points (`engine_died`: it died during one). */
   | { readonly _tag: "ran"; readonly end: "done" | "engine_died" }
   /**
@@ -119,6 +124,18 @@ export const afterEngine = (
           level: "info",
           line: `sweep: combination #${index}: the engine failed before ready${failedStarts === 0 ? " (a readiness timeout: not retried)" : " again"}: ${head}; going on`
         }
+      }
+    }
+    case "check_failed": {
+      const d = updateEngine(doc, index, { ended_at: ended })
+      return {
+        // deterministic (the engine answers wrong): not retried, out of the best
+        doc: skipRemaining(
+          setCombination(d, index, { status: "check_failed", class: null, error: end.finding }),
+          index
+        ),
+        next: "next",
+        log: { level: "info", line: `sweep: combination #${index}: ${end.finding}; nothing measured on it` }
       }
     }
     case "ran": {

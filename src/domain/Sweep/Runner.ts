@@ -22,7 +22,7 @@
  */
 import { Either, Schema } from "effect"
 import { EngineConfig } from "../Observations.js"
-import { NodeFacts } from "../Serving.js"
+import { CheckRun, NodeFacts, WarmupRun } from "../Serving.js"
 
 /** What starts a runner's message line (an ASCII record separator, then a name no output has). */
 export const RUNNER_MESSAGE_PREFIX = "\u001ehyperloom-sweep "
@@ -44,7 +44,11 @@ export const EngineStatus = Schema.Struct({
   gone: Schema.Boolean,
   node: Schema.optional(NodeFacts),
   /** What the engine reported of its effective configuration once ready (python/hyperloom/sampler.py). */
-  engine_config: Schema.optional(Schema.NullOr(EngineConfig))
+  engine_config: Schema.optional(Schema.NullOr(EngineConfig)),
+  /** The `--check` run after readiness, before `ready` was said (docs/trust.md#is-the-number-valid). */
+  check: Schema.optional(Schema.NullOr(CheckRun)),
+  /** The `--warmup` requests after the check. */
+  warmup: Schema.optional(Schema.NullOr(WarmupRun))
 })
 export type EngineStatus = typeof EngineStatus.Type
 

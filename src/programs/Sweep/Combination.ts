@@ -32,6 +32,7 @@ import {
   sweepEnvironmentRecord,
   updateEngine
 } from "../../domain/Sweep.js"
+import { checkFailed, renderFinding } from "../../domain/Validity.js"
 import type { LeaseActorFailed } from "../../services/BridgeProcess.js"
 import { comboDir, lastLine, NodeSetback, nowIso, runPoints } from "./Points.js"
 import type { SweepState } from "./State.js"
@@ -133,7 +134,9 @@ const startEngine = (state: SweepState, index: number, dir: string) =>
         waitSec: state.options.waitSec,
         env: state.options.env,
         cwd: state.options.cwd,
-        onOutput: (o) => Effect.logDebug(`[combination #${index}] ${o.line}`)
+        onOutput: (o) => Effect.logDebug(`[combination #${index}] ${o.line}`),
+        check: state.options.check,
+        warmup: state.options.warmup
       })
       const node = handle.node
       if (node !== undefined) yield* state.updateCombination(index, (d) => updateEngine(d, index, { node }))
@@ -164,6 +167,21 @@ const startEngine = (state: SweepState, index: number, dir: string) =>
         })
       )
       yield* recordSweepEnvironment(state, index, handle.started.status?.node)
+      // the check and the warm-up ran after readiness, before `ready` was said (docs/trust.md)
+      const check = handle.started.status?.check
+      const warmup = handle.started.status?.warmup
+      if (check != null || warmup != null)
+        yield* state.updateCombination(index, (d) =>
+          updateEngine(d, index, {
+            ...(check != null ? { check } : {}),
+            ...(warmup != null ? { warmup } : {})
+          })
+        )
+      if (check != null && check.exit_code !== 0)
+        return {
+          _tag: "check_failed",
+          finding: `${renderFinding(checkFailed(check.exit_code, check.last_line))}; its output is in ${dir}/${check.log}`
+        } satisfies EngineEnd
       yield* Effect.logInfo(
         `sweep: combination #${index}: the engine is ready${onNode(node)}${readySec !== null ? ` after ${readySec} s` : ""}`
       )

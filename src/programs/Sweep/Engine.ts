@@ -55,6 +55,9 @@ export interface EngineSpec {
   readonly env: Readonly<Record<string, string | undefined>>
   readonly cwd: string
   readonly onOutput?: ((o: LeaseOutput) => Effect.Effect<void>) | undefined
+  /** `--check` and `--warmup`, run by the runner after readiness (docs/trust.md#is-the-number-valid). */
+  readonly check?: string | undefined
+  readonly warmup?: number | undefined
 }
 
 export type EngineStarted = Data.TaggedEnum<{
@@ -207,7 +210,9 @@ export const layer: Layer.Layer<SweepEngine, never, AttemptRunner | SweepControl
               command: LeasedCommand.Engine({
                 server: spec.server,
                 readiness: spec.readiness,
-                dir: spec.dir
+                dir: spec.dir,
+                check: spec.check,
+                warmup: spec.warmup
               }),
               env: spec.env,
               cwd: spec.cwd,

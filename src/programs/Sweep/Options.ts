@@ -55,6 +55,14 @@ export interface SweepOptions {
    * present (`L4`, `2xL4`, `cpu`…); absent: the class with the most nodes that could serve.
    */
   readonly hardwareClass?: string | undefined
+  /**
+   * `--check`, `--warmup` and `--max-failed` (docs/trust.md#is-the-number-valid): the check and the
+   * warm-up once per engine start after readiness, the failed-request share above which a run is
+   * invalid.
+   */
+  readonly check?: string | undefined
+  readonly warmup?: number | undefined
+  readonly maxFailed?: number | undefined
 }
 
 /** How often the status line is logged when it is not redrawn on a terminal. */

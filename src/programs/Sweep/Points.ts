@@ -10,9 +10,11 @@
 import { Clock, Data, Effect } from "effect"
 import type { AttemptResult, FailureClass } from "../../domain/Failure.js"
 import { redactArgv } from "../../domain/Redact.js"
+import type { ClientCounts } from "../../domain/Results.js"
 import { CLIENT_LOG } from "../../domain/Serving.js"
 import { classifyClientRun } from "../../domain/Sweep/ClientRun.js"
 import { isNotInstalled, type Setback } from "../../domain/Sweep/Requeue.js"
+import { engineStartOf, judgeSweepRun, settingsOf } from "../../domain/Sweep/Validity.js"
 import {
   addPoint,
   beginRun,
@@ -32,6 +34,7 @@ import {
   type PointRecord,
   type SweepDoc
 } from "../../domain/Sweep.js"
+import { DEFAULT_MAX_FAILED, type RunValidity, renderFinding, rerunHelps } from "../../domain/Validity.js"
 import { readEvidence } from "../Evidence.js"
 import type { ClientOutcome, EngineHandle } from "./Engine.js"
 import type { SweepState } from "./State.js"
@@ -92,11 +95,46 @@ export const judgeRun = (state: SweepState, outcome: ClientOutcome, runDir: stri
       result
     })
     // what the client sent, from its report (docs/clients.md#the-workload-on-record)
-    return { ...judged, workload: result?.workload, resultNotes: result?.notes }
+    return { ...judged, workload: result?.workload, resultNotes: result?.notes, client: result?.client }
   })
 
+/**
+ * A measured run judged (docs/trust.md#is-the-number-valid): every per-run check against the
+ * engine start it ran on and the sweep's settings; undefined for a failed run.
+ */
+const validityOf = (
+  state: SweepState,
+  doc: SweepDoc,
+  index: number,
+  load: string,
+  r: AttemptResult & { readonly client?: ClientCounts | undefined },
+  outcome: ClientOutcome
+) => {
+  if (r.errorClass !== null) return undefined
+  const c = combo(doc, index)
+  const run = pointOf(doc, index, load).runs.at(-1)
+  return judgeSweepRun({
+    params: c.params,
+    loadName: doc.experiment.load.name,
+    load,
+    metrics: r.metrics ?? null,
+    client: r.client,
+    observations: outcome.observations,
+    engine: run === undefined ? undefined : engineStartOf(c, run),
+    settings: {
+      ...settingsOf(doc, state.options.experiment.slos),
+      maxFailed: state.options.maxFailed ?? DEFAULT_MAX_FAILED
+    }
+  })
+}
+
 /** Where one judged client run becomes the point's run: the record `finishRun` writes. */
-export const runRecord = (r: AttemptResult, outcome: ClientOutcome, endedAt: string) => ({
+export const runRecord = (
+  r: AttemptResult & { readonly client?: ClientCounts | undefined },
+  outcome: ClientOutcome,
+  endedAt: string,
+  validity?: RunValidity | undefined
+) => ({
   ended_at: endedAt,
   status: r.errorClass === null ? ("ok" as const) : ("failed" as const),
   class: r.errorClass,
@@ -107,7 +145,9 @@ export const runRecord = (r: AttemptResult, outcome: ClientOutcome, endedAt: str
   metrics: r.metrics ?? null,
   engine_died: outcome.engineDied,
   between_sec: outcome.betweenSec ?? null,
-  ...(outcome.observations !== undefined ? { observations: outcome.observations } : {}),
+  ...(validity !== undefined ? { validity } : {}),
+  ...(r.client !== undefined && Object.keys(r.client).length > 0 ? { client: r.client } : {}),
+  ...(outcome.observations != null ? { observations: outcome.observations } : {}),
   ...(r.workload !== undefined ? { workload: r.workload } : {}),
   ...(r.resultNotes !== undefined && r.resultNotes.length > 0 ? { result_notes: r.resultNotes } : {})
 })
@@ -197,7 +237,10 @@ const runRepeat = (state: SweepState, index: number, load: string, handle: Engin
         yield* state.count((k) => ({ ...k, runSecs: [...k.runSecs, outcome.runtimeSec] }))
       const r = yield* judgeRun(state, outcome, runDir, resultFile)
       const endedAt = yield* nowIso
-      yield* state.updateCombination(index, (d) => finishRun(d, index, load, runRecord(r, outcome, endedAt)))
+      const validity = validityOf(state, yield* state.doc, index, load, r, outcome)
+      yield* state.updateCombination(index, (d) =>
+        finishRun(d, index, load, runRecord(r, outcome, endedAt, validity))
+      )
       const m = r.metrics
       yield* Effect.logInfo(
         `sweep: ${where}, repeat ${repeat}/${repeats}${attempt > 1 ? " (retry)" : ""}: ${
@@ -206,6 +249,12 @@ const runRepeat = (state: SweepState, index: number, load: string, handle: Engin
             : `failed (${r.errorClass}): ${(r.error ?? "").split("\n")[0]}`
         }`
       )
+      if (validity !== undefined && validity.verdict !== "valid")
+        yield* Effect.logInfo(
+          `sweep: ${where}, repeat ${repeat}/${repeats}: ${validity.verdict}: ${validity.findings.map(renderFinding).join("; ")}`
+        )
+      // a GPU shared during the run: kept (invalid), and run again once, where that can help
+      if (r.errorClass === null && validity !== undefined && attempt === 1 && rerunHelps(validity)) continue
       if (r.errorClass === null) return "measured" as const
       if (outcome.engineDied || attempt === 2) {
         yield* state.updateCombination(index, (d) =>
