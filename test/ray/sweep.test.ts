@@ -14,9 +14,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { modelFlags, predict } from "../../examples/engine-model.mjs"
+import { modelFlags, predict, VALIDITY } from "../../examples/engine-model.mjs"
 import { runCli } from "../support/cli.js"
 import { pidsWithArg } from "../support/lease.js"
+import { projectRoot } from "../support/ray.js"
 import {
   client,
   engine,
@@ -143,6 +144,46 @@ describe("sweep run on a real head", () => {
     assert.strictEqual(crash.engine_starts.length, 1)
     assert.strictEqual(steady.status, "done")
     assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [])
+  })
+
+  it("only valid runs count: the best is the true best although a capped, a wrong-but-fast and an overcounting combination would each win if believed", async () => {
+    // examples/engine-model.mjs's VALIDITY grid at concurrency 64, 128 prompts of 16 tokens, its
+    // steps 4 × shorter (5 + 0.5 × b ms; the order is the model's): max-num-seqs 32 is the true
+    // best; 64, capped silently to the 45 its KV cache holds, runs 3 waves to 32's 4; 32 under
+    // fp8 steps 0.75 × as long and answers wrong; 32 measured by a client that counts 1.25 × the
+    // tokens it got.
+    const args = VALIDITY.engineArgs.join(" ").replace("--decode-ms 20", "--decode-ms 5")
+    const server = `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --tag=${newTag()} ${args} --max-num-seqs {max-num-seqs} {mode}`
+    const combos = [
+      "max-num-seqs=32,mode=--tag=plain,cmode=--fail=",
+      "max-num-seqs=64,mode=--fail=capped,cmode=--fail=",
+      "max-num-seqs=32,mode=--fail=wrong-fast,cmode=--fail=",
+      "max-num-seqs=32,mode=--tag=plain,cmode=--fail=overcount"
+    ].flatMap((c) => ["--combo", c])
+    const load = VALIDITY.load
+    const { r, doc } = await sweepScenario(
+      "validity: three would-be winners",
+      newSession(),
+      server,
+      [...combos, "--load", `c=${load.concurrency}`],
+      [
+        process.execPath,
+        "examples/fake-bench-client.mjs",
+        "--num-prompts",
+        String(load.numPrompts),
+        "--max-concurrency",
+        "{c}",
+        "--output-len",
+        String(load.outputLen),
+        "{cmode}"
+      ]
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    const [truth, capped, wrong, overcount] = doc.combinations
+    const raw = (c: any) => c.points[0].runs[0].throughput
+    // the control: believed, each of the three beats the true best
+    for (const c of [capped, wrong, overcount]) assert.isAbove(raw(c), raw(truth), c.server_cmd)
+    assert.strictEqual(doc.summary.best.combination, truth.index, JSON.stringify(doc.summary.best))
   })
 
   it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {
