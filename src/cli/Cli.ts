@@ -119,6 +119,10 @@ const TOP_LEVEL = {
     const [commands, provide] = await Promise.all([import("./commands/compare.js"), live()])
     return provide(commands.compareCommand)
   },
+  check: async () => {
+    const [commands, provide] = await Promise.all([import("./commands/check.js"), live()])
+    return provide(commands.checkCommand)
+  },
   queue: async () => {
     const [commands, provide] = await Promise.all([import("./commands/queue.js"), live()])
     return provide(commands.queueCommand)

@@ -4,7 +4,7 @@
  * and its 95 % interval and a verdict, the overall geometric-mean change and best against best, the
  * unmatched points, and the gates. Pure.
  */
-import { type Comparison, formatChange, type GateResult } from "../domain/Compare.js"
+import { type Comparison, formatChange, type GateResult, notComparedWhy } from "../domain/Compare.js"
 import type { Summary } from "../domain/Stats.js"
 
 const num = (n: number): string =>
@@ -67,7 +67,7 @@ export const renderCompareText = (c: Comparison, gates: ReadonlyArray<GateResult
             (p.verdict ??
               (c.workload.changed.length > 0 && !c.workload.allowed
                 ? "not compared: different workloads"
-                : `not compared: not ok on both sides (A ${p.statusA}, B ${p.statusB})`)) +
+                : notComparedWhy(p))) +
               (p.noisy.length === 0 ? "" : ` (noisy in ${p.noisy.join(" and ")}: output CV over 5 %)`)
           ])
         ])
@@ -114,6 +114,7 @@ export const compareJson = (c: Comparison, gates: ReadonlyArray<GateResult>, exi
       key: p.key,
       status_a: p.statusA,
       status_b: p.statusB,
+      ...(p.invalid !== undefined ? { invalid: p.invalid, not_compared: notComparedWhy(p) } : {}),
       a: stat(p.a),
       b: stat(p.b),
       change: p.change?.change ?? null,

@@ -7,7 +7,7 @@
  * table (the same numbers `hyperloom compare` prints). Pure: an HTML section (inline SVG and CSS,
  * nothing fetched) that the report page places first.
  */
-import { compareSessions, formatChange, sweepSide } from "../domain/Compare.js"
+import { compareSessions, formatChange, notComparedWhy, sweepSide } from "../domain/Compare.js"
 import { describe, ratioChange, type Summary } from "../domain/Stats.js"
 import { comboLabel, loadNumber, type PointRecord, type SweepDoc } from "../domain/Sweep.js"
 import { escapeHtml } from "./RenderReport.js"
@@ -200,7 +200,7 @@ export const renderCompareSection = (
   const m = c.metrics[0]!
   const rows = m.points.map(
     (p) =>
-      `<tr><td>${escapeHtml(p.key)}</td><td class="num">${p.a === null ? "–" : num(p.a.mean)}</td><td class="num">${p.b === null ? "–" : num(p.b.mean)}</td><td class="num">${p.change === null ? "–" : escapeHtml(formatChange(p.change.change))}</td><td class="num">${p.change?.ci95 == null ? "–" : escapeHtml(`${formatChange(p.change.ci95[0])} … ${formatChange(p.change.ci95[1])}`)}</td><td>${escapeHtml(p.verdict ?? `not ok on both sides (A ${p.statusA}, B ${p.statusB})`)}</td></tr>`
+      `<tr><td>${escapeHtml(p.key)}</td><td class="num">${p.a === null ? "–" : num(p.a.mean)}</td><td class="num">${p.b === null ? "–" : num(p.b.mean)}</td><td class="num">${p.change === null ? "–" : escapeHtml(formatChange(p.change.change))}</td><td class="num">${p.change?.ci95 == null ? "–" : escapeHtml(`${formatChange(p.change.ci95[0])} … ${formatChange(p.change.ci95[1])}`)}</td><td>${escapeHtml(p.verdict ?? notComparedWhy(p))}</td></tr>`
   )
   const overall =
     m.overall === null

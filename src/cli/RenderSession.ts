@@ -3,6 +3,7 @@ import { isMeasurement } from "../domain/Results.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
 import { FAILURE_LIMIT, STALL_LIMIT } from "../domain/StopRules.js"
 import { fixed2, formatSeconds, formatThroughput } from "../domain/Text.js"
+import { notCheckedOnce, renderFinding, renderTally, tally } from "../domain/Validity.js"
 
 const MARKER = "ray_cluster_infeasible"
 
@@ -133,6 +134,14 @@ export const renderSession = (sessionDir: string, s: SessionState): string => {
     )
     const metrics = renderMetrics(a)
     if (metrics !== undefined) lines.push(`       ${metrics}`)
+    // docs/trust.md#is-the-number-valid: a suspect or invalid attempt, flagged with its findings
+    if (a.validity !== undefined && a.validity.verdict !== "valid")
+      for (const f of a.validity.findings) lines.push(`       ${a.validity.verdict}: ${renderFinding(f)}`)
+  }
+  const judged = s.baseline_attempts.flatMap((a) => (a.validity === undefined ? [] : [a.validity]))
+  if (judged.length > 0) {
+    lines.push(`validity    ${renderTally(tally(judged))}`)
+    for (const n of notCheckedOnce(judged)) lines.push(`  not checked: ${n}`)
   }
   lines.push(
     `streaks     failure ${s.baseline_failure_streak}, arg-error ${s.baseline_arg_error_streak}, total failures ${s.baseline_total_failures}`

@@ -50,6 +50,23 @@ const spread = (p: PointRecord, key: "output_throughput" | "p99_ttft_ms" | "p99_
 const noisyNote = (p: PointRecord) =>
   `noisy: CV ${Math.round((p.stats.output_throughput?.cv ?? 0) * 1000) / 10} % > 5 %`
 
+/** A point with suspect runs, flagged wherever it is shown (docs/trust.md#is-the-number-valid). */
+const suspectNote = (p: PointRecord): ReadonlyArray<string> =>
+  (p.validity?.suspect ?? 0) > 0 ? [`suspect: ${(p.validity?.reasons ?? []).join("; ")}`] : []
+
+/** The session's validity: the summary line, and each check that could not be made, once. */
+export const validityLines = (doc: SweepDoc): ReadonlyArray<string> => {
+  const v = doc.summary.validity
+  if (v === undefined || v.runs === 0) return []
+  return [
+    `validity: ${v.line}`,
+    ...v.not_checked.map((n) => `  not checked: ${n}`),
+    ...(v.unverified.length > 0
+      ? [`  not reported by the engine (unverified): ${v.unverified.join(", ")}`]
+      : [])
+  ]
+}
+
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   return rows
@@ -71,7 +88,9 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
       e.load.kind === "points"
         ? `load ${e.load.name} = ${e.load.values.join(", ")}`
         : `search ${e.load.name} up to ${e.load.max}`
-    }, ${e.repeats} repeat(s), SLO ${e.slos.length === 0 ? "none" : e.slos.join(" and ")}`
+    }, ${e.repeats} repeat(s), SLO ${e.slos.length === 0 ? "none" : e.slos.join(" and ")}${
+      (doc.summary.validity?.runs ?? 0) > 0 ? `; ${doc.summary.validity!.line}` : ""
+    }`
   )
   if (doc.stop_error !== null) out.push(`  ${doc.stop_error.split("\n")[0]}`)
   if (doc.hardware_class !== undefined) out.push(`  hardware class: ${renderClass(doc.hardware_class)}`)
@@ -110,7 +129,12 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
       ])
       continue
     }
-    if (c.points.length === 0 || c.status === "infeasible" || c.status === "failed") {
+    if (
+      c.points.length === 0 ||
+      c.status === "infeasible" ||
+      c.status === "failed" ||
+      c.status === "check_failed"
+    ) {
       rows.push([
         String(c.index),
         label(c.params),
@@ -126,7 +150,9 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
           ? (c.error ?? "").startsWith(`${c.class}: `)
             ? (c.error ?? "").split("\n")[0]!.slice(0, 400)
             : `${c.class}: ${(c.error ?? "").split("\n")[0]!.slice(0, 70)}`
-          : ""
+          : c.status === "check_failed"
+            ? (c.error ?? "").slice(0, 400)
+            : ""
       ])
       if (c.points.every((p) => p.status === "not_run")) continue
     }
@@ -142,12 +168,16 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
         String(p.runs.length),
         p.status === "failed"
           ? `${p.class ?? ""}: ${(p.error ?? "").split("\n")[0]!.slice(0, 70)}`
-          : [
-              ...(p.status === "slo_failed"
-                ? p.slo.filter((v) => !v.ok).map((v) => `${v.slo} (was ${num(v.value)})`)
-                : []),
-              ...(p.noisy === true ? [noisyNote(p)] : [])
-            ].join(", ")
+          : p.status === "invalid"
+            ? // never data: the reasons, whole (docs/trust.md#is-the-number-valid)
+              (p.validity?.reasons ?? []).join("; ")
+            : [
+                ...(p.status === "slo_failed"
+                  ? p.slo.filter((v) => !v.ok).map((v) => `${v.slo} (was ${num(v.value)})`)
+                  : []),
+                ...(p.noisy === true ? [noisyNote(p)] : []),
+                ...suspectNote(p)
+              ].join(", ")
       ])
     }
   }
@@ -207,6 +237,8 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
       )
     out.push("")
   }
+  const judged = validityLines(doc)
+  if (judged.length > 0) out.push(...judged, "")
   const s = doc.summary
   const title = bestTitle(doc)
   if (s.best === null) {

@@ -36,7 +36,9 @@ import {
   type Summary,
   significantChange
 } from "./Stats.js"
+import { countsRun } from "./Sweep/Validity.js"
 import { comboLabel, type SweepDoc, shellLine } from "./Sweep.js"
+import { renderFinding } from "./Validity.js"
 
 /** One side's point: its key (params and load), whether it measured `ok`, each metric's runs. */
 export interface ComparePoint {
@@ -44,6 +46,11 @@ export interface ComparePoint {
   readonly status: string
   readonly ok: boolean
   readonly samples: { readonly [K in MetricKey]?: ReadonlyArray<number> }
+  /**
+   * Why the point is `invalid` (docs/trust.md#is-the-number-valid): no change is called on it;
+   * absent otherwise.
+   */
+  readonly invalid?: ReadonlyArray<string> | undefined
 }
 
 export interface CompareSide {
@@ -81,6 +88,19 @@ export interface PointComparison {
    * noise already; the flag says why a verdict could not be had.
    */
   readonly noisy: ReadonlyArray<"A" | "B">
+  /** The sides on which the point is invalid, with why: compare calls no change on it and says so. */
+  readonly invalid?: { readonly a?: ReadonlyArray<string>; readonly b?: ReadonlyArray<string> } | undefined
+}
+
+/** Why no change is called on a matched point: its invalid sides, else the sides not measured ok. */
+export const notComparedWhy = (p: PointComparison): string => {
+  const inv = p.invalid
+  if (inv?.a !== undefined || inv?.b !== undefined)
+    return `not compared: invalid on ${[
+      ...(inv.a !== undefined ? [`A (${inv.a.join("; ") || "no valid run"})`] : []),
+      ...(inv.b !== undefined ? [`B (${inv.b.join("; ") || "no valid run"})`] : [])
+    ].join(" and ")}: an invalid measurement is never compared`
+  return `not compared: not ok on both sides (A ${p.statusA}, B ${p.statusB})`
 }
 
 export interface MetricComparison {
@@ -204,7 +224,15 @@ export const compareSessions = (
         b: sb,
         change,
         verdict: change === null ? null : verdictOf(change, higher),
-        noisy: [...(isNoisy(pa) ? (["A"] as const) : []), ...(isNoisy(pb) ? (["B"] as const) : [])]
+        noisy: [...(isNoisy(pa) ? (["A"] as const) : []), ...(isNoisy(pb) ? (["B"] as const) : [])],
+        ...(pa.invalid !== undefined || pb.invalid !== undefined
+          ? {
+              invalid: {
+                ...(pa.invalid !== undefined ? { a: pa.invalid } : {}),
+                ...(pb.invalid !== undefined ? { b: pb.invalid } : {})
+              }
+            }
+          : {})
       }
     })
     const pairs = points.flatMap((p) => (p.change !== null ? [{ a: p.a!, b: p.b! }] : []))
@@ -385,9 +413,9 @@ export const sweepSide = (name: string, doc: SweepDoc, nodes: ReadonlyArray<stri
         key: keyOf(c.params, loadName, p.load),
         status: p.status,
         ok: p.status === "ok",
-        samples: samplesOf(
-          p.runs.flatMap((r) => (r.status === "ok" && r.metrics !== null ? [r.metrics as Metrics] : []))
-        )
+        // only runs that count (docs/trust.md#is-the-number-valid)
+        samples: samplesOf(p.runs.flatMap((r) => (countsRun(r) ? [r.metrics as Metrics] : []))),
+        ...(p.status === "invalid" ? { invalid: p.validity?.reasons ?? [] } : {})
       }))
     ),
     best:
@@ -447,6 +475,10 @@ export const baselineSide = (
           .sort(([x], [y]) => x.localeCompare(y))
           .map(([k, v]) => `, ${k} ${v}`)
           .join("")}`
+  // measured, but judged invalid (docs/trust.md#is-the-number-valid): said, never compared
+  const invalid = state.baseline_attempts.flatMap((a) =>
+    a.validity?.verdict === "invalid" ? a.validity.findings.map(renderFinding) : []
+  )
   return {
     name,
     kind: "baseline",
@@ -459,9 +491,10 @@ export const baselineSide = (
     points: [
       {
         key: BASELINE_KEY,
-        status: state.status,
+        status: measured.length === 0 && invalid.length > 0 ? "invalid" : state.status,
         ok: measured.length > 0,
-        samples: samplesOf(measured)
+        samples: samplesOf(measured),
+        ...(measured.length === 0 && invalid.length > 0 ? { invalid: [...new Set(invalid)] } : {})
       }
     ],
     best: measured.length > 0 ? BASELINE_KEY : null,

@@ -129,7 +129,17 @@ describe("sweep run on a real head", () => {
       "engine dies",
       session,
       engine(tag, "--max-num-seqs 4 {mode}"),
-      ["--param", "mode=--fail=crash-after-ready,--tag=steady", "--load", "c=2,4", "--slo", SLO],
+      // no warm-up: this engine dies at its second request, which must be a point's
+      [
+        "--param",
+        "mode=--fail=crash-after-ready,--tag=steady",
+        "--load",
+        "c=2,4",
+        "--slo",
+        SLO,
+        "--warmup",
+        "0"
+      ],
       client(8)
     )
     assert.strictEqual(r.code, 0, r.stderr)
@@ -165,7 +175,13 @@ describe("sweep run on a real head", () => {
       "validity: three would-be winners",
       newSession(),
       server,
-      [...combos, "--load", `c=${load.concurrency}`],
+      [
+        ...combos,
+        "--load",
+        `c=${load.concurrency}`,
+        "--check",
+        `${process.execPath} examples/known-answers.mjs`
+      ],
       [
         process.execPath,
         "examples/fake-bench-client.mjs",
@@ -181,9 +197,24 @@ describe("sweep run on a real head", () => {
     assert.strictEqual(r.code, 0, r.stderr)
     const [truth, capped, wrong, overcount] = doc.combinations
     const raw = (c: any) => c.points[0].runs[0].throughput
-    // the control: believed, each of the three beats the true best
-    for (const c of [capped, wrong, overcount]) assert.isAbove(raw(c), raw(truth), c.server_cmd)
+    // the control: believed, the capped and the overcounting combination beat the true best
+    for (const c of [capped, overcount]) assert.isAbove(raw(c), raw(truth), c.server_cmd)
+    // the wrong-but-fast engine failed its check: nothing measured on it, its line quoted
+    assert.strictEqual(wrong.status, "check_failed")
+    assert.include(wrong.error, `check_failed (invalid): the check exited 1: "wrong: '`)
+    assert.deepStrictEqual(
+      wrong.points.map((p: any) => p.status),
+      ["not_run"]
+    )
+    assert.strictEqual(wrong.engine_starts.length, 1, "a failed check is not retried")
+    // the others were judged: the capped one runs what it was not asked, the client miscounted
+    assert.strictEqual(capped.points[0].status, "invalid")
+    assert.include(capped.points[0].error, "not_engaged (invalid): max_num_seqs asked 64, the engine runs 45")
+    assert.strictEqual(overcount.points[0].status, "invalid")
+    assert.include(overcount.points[0].error, "counts_disagree (invalid)")
+    assert.strictEqual(truth.points[0].runs[0].validity.verdict, "valid")
     assert.strictEqual(doc.summary.best.combination, truth.index, JSON.stringify(doc.summary.best))
+    assert.strictEqual(doc.summary.validity.line, "1 of 3 runs valid (2 invalid)")
   })
 
   it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {

@@ -144,3 +144,71 @@ export const sessionValidity = (doc: SweepDoc) => {
     unverified: [...unverifiedOnce(runs.map((r) => r.validity))]
   }
 }
+
+/** One run's verdict as recorded and as re-judged (`hyperloom check`). */
+export interface Rejudged {
+  readonly combination: number
+  readonly load: string
+  readonly repeat: number
+  readonly try: number
+  readonly dir: string
+  readonly recorded: RunValidity["verdict"] | null
+  readonly now: RunValidity
+}
+
+/**
+ * The document re-judged from its records (`hyperloom check`, docs/trust.md#is-the-number-valid):
+ * every measured run's checks again with the settings it recorded, each measured point finished
+ * again (its statistics, status and the best follow), the summary recomputed. Runs nothing.
+ */
+export const rejudgeSweep = (
+  doc: SweepDoc,
+  slos: ReadonlyArray<Slo>,
+  finish: (d: SweepDoc, index: number, load: string) => SweepDoc,
+  summarize: (d: SweepDoc) => SweepDoc
+): { readonly doc: SweepDoc; readonly runs: ReadonlyArray<Rejudged> } => {
+  const settings = settingsOf(doc, slos)
+  const runs: Array<Rejudged> = []
+  let out: SweepDoc = {
+    ...doc,
+    combinations: doc.combinations.map((c) => ({
+      ...c,
+      points: c.points.map((p) => ({
+        ...p,
+        runs: p.runs.map((r) => {
+          if (!isMeasuredRun(r)) return r
+          const now = judgeSweepRun({
+            params: c.params,
+            loadName: doc.experiment.load.name,
+            load: p.load,
+            metrics: r.metrics,
+            client: r.client,
+            observations: r.observations,
+            engine: engineStartOf(c, r),
+            settings
+          })
+          runs.push({
+            combination: c.index,
+            load: p.load,
+            repeat: r.repeat,
+            try: r.try,
+            dir: r.dir,
+            recorded: r.validity?.verdict ?? null,
+            now
+          })
+          return { ...r, validity: now }
+        })
+      }))
+    }))
+  }
+  for (const c of out.combinations)
+    for (const p of c.points)
+      if (p.status === "ok" || p.status === "slo_failed" || p.status === "invalid")
+        out = finish(out, c.index, p.load)
+  out = summarize(out)
+  // `cold` is decided over the repeats while finishing: take the final verdicts
+  const final = new Map(
+    out.combinations.flatMap((c) => c.points.flatMap((p) => p.runs.map((r) => [r.dir, r])))
+  )
+  return { doc: out, runs: runs.map((x) => ({ ...x, now: final.get(x.dir)?.validity ?? x.now })) }
+}
