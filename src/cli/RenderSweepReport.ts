@@ -366,7 +366,7 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
       dashed,
       never: c.points.some(visible)
         ? undefined
-        : c.status === "infeasible" || c.status === "failed"
+        : c.status === "infeasible" || c.status === "failed" || c.status === "check_failed"
           ? `${label}: ${c.status}${c.class !== null ? ` (${c.class})` : ""}, no point measured`
           : undefined,
       points: c.points.filter(visible).map((p) => {
@@ -378,7 +378,8 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
           min: measured ? s?.min : undefined,
           max: measured ? s?.max : undefined,
           sloFailed: p.status === "slo_failed",
-          label: `${label}, ${loadName}=${p.load}: ${p.status}${p.status === "failed" ? ` (${p.class})` : ""}, ${fmt(median(p, k))}${s !== undefined && s.max > s.min ? ` (${fmt(s.min)}–${fmt(s.max)})` : ""}`
+          // an invalid point is drawn as such (×, its reasons), never as data (docs/trust.md)
+          label: `${label}, ${loadName}=${p.load}: ${p.status}${p.status === "failed" ? ` (${p.class})` : ""}${p.status === "invalid" ? ` (${(p.validity?.reasons ?? []).join("; ")})` : ""}, ${fmt(median(p, k))}${s !== undefined && s.max > s.min ? ` (${fmt(s.min)}–${fmt(s.max)})` : ""}`
         }
       })
     }))
@@ -443,10 +444,12 @@ export const renderSweepSection = (name: string, doc: SweepDoc, environment?: En
       return `<tr${isBest ? ' class="bestrow"' : ""}><td><span class="swatch" style="background:${color}"></span>${escapeHtml(label)}</td>${nodeCell(c)}<td>${escapeHtml(p.load)}</td><td class="${cls}">${escapeHtml(p.status)}${isBest ? " ★ best" : isTied ? " ≈ tied" : ""}${p.noisy === true ? " (noisy)" : ""}</td><td class="num">${tp}</td><td class="num">${range(p, "p99_ttft_ms")}</td><td class="num">${fmt(median(p, "p99_tpot_ms"))}</td><td class="num">${s !== undefined && conc > 0 && Number.isFinite(conc) ? fmt(s.median / conc) : "–"}</td><td class="err">${escapeHtml(
         p.status === "failed"
           ? `${p.class}: ${(p.error ?? "").split("\n")[0]}`.slice(0, 160)
-          : p.slo
-              .filter((v) => !v.ok)
-              .map((v) => `${v.slo} (was ${fmt(v.value)})`)
-              .join(", ")
+          : p.status === "invalid" || (p.validity?.suspect ?? 0) > 0
+            ? `${p.status === "invalid" ? "invalid" : "suspect"}: ${(p.validity?.reasons ?? []).join("; ")}`
+            : p.slo
+                .filter((v) => !v.ok)
+                .map((v) => `${v.slo} (was ${fmt(v.value)})`)
+                .join(", ")
       )}</td></tr>`
     })
   })

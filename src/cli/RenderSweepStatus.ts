@@ -17,7 +17,9 @@ const REASONS: Readonly<Record<SweepStopReason, string>> = {
 /** `1 of 12 points` (grid) or `3 points` (search: the total is not known beforehand). */
 export const pointsProgress = (doc: SweepDoc): string => {
   const points = doc.combinations.flatMap((c) => c.points)
-  const done = points.filter((p) => p.status === "ok" || p.status === "slo_failed" || p.status === "failed")
+  const done = points.filter(
+    (p) => p.status === "ok" || p.status === "slo_failed" || p.status === "failed" || p.status === "invalid"
+  )
   return doc.experiment.load.kind === "points"
     ? `${done.length} of ${points.length} points`
     : `${done.length} point${done.length === 1 ? "" : "s"}`

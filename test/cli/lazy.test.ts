@@ -68,6 +68,7 @@ const OTHERS = [
   "src/cli/commands/report.ts",
   "src/cli/commands/compare.ts",
   "src/cli/commands/queue.ts",
+  "src/cli/commands/check.ts",
   "src/Live.ts",
   "src/programs/Sweep.ts",
   "src/programs/Baseline.ts",
@@ -140,7 +141,7 @@ describe("a command's modules", () => {
 })
 
 describe("the top-level commands a command line loads", () => {
-  const ALL = ["ray", "lease", "baseline", "state", "sweep", "report", "compare", "queue", "mcp"]
+  const ALL = ["ray", "lease", "baseline", "state", "sweep", "report", "compare", "check", "queue", "mcp"]
 
   it("is the one its first word names", () => {
     assert.deepStrictEqual(topLevelFor(["ray", "doctor", "--json"]), ["ray"])

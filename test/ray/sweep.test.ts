@@ -157,12 +157,11 @@ describe("sweep run on a real head", () => {
   })
 
   it("only valid runs count: the best is the true best although a capped, a wrong-but-fast and an overcounting combination would each win if believed", async () => {
-    // examples/engine-model.mjs's VALIDITY grid at concurrency 64, 128 prompts of 16 tokens, its
-    // steps 4 × shorter (5 + 0.5 × b ms; the order is the model's): max-num-seqs 32 is the true
-    // best; 64, capped silently to the 45 its KV cache holds, runs 3 waves to 32's 4; 32 under
-    // fp8 steps 0.75 × as long and answers wrong; 32 measured by a client that counts 1.25 × the
-    // tokens it got.
-    const args = VALIDITY.engineArgs.join(" ").replace("--decode-ms 20", "--decode-ms 5")
+    // examples/engine-model.mjs's VALIDITY grid at concurrency 64, 128 prompts of 16 tokens:
+    // max-num-seqs 32 runs 888.9 tok/s (the true best); 64, capped silently to the 45 its KV
+    // cache holds, 1032.3; 32 under fp8 1185.2 with wrong answers; 32 measured by a client that
+    // counts 1.25 × the tokens it got claims 1111.
+    const args = VALIDITY.engineArgs.join(" ")
     const server = `${process.execPath} ${path.join(projectRoot, "examples/fake-engine.mjs")} --load-sec 0.2 --tag=${newTag()} ${args} --max-num-seqs {max-num-seqs} {mode}`
     const combos = [
       "max-num-seqs=32,mode=--tag=plain,cmode=--fail=",
@@ -171,9 +170,10 @@ describe("sweep run on a real head", () => {
       "max-num-seqs=32,mode=--tag=plain,cmode=--fail=overcount"
     ].flatMap((c) => ["--combo", c])
     const load = VALIDITY.load
+    const session = newSession()
     const { r, doc } = await sweepScenario(
       "validity: three would-be winners",
-      newSession(),
+      session,
       server,
       [
         ...combos,
@@ -215,6 +215,27 @@ describe("sweep run on a real head", () => {
     assert.strictEqual(truth.points[0].runs[0].validity.verdict, "valid")
     assert.strictEqual(doc.summary.best.combination, truth.index, JSON.stringify(doc.summary.best))
     assert.strictEqual(doc.summary.validity.line, "1 of 3 runs valid (2 invalid)")
+    // shown as a user meets it
+    const show = await runCli(["sweep", "show", "--session", session])
+    assert.include(show.stdout.split("\n")[0], "; 1 of 3 runs valid (2 invalid)")
+    assert.include(show.stdout, "not_engaged (invalid): max_num_seqs asked 64, the engine runs 45")
+    console.log(`[sweep show]\n${show.stdout}`)
+    // judged again from the records, running nothing: the same verdicts, the same best
+    const check = await runCli(["check", "--session", session, "--json"])
+    assert.strictEqual(check.code, 0, check.stderr)
+    const rejudged = JSON.parse(check.stdout)
+    assert.isTrue(rejudged.agrees, check.stdout)
+    assert.strictEqual(rejudged.runs.length, 3)
+    assert.deepStrictEqual(rejudged.best, { recorded: "#0 at 64", now: "#0 at 64" })
+    // compare calls no change on an invalid point, and says why
+    const cmp = await runCli(["compare", session, session, "--json"])
+    assert.strictEqual(cmp.code, 0, cmp.stderr)
+    const invalidRow = JSON.parse(cmp.stdout).metrics[0].points.find((p: any) => p.status_a === "invalid")
+    assert.isNull(invalidRow.change)
+    assert.include(
+      invalidRow.not_compared,
+      "not compared: invalid on A (not_engaged (invalid): max_num_seqs asked 64"
+    )
   })
 
   it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {

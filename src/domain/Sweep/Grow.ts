@@ -97,7 +97,7 @@ export const growRepeatsLine = (doc: RepeatsView, grow: Growth): string => {
   for (const c of doc.combinations) {
     if (c.status !== "done" && c.status !== "pending" && c.status !== "running") continue
     for (const p of c.points) {
-      if (p.status !== "ok" && p.status !== "slo_failed") continue
+      if (p.status !== "ok" && p.status !== "slo_failed" && p.status !== "invalid") continue
       points++
       runs += Math.max(0, to - p.runs.filter((r) => r.status === "ok").length)
     }

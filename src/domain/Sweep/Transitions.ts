@@ -106,13 +106,14 @@ export const initialSweep = (experiment: Experiment, now: string): SweepDoc => {
 // ---------------------------------------------------------------------------------------------
 // Bookkeeping
 
-const FINAL_POINT: ReadonlySet<PointStatus> = new Set(["ok", "slo_failed", "failed", "not_run"])
+const FINAL_POINT: ReadonlySet<PointStatus> = new Set(["ok", "slo_failed", "failed", "not_run", "invalid"])
 const FINAL_COMBINATION: ReadonlySet<CombinationStatus> = new Set([
   "done",
   "infeasible",
   "failed",
   "engine_died",
-  "skipped"
+  "skipped",
+  "check_failed"
 ])
 
 export const isFinalPoint = (p: PointRecord) => FINAL_POINT.has(p.status)
@@ -379,7 +380,7 @@ export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDo
  */
 export const growRepeats = (doc: SweepDoc, repeats: number): SweepDoc => {
   if (repeats <= doc.experiment.repeats) return doc
-  const measured = (p: PointRecord) => p.status === "ok" || p.status === "slo_failed"
+  const measured = (p: PointRecord) => p.status === "ok" || p.status === "slo_failed" || p.status === "invalid"
   return {
     ...doc,
     status: "running",
