@@ -26,8 +26,8 @@
 
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { redactExperiment } from "../domain/Redact.js"
-import { decideClass, leftAloneOf, renderDecision } from "../domain/Sweep/ClassChoice.js"
 import { RUNNER_DEFAULTS } from "../domain/Serving.js"
+import { decideClass, leftAloneOf, renderDecision } from "../domain/Sweep/ClassChoice.js"
 import {
   completeGrid,
   experimentDiff,

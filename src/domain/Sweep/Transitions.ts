@@ -380,7 +380,8 @@ export const growLoads = (doc: SweepDoc, values: ReadonlyArray<string>): SweepDo
  */
 export const growRepeats = (doc: SweepDoc, repeats: number): SweepDoc => {
   if (repeats <= doc.experiment.repeats) return doc
-  const measured = (p: PointRecord) => p.status === "ok" || p.status === "slo_failed" || p.status === "invalid"
+  const measured = (p: PointRecord) =>
+    p.status === "ok" || p.status === "slo_failed" || p.status === "invalid"
   return {
     ...doc,
     status: "running",
