@@ -116,6 +116,7 @@ describe("hyperloom mcp over stdio, with the SDK's client", () => {
         "sweep_status",
         "show",
         "compare",
+        "check",
         "baseline_run",
         "cancel"
       ]
@@ -159,6 +160,21 @@ describe("hyperloom mcp over stdio, with the SDK's client", () => {
     assert.deepStrictEqual(
       r.structuredContent.trust.validity,
       r.structuredContent.document.summary.validity ?? null
+    )
+  })
+
+  it("check: a session's validity judged again from its records, nothing written", async () => {
+    const before = fs.readFileSync(path.join(sessions, "laid-out", "sweep.json"), "utf8")
+    const r = await call(client, "check", { session: "laid-out" })
+    assert.isFalse(r.isError, JSON.stringify(r.structuredContent))
+    assert.strictEqual(r.structuredContent.kind, "sweep")
+    assert.strictEqual(r.structuredContent.session, "laid-out")
+    assert.deepStrictEqual(r.structuredContent.runs, [], "nothing measured, nothing re-judged")
+    assert.isTrue(r.structuredContent.agrees)
+    assert.strictEqual(fs.readFileSync(path.join(sessions, "laid-out", "sweep.json"), "utf8"), before)
+    assert.strictEqual(
+      (await call(client, "check", { session: "../x" })).structuredContent.error.tag,
+      "OutsideSessionRoot"
     )
   })
 
@@ -312,7 +328,7 @@ describe("hyperloom mcp --http, with the SDK's streamable HTTP client", () => {
       const client = new Client({ name: "http-test", version: "0" })
       await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)))
       const { tools } = await client.listTools()
-      assert.strictEqual(tools.length, 9)
+      assert.strictEqual(tools.length, 10)
       const r = await call(client, "plan_sweep", { session: "http-plan", ...EXPERIMENT })
       assert.isFalse(r.isError)
       assert.strictEqual(r.structuredContent.combinations, 2)

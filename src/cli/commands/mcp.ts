@@ -118,6 +118,6 @@ export const mcpCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Serve hyperloom's tools to an agent over the Model Context Protocol (stdio, or --http PORT): doctor, queue, plan_sweep, start_sweep, sweep_status, show, compare, baseline_run, cancel; sessions as resources; a prompt. Every run is leased, contained and validated as the CLI's, under a budget, one session root and an allow-list of programs (docs/agents.md)."
+    "Serve hyperloom's tools to an agent over the Model Context Protocol (stdio, or --http PORT): doctor, queue, plan_sweep, start_sweep, sweep_status, show, compare, check, baseline_run, cancel; sessions as resources; a prompt. Every run is leased, contained and validated as the CLI's, under a budget, one session root and an allow-list of programs (docs/agents.md)."
   )
 )

@@ -48,6 +48,7 @@ import {
   type CallContext,
   CompareArgs,
   cancelTool,
+  checkTool,
   compareTool,
   DoctorArgs,
   doctorTool,
@@ -204,6 +205,16 @@ const toolsOf = (
     run: (a) => compareTool(policy, a)
   },
   {
+    name: "check",
+    title: "Re-judge a session's validity",
+    description:
+      "`hyperloom check --json`: every measured run's validity judged again from what the session recorded (its engine's reported configuration, the client's counts, what the samplers saw), running and writing nothing: per run the verdict recorded and the verdict now, whether they agree, what could not be checked, and a sweep's best as recorded and as re-judged. Report every disagreement.",
+    args: SessionArgs,
+    readOnly: true,
+    destructive: false,
+    run: (a) => checkTool(policy, a)
+  },
+  {
     name: "baseline_run",
     title: "Run a baseline",
     description:
@@ -234,6 +245,7 @@ export const TOOL_NAMES = [
   "sweep_status",
   "show",
   "compare",
+  "check",
   "baseline_run",
   "cancel"
 ] as const

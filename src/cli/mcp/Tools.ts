@@ -12,6 +12,7 @@ import { DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { renderSweep, type SweepDoc } from "../../domain/Sweep.js"
 import { runBaseline } from "../../programs/Baseline.js"
+import { checkSession } from "../../programs/Check.js"
 import { doctor } from "../../programs/Inspect.js"
 import { runSweep } from "../../programs/Sweep.js"
 import { Settings } from "../../services/Settings.js"
@@ -605,4 +606,12 @@ export const baselineTool = (
       })
     )
     return yield* settle(policy, runs, dir, entry, a.wait === true, call)
+  }).pipe(Effect.mapError(asToolError))
+
+/** `hyperloom check --json` on a session under the root: its runs' validity judged again, nothing run or written. */
+export const checkTool = (policy: ServerPolicy, a: Schema.Schema.Type<typeof SessionArgs>) =>
+  Effect.gen(function* () {
+    const dir = yield* sessionIn(policy, a.session)
+    const report = yield* checkSession(dir).pipe(Effect.mapError(asToolError))
+    return { ...report, session: nameOf(policy, dir) }
   }).pipe(Effect.mapError(asToolError))
