@@ -76,7 +76,9 @@ try {
     const started = process.hrtime.bigint()
     const r = await client.callTool({ name: "show", arguments: { session: "laid-out" } })
     const ms = Number(process.hrtime.bigint() - started) / 1e6
-    if (r.isError || r.structuredContent?.document?.kind !== "hyperloom.sweep")
+    /** @type {{ document?: { kind?: string } } | undefined} */
+    const content = /** @type {any} */ (r.structuredContent)
+    if (r.isError || content?.document?.kind !== "hyperloom.sweep")
       throw new Error(`show failed: ${JSON.stringify(r).slice(0, 500)}`)
     return ms
   }

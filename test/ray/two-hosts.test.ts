@@ -177,7 +177,7 @@ describe.skipIf(why !== undefined)("serving groups across two hosts of their own
     assert.strictEqual(r.code, 0, r.stderr)
     assert.strictEqual(r.json.status, "succeeded")
     assert.isAbove(r.json.baseline_tput, 0)
-    assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*stand-in API server/)
+    assert.match(r.stderr, /\[attempt 1\] \[rank 1\] .*vLLM API server version/)
     await assertNothingHeld()
   })
 
