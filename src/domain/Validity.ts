@@ -256,13 +256,22 @@ export const askedLoadOf = (name: string, value: string): AskedLoad => {
  */
 export const loadNotDelivered = (
   obs: Observations | null | undefined,
-  asked: AskedLoad
+  asked: AskedLoad,
+  client?: ClientCounts | null
 ): Finding | undefined => {
   const load = obs?.engine_load
   if (load == null || obs == null) return undefined
   const source = `${load.source === "vllm" ? "vllm:num_requests_running + _waiting" : "sglang:num_running_reqs + num_queue_reqs"} on /metrics`
   if (asked.concurrency !== undefined) {
-    const inFlight = load.running_mean + load.waiting_mean
+    // Means from the latency sums are over the client's whole process (its start-up and exit
+    // included, when nothing is in flight): over the benchmark's own window (the client's
+    // duration) when it says one, as Little's law has it.
+    const window = client?.duration_s
+    const scale =
+      load.means_from === "latency sums" && window !== undefined && window > 0 && window < obs.duration_s
+        ? obs.duration_s / window
+        : 1
+    const inFlight = (load.running_mean + load.waiting_mean) * scale
     if (inFlight < (1 - LOAD_SHORTFALL) * asked.concurrency)
       return {
         check: "load_not_delivered",
@@ -527,7 +536,7 @@ export const judgeRun = (input: RunInput, settings: Settings): RunValidity => {
     if (f !== undefined) findings.push(f)
   }
   add(clientBound(input.observations))
-  add(loadNotDelivered(input.observations, input.asked))
+  add(loadNotDelivered(input.observations, input.asked, input.client))
   add(countsDisagree(input.client, input.observations))
   add(failedRequests(input.client, settings.maxFailed))
   findings.push(...tooFewRequests(settings.slos, input.metrics))

@@ -169,6 +169,24 @@ describe("load_not_delivered", () => {
       "asked 64 in flight, the engine saw 52 on average (19 % under)"
     )
   })
+  it("means from the latency sums are taken over the client's own benchmark window, not its start-up", () => {
+    // a clean client at 4 in flight for 1.3 s of a 2.4 s process: 4 × 1.3 / 2.4 = 2.17 over the process
+    const o = obs({
+      duration_s: 2.4,
+      engine_load: { ...obs().engine_load!, running_mean: 2.17, waiting_mean: 0, means_from: "latency sums" }
+    })
+    assert.strictEqual(loadNotDelivered(o, { concurrency: 4 }, { duration_s: 1.3 }), undefined)
+    // no window from the client, or means from scrapes: as measured
+    assert.include(loadNotDelivered(o, { concurrency: 4 })?.evidence, "the engine saw 2.17 on average")
+    const scraped = obs({ ...o, engine_load: { ...o.engine_load!, means_from: "scrapes" } })
+    assert.include(loadNotDelivered(scraped, { concurrency: 4 }, { duration_s: 1.3 })?.evidence, "2.17")
+    // a client that held 1.2 in flight over its window is still short: 0.65 × 2.4 / 1.3 = 1.2
+    const short = obs({ ...o, engine_load: { ...o.engine_load!, running_mean: 0.65 } })
+    assert.include(
+      loadNotDelivered(short, { concurrency: 4 }, { duration_s: 1.3 })?.evidence,
+      "asked 4 in flight, the engine saw 1.20 on average (70 % under)"
+    )
+  })
   it("a request rate more than 10 % under the asked rate, while nothing waited, is invalid", () => {
     // 287 requests over 41 s = 7 /s < 0.9 × 10 = 9 /s
     const o = obs({ engine_load: { ...obs().engine_load!, waiting_mean: 0, requests_total_delta: 287 } })
