@@ -179,7 +179,7 @@ const vitest = (project, log, files = [], wrap = [], name = `${project} tests`, 
  * A file not listed counts as NEW_FILE_SECONDS.
  */
 const RAY_SECONDS = {
-  sweep: 446,
+  sweep: 477,
   "sweep-faults": 398,
   "sweep-lifecycle": 308,
   repair: 232,

@@ -16,6 +16,7 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { modelFlags, predict, VALIDITY } from "../../examples/engine-model.mjs"
 import { runCli } from "../support/cli.js"
+import { fakeGpuTool } from "../support/fakeGpuTools.js"
 import { pidsWithArg } from "../support/lease.js"
 import { projectRoot } from "../support/ray.js"
 import {
@@ -28,6 +29,7 @@ import {
   SLO,
   scenario,
   sweep,
+  sweepArgs,
   sweepScenario,
   useSweepHead
 } from "../support/sweepOnHead.js"
@@ -236,6 +238,122 @@ describe("sweep run on a real head", () => {
       invalidRow.not_compared,
       "not compared: invalid on A (not_engaged (invalid): max_num_seqs asked 64"
     )
+  })
+
+  it("each finding from its own failure: a dropping client (failed_requests), a client capped under the asked load (load_not_delivered), a cold engine (cold), a GPU that throttles and gains a foreign process (throttled, gpu_shared); the clean combination has none", async () => {
+    // 8 prompts of 8 tokens at max_concurrency=4 (two full waves), 2 interleaved repeats, no
+    // warm-up, so that the cold engine's first 8 requests (3 × as long) are all of its first run.
+    // The client's {cx} comes first on its line (its first --flag wins).
+    const combos = [
+      "mode=--tag=plain,cmode=--fail=,cx=--output-len=8",
+      "mode=--tag=plain,cmode=--fail=drop,cx=--drop-every=4",
+      "mode=--tag=plain,cmode=--fail=,cx=--max-concurrency=1",
+      "mode=--fail=cold-start,cmode=--fail=,cx=--output-len=8"
+    ].flatMap((c) => ["--combo", c])
+    const cmd = [
+      process.execPath,
+      "examples/fake-bench-client.mjs",
+      "{cx}",
+      "{cmode}",
+      "--num-prompts",
+      "8",
+      "--max-concurrency",
+      "{max_concurrency}",
+      "--output-len",
+      "8"
+    ]
+    const load = ["--load", "max_concurrency=4", "--warmup", "0"]
+    const session = newSession()
+    const { r, doc } = await sweepScenario(
+      "validity: one failure each",
+      session,
+      engine(newTag(), "{mode}"),
+      [...combos, ...load, "--repeats", "2"],
+      cmd
+    )
+    assert.strictEqual(r.code, 0, r.stderr)
+    const runs = (c: any) => c.points[0].runs
+    const findings = (run: any) => run.validity.findings
+    const only = (run: any, check: string) => {
+      const fs_ = findings(run)
+      assert.deepStrictEqual(
+        fs_.map((f: any) => f.check),
+        [check],
+        JSON.stringify(run.validity)
+      )
+      return fs_[0]
+    }
+    const [clean, drop, capped, coldStart] = doc.combinations
+    // the clean combination: nothing found on either run
+    for (const run of runs(clean)) {
+      assert.strictEqual(run.validity.verdict, "valid", JSON.stringify(run.validity))
+      assert.deepStrictEqual(findings(run), [])
+    }
+    // every 4th request abandoned: 2 of 8 failed, over the 1 % default (invalid)
+    // (an abandoned request leaves its slot empty until the next one goes: load_not_delivered may say so too)
+    for (const run of runs(drop)) {
+      const got = findings(run).map((x: any) => x.check)
+      assert.includeMembers(["failed_requests", "load_not_delivered"], got, JSON.stringify(run.validity))
+      const f = findings(run).find((x: any) => x.check === "failed_requests")
+      assert.strictEqual(f.severity, "invalid")
+      assert.include(f.evidence, "2 of 8 requests failed (25")
+    }
+    // the client held 1 in flight where 4 were asked: the engine's own gauges say so (invalid)
+    for (const run of runs(capped)) {
+      const f = only(run, "load_not_delivered")
+      assert.strictEqual(f.severity, "invalid")
+      const m = /^asked 4 in flight, the engine saw ([\d.]+) on average \((\d+) % under\)/.exec(f.evidence)
+      assert.isNotNull(m, f.evidence)
+      assert.isBelow(Number(m![1]), 1.5, f.evidence)
+    }
+    // the cold engine: its first run after the start is slower than the other, its second is not judged cold
+    const [first, second] = [...runs(coldStart)].sort((a: any, b: any) =>
+      a.started_at.localeCompare(b.started_at)
+    )
+    const f = only(first, "cold")
+    assert.strictEqual(f.severity, "suspect")
+    assert.isBelow(first.throughput, second.throughput * 0.8)
+    assert.match(
+      f.evidence,
+      /^first run after the engine start [\d.]+ tok\/s, the other 1 run [\d.]+ tok\/s \(\d+ % off, beyond 5\.0 %\)$/
+    )
+    assert.deepStrictEqual(findings(second), [])
+    // a fake nvidia-smi first on the node's PATH: the lease's GPU throttles and a foreign
+    // process appears on it 0.3 s into the first sampled run
+    const gpuTool = fakeGpuTool({ gpus: 1, throttleAfter: 0.3, foreignAfter: 0.3 })
+    const gpuSession = newSession()
+    try {
+      const g = await runCli(
+        sweepArgs(
+          gpuSession,
+          engine(newTag(), "--tag=plain"),
+          ["--combo", "cmode=--fail=,cx=--output-len=8", ...load],
+          cmd
+        ),
+        { timeoutMs: 120_000, env: { PATH: gpuTool.path } }
+      )
+      const gdoc = readSweep(gpuSession)
+      scenario("validity: a throttled, shared GPU", gdoc, g.ms)
+      // gpu_shared is re-run once, the foreign process is still there: no valid point, exit 14
+      assert.strictEqual(g.code, 14, g.stderr)
+      assert.strictEqual(runs(gdoc.combinations[0]).length, 2)
+      const run = runs(gdoc.combinations[0])[0]
+      assert.deepStrictEqual(
+        findings(run)
+          .map((x: any) => x.check)
+          .sort(),
+        ["gpu_shared", "throttled"],
+        JSON.stringify(run.validity)
+      )
+      const by = (c: string) => findings(run).find((x: any) => x.check === c)
+      assert.strictEqual(by("throttled").severity, "suspect")
+      assert.match(by("throttled").evidence, /^throttle reason sw_thermal_slowdown from [\d.]+ s/)
+      assert.strictEqual(by("gpu_shared").severity, "invalid")
+      assert.match(by("gpu_shared").evidence, /^pid 1 \(.+\) on GPU 0 at [\d.]+ s: outside the lease$/)
+      assert.strictEqual(run.validity.verdict, "invalid")
+    } finally {
+      gpuTool.remove()
+    }
   })
 
   it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {
