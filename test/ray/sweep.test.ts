@@ -338,9 +338,12 @@ describe("sweep run on a real head", () => {
       assert.strictEqual(g.code, 14, g.stderr)
       assert.strictEqual(runs(gdoc.combinations[0]).length, 2)
       const run = runs(gdoc.combinations[0])[0]
+      // (the re-run makes the point two runs: `cold` may also compare them, as a loaded machine's
+      // jitter between them can exceed its 5 %; it is not what this sweep is about)
       assert.deepStrictEqual(
         findings(run)
           .map((x: any) => x.check)
+          .filter((c: string) => c !== "cold")
           .sort(),
         ["gpu_shared", "throttled"],
         JSON.stringify(run.validity)
