@@ -474,9 +474,9 @@ ${charts.join("\n")}
 ${paretoChart(pareto, perGpu)}
 </div>
 <h3>Points</h3>
-<table><tr><th>combination</th>${withNodes ? "<th>node(s)</th>" : ""}<th>${escapeHtml(loadName)}</th><th>status</th><th>output tok/s (median, min–max)</th><th>p99 TTFT ms (median, min–max)</th><th>p99 TPOT ms</th><th>tok/s per user</th><th>why not ok</th></tr>
+<div class="wide"><table><tr><th>combination</th>${withNodes ? "<th>node(s)</th>" : ""}<th>${escapeHtml(loadName)}</th><th>status</th><th>output tok/s (median, min–max)</th><th>p99 TTFT ms (median, min–max)</th><th>p99 TPOT ms</th><th>tok/s per user</th><th>why not ok</th></tr>
 ${rows.join("\n")}
-</table>
+</table></div>
 ${environmentTable(doc, environment)}
 </section>`
 }
@@ -498,6 +498,7 @@ body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 4px; } h3 { font-size: 14px; margin: 16px 0 6px; }
 .meta { color: #666; margin-bottom: 8px; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; margin: 8px 0; }
+div.wide { overflow-x: auto; max-width: 100%; }
 svg.chart { background: #fff; border: 1px solid #ddd; max-width: 100%; height: auto; }
 svg .title { font-size: 13px; font-weight: 600; fill: #222; } svg .tick { font-size: 11px; fill: #555; }
 svg .axis { font-size: 12px; fill: #333; } svg .legend { font-size: 11px; fill: #222; }
