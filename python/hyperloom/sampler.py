@@ -754,6 +754,17 @@ class RunSampler:
         }
 
 
+def run_samplers(base_url, log=None, env=None):
+    """The (name, sampler) pairs the runner hands hyperloom.clientrun for each client run: the one
+    RunSampler on the engine at `base_url`; none when HYPERLOOM_SAMPLERS is "0" in the runner's
+    environment (a bench's and a diagnosis's switch, docs/design.md#samplers: the runs then carry
+    no observations, so the validity checks have nothing to judge)."""
+    env = os.environ if env is None else env
+    if env.get("HYPERLOOM_SAMPLERS") == "0":
+        return []
+    return [(NAME, RunSampler(base_url, log=log))]
+
+
 def _descends_from(root):
     """is_ours(pid): True when `root` (the runner) is among pid's ancestors; None when the pid is
     not in this node's /proc (another PID namespace: cannot tell)."""

@@ -159,7 +159,7 @@ class Runner:
             return self.finish(why_not, STOPPED_EXIT if why_not == "stopped" else NOT_READY_EXIT)
         # what the engine reports of its effective configuration, and the samplers around the client
         self.engine_config = sampler.read_engine_config(self.engine.base_url, self.engine.log_path)
-        self.samplers = [(sampler.NAME, sampler.RunSampler(self.engine.base_url, log=log))]
+        self.samplers = sampler.run_samplers(self.engine.base_url, log=log)
         self.write_status(False)
         if a.check:
             self.check = ready.check(a.check, env, a.cwd, os.path.join(a.dir, CHECK_LOG), self.stop_requested)

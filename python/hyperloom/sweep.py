@@ -302,7 +302,7 @@ class Runner:
         # what the engine reports of its effective configuration (in the `ready` message), and the
         # samplers around each client run (their observations in each run's answer)
         self.engine_config = sampler.read_engine_config(self.engine.base_url, self.engine.log_path)
-        self.samplers = [(sampler.NAME, sampler.RunSampler(self.engine.base_url, log=log))]
+        self.samplers = sampler.run_samplers(self.engine.base_url, log=log)
         # once per engine start, before the `ready` message: the check (a failed one is said in
         # that message; hyperloom measures nothing on this engine and stops it), then the warm-up
         if self.a.check:

@@ -282,3 +282,17 @@ print(json.dumps(r.observations))`,
     assert.isNotNull(out.a.client_cpu)
   }, 90_000)
 })
+
+describe("HYPERLOOM_SAMPLERS=0, the bench's and a diagnosis's switch (docs/design.md#samplers)", () => {
+  const code = `
+from hyperloom import sampler
+print(json.dumps([[n, type(s).__name__, s.base_url] for n, s in sampler.run_samplers("http://127.0.0.1:9")]))`
+  it("off: the runner gets no sampler, so no scrape, no tool query, no observations", () => {
+    assert.deepStrictEqual(py(code, { HYPERLOOM_SAMPLERS: "0" }), [])
+  })
+  it("on by default (unset, or any other value): the one RunSampler on the engine's URL", () => {
+    const on = [[SAMPLER_NAME, "RunSampler", "http://127.0.0.1:9"]]
+    assert.deepStrictEqual(py(code, { HYPERLOOM_SAMPLERS: "" }), on)
+    assert.deepStrictEqual(py(code, { HYPERLOOM_SAMPLERS: "1" }), on)
+  })
+})
