@@ -366,7 +366,7 @@ describe("sweep run on a real head", () => {
 
   it("no point meets the SLO: exit 14 sweep_no_feasible_point", async () => {
     const session = newSession()
-    const { r } = await sweepScenario(
+    const { r, doc } = await sweepScenario(
       "no feasible point",
       session,
       engine(newTag(), "--max-num-seqs {seqs}"),
@@ -375,6 +375,12 @@ describe("sweep run on a real head", () => {
     )
     assert.strictEqual(r.code, 14, r.stderr)
     assert.include(r.stdout, "sweep_no_feasible_point")
+    // a p99 from 4 requests is their maximum: too_few_requests (suspect), with the count a bound needs
+    const run = doc.combinations[0].points[0].runs[0]
+    const few = run.validity.findings.find((f: any) => f.check === "too_few_requests")
+    assert.strictEqual(few?.severity, "suspect", JSON.stringify(run.validity))
+    assert.include(few.evidence, "p99_ttft_ms from 4 requests is their maximum")
+    assert.include(few.evidence, "needs 299")
   })
 
   it("no engine ever ready: exit 17 sweep_no_engine_ready, the note quoting the engine's own line and its server.log", async () => {
