@@ -5,7 +5,7 @@ import { METRIC_KEYS, type MetricKey, RESULT_FORMATS, WorkloadSchema } from "./R
 import { CheckRun, WarmupRun } from "./Serving.js"
 import { BaselineSpec } from "./SessionSpec.js"
 import { foldText, SIGNATURE_PREFIX } from "./Signature.js"
-import { oneLine } from "./Text.js"
+import { oneLine, parseJson } from "./Text.js"
 import { ClientCountsSchema, RunValidity } from "./Validity.js"
 
 /**
@@ -277,16 +277,7 @@ export const decodeState = (json: unknown): Either.Either<SessionState, StatePro
 
 /** Parses the text of a state file (JSON), migrating older versions. */
 export const parseState = (text: string): Either.Either<SessionState, StateProblem> => {
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch (e) {
-    return Either.left({
-      kind: "corrupt",
-      detail: `invalid JSON: ${oneLine(String((e as Error).message ?? e))}`
-    })
-  }
-  return decodeState(json)
+  return Either.flatMap(parseJson(text), decodeState)
 }
 
 const encode = Schema.encodeSync(SessionState)

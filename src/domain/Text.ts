@@ -1,7 +1,22 @@
 /** Small text helpers shared by the services and the domain (pure). */
+import { Either } from "effect"
 
 /** Whitespace (newlines included) folded to single spaces, trimmed: for one-line messages. */
 export const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
+
+/** A JSON file's text parsed, or why it is corrupt (`invalid JSON: …` on one line): the state and sweep files' first step. */
+export const parseJson = (
+  text: string
+): Either.Either<unknown, { readonly kind: "corrupt"; readonly detail: string }> => {
+  try {
+    return Either.right(JSON.parse(text) as unknown)
+  } catch (e) {
+    return Either.left({
+      kind: "corrupt",
+      detail: `invalid JSON: ${oneLine(String((e as Error).message ?? e))}`
+    })
+  }
+}
 
 /** How many characters of a long hex id (a node, an actor, a placement group) are shown. */
 const ID_SHOWN = 12

@@ -3,7 +3,7 @@
  * is not exactly its experiment's grid is refused, never rewritten.
  */
 import { Either, ParseResult, Schema } from "effect"
-import { oneLine } from "../Text.js"
+import { oneLine, parseJson } from "../Text.js"
 import { SWEEP_SCHEMA_VERSION, SweepDoc } from "./Schema.js"
 import { experimentOf, initialSweep } from "./Transitions.js"
 
@@ -15,15 +15,9 @@ const decode = Schema.decodeUnknownEither(SweepDoc)
 const encode = Schema.encodeSync(SweepDoc)
 
 export const parseSweep = (text: string): Either.Either<SweepDoc, SweepProblem> => {
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch (e) {
-    return Either.left({
-      kind: "corrupt",
-      detail: `invalid JSON: ${oneLine(String((e as Error).message ?? e))}`
-    })
-  }
+  const parsed = parseJson(text)
+  if (Either.isLeft(parsed)) return Either.left(parsed.left)
+  const json = parsed.right
   const v = (json as { schema_version?: unknown } | null)?.schema_version
   if (typeof v === "number" && Number.isInteger(v) && v > SWEEP_SCHEMA_VERSION)
     return Either.left({ kind: "future", version: v })
