@@ -43,7 +43,7 @@ let n = 0
 const newTag = () => `hl-faults-${process.pid}-${n}`
 const newSession = () => `/tmp/hl-sweep-faults-${n++}`
 
-/** `sweep run` for the file's sweep: 3 combinations × 2 loads, all at once; runs of a few seconds. */
+/** `sweep run` for the file's sweep: 3 combinations × 2 loads, all at once; runs of a few seconds (4 prompts: at c <= B one wave, past it up to 4 that each pay the queue cost). */
 const sweepArgs = (session: string, tag: string) => [
   "sweep",
   "run",
@@ -61,10 +61,14 @@ const sweepArgs = (session: string, tag: string) => [
   "c=2,4",
   "--slo",
   "p99_ttft_ms<=1000",
+  // no warm-up: the stand-in has no cold start, and at --max-num-seqs 1 its 1500 ms queue cost
+  // makes 8 warm-up requests ~10 s of every engine start
+  "--warmup",
+  "0",
   "--",
   "fake-bench-client",
   "--num-prompts",
-  "8",
+  "4",
   "--max-concurrency",
   "{c}",
   "--output-len",

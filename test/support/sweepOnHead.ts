@@ -42,12 +42,30 @@ let tagN = 0
 export const newTag = () => `hl-sweep-${process.pid}-${Date.now()}-${tagN++}`
 export const readSweep = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, "sweep.json"), "utf8"))
 
+/**
+ * `sweep run` of `server` and `cmd` with `args`. No warm-up unless `args` asks for one: the
+ * stand-in engine has no cold start to warm (but for `--fail=cold-start`), and with its 1500 ms
+ * queue cost the default 8 requests at once take ~10 s per engine start at --max-num-seqs 1.
+ */
 export const sweepArgs = (
   session: string,
   server: string,
   args: ReadonlyArray<string>,
   cmd: ReadonlyArray<string>
-) => ["sweep", "run", "--session", session, "--gpus", "1", "--server", server, ...args, "--", ...cmd]
+) => [
+  "sweep",
+  "run",
+  "--session",
+  session,
+  "--gpus",
+  "1",
+  "--server",
+  server,
+  ...(args.includes("--warmup") ? [] : ["--warmup", "0"]),
+  ...args,
+  "--",
+  ...cmd
+]
 export const sweep = (...a: Parameters<typeof sweepArgs>) => runCli(sweepArgs(...a), { timeoutMs: 240_000 })
 
 export const scenario = (name: string, doc: any, ms: number) =>
