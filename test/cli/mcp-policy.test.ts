@@ -4,6 +4,7 @@ import {
   allowListOf,
   budgetLeft,
   budgetRefusal,
+  checkRefusal,
   commandRefusal,
   programOf,
   secondsLeft,
@@ -59,6 +60,14 @@ describe("the allow-list", () => {
     assert.include(why, "--allow-server python3")
     assert.include(ok("vllm serve m", [], ["curl", "x"]), "client program 'curl'")
     assert.include(commandRefusal([], "vllm serve m", [], ["node"]), "started without --allow-server")
+  })
+
+  it("a check is one allowed program with its arguments, as the engine is", () => {
+    assert.isUndefined(checkRefusal(allow, "node examples/known-answers.mjs --url $HYPERLOOM_BASE_URL"))
+    assert.include(checkRefusal(allow, "curl -s $HYPERLOOM_BASE_URL"), "the check program 'curl'")
+    assert.include(checkRefusal(allow, "node a.mjs && rm -rf /"), "shell syntax")
+    assert.include(checkRefusal(allow, "node $HOME/a.mjs"), "shell syntax")
+    assert.include(checkRefusal(allow, "  "), "empty")
   })
 
   it("refuses chaining, pipes, redirections, substitutions and foreign variables, in the command or a value", () => {

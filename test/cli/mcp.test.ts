@@ -148,6 +148,16 @@ describe("hyperloom mcp over stdio, with the SDK's client", () => {
     assert.strictEqual(plan.budget.left.engine_starts, 1)
     assert.deepStrictEqual(JSON.parse(r.content[0]!.text!), plan)
     assert.isFalse(fs.existsSync(path.join(sessions, "plan-1")), "a plan writes nothing")
+    // start_sweep's validity options are plan_sweep's too, the check judged by the allow-list
+    const checked = await call(client, "plan_sweep", {
+      session: "plan-1",
+      ...EXPERIMENT,
+      check: "curl -s $HYPERLOOM_BASE_URL/v1/models",
+      warmup: 0
+    })
+    assert.isFalse(checked.isError)
+    assert.isFalse(checked.structuredContent.allowed)
+    assert.include(checked.structuredContent.refused, "the check program 'curl'")
   })
 
   it("show: a session's document with its trust block (no confidence where there is none)", async () => {
@@ -236,6 +246,38 @@ describe("hyperloom mcp over stdio, with the SDK's client", () => {
         "NotAllowed"
       ),
       "shell syntax"
+    )
+    // the check runs like the engine: an allowed program, no shell
+    assert.include(
+      await refusal(
+        client,
+        "start_sweep",
+        { session: "s1", ...EXPERIMENT, check: "curl $HYPERLOOM_BASE_URL/v1/models" },
+        "NotAllowed"
+      ),
+      "the check program 'curl' is not on the server's allow-list"
+    )
+    assert.include(
+      await refusal(
+        client,
+        "start_sweep",
+        { session: "s1", ...EXPERIMENT, check: "node x.mjs | grep ok" },
+        "NotAllowed"
+      ),
+      "shell syntax"
+    )
+    assert.include(
+      await refusal(client, "start_sweep", { session: "s1", ...EXPERIMENT, warmup: -1 }, "InvalidArguments"),
+      "warmup"
+    )
+    assert.include(
+      await refusal(
+        client,
+        "baseline_run",
+        { session: "b1", command: ["node", "b.mjs"], warmup: 4 },
+        "UsageError"
+      ),
+      "go with server"
     )
     assert.include(
       await refusal(client, "start_sweep", { session: "s1", ...EXPERIMENT }, "BudgetExceeded"),

@@ -66,7 +66,9 @@ const experiment = (tag: string, seqs: string, repeats: number, prompts: number)
   load: "c=2",
   slo: [SLO],
   repeats,
-  gpus: 1
+  gpus: 1,
+  // the stand-in has no cold start to warm
+  warmup: 0
 })
 
 const call = async (c: Client, name: string, args: Record<string, unknown>, options: object = {}) => {
@@ -96,7 +98,12 @@ describe("hyperloom mcp on a real head", () => {
       assert.strictEqual(doctor.budget.left.engine_starts, 4)
 
       const tag = newTag()
-      const sweep = experiment(tag, "8,16", 2, 4)
+      // the engine's answers checked once per start, as `sweep run --check` does
+      const sweep = {
+        ...experiment(tag, "8,16", 2, 4),
+        check: "node examples/known-answers.mjs",
+        max_failed: 2
+      }
       const plan = await call(c, "plan_sweep", { session: "a", ...sweep })
       assert.deepInclude(plan, { combinations: 2, runs: 4, allowed: true, refused: null })
 
@@ -123,6 +130,19 @@ describe("hyperloom mcp on a real head", () => {
       assert.strictEqual(done.budget.left.engine_starts, 2, "two engines started of four")
       assert.include(["significant", "tie", "none"], done.trust.confidence)
       assert.strictEqual(done.trust.repeats, 2)
+      // the validity settings reached the sweep: the check ran (and passed) on each engine start,
+      // no warm-up was sent, and the failed-request bound is the fraction of the percentage given
+      const doc = docOf("a")
+      assert.deepStrictEqual(doc.validity, {
+        check: "node examples/known-answers.mjs",
+        warmup: 0,
+        max_failed: 0.02
+      })
+      for (const c of doc.combinations) {
+        const start = c.engine_starts.at(-1)
+        assert.strictEqual(start.check?.exit_code, 0, JSON.stringify(start))
+        assert.notOk(start.warmup, JSON.stringify(start))
+      }
 
       const status = await call(c, "sweep_status", { session: "a" })
       assert.strictEqual(status.run, "finished")
@@ -178,6 +198,8 @@ describe("hyperloom mcp on a real head", () => {
           }
         )
         .catch((e: Error) => e)
+      // the engine is up within the call's first 1.5 s (no warm-up, a 0.2 s load): the cancel
+      // lands before the call's first status, where it once went unheard
       await engineUp(tag)
       abort.abort("the agent changed its mind")
       assert.instanceOf(await pending, Error)

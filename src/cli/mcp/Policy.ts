@@ -181,3 +181,18 @@ export const commandRefusal = (
     return `the client program '${clientProgram}' is not on the server's allow-list (${known}); use one of those, or ask the operator to start the server with --allow-server ${clientProgram}`
   return undefined
 }
+
+/**
+ * Why an agent's `check` (the sweep's `--check`, run with `sh -c` once per engine start) may not
+ * run under `allow`, or undefined when it may: one allowed program with its arguments, as the
+ * engine's command line is.
+ */
+export const checkRefusal = (allow: ReadonlyArray<string>, check: string): string | undefined => {
+  if (SHELL_CONTROL.test(check) || FOREIGN_VARIABLE.test(check))
+    return `the check '${check}' holds shell syntax (;, &, |, <, >, backquotes, $(...), a variable other than $HYPERLOOM_*, or a backslash): an agent's check is one program with its arguments`
+  const program = programOf(check)
+  if (program === undefined) return "the check's command line is empty"
+  if (!allow.includes(program))
+    return `the check program '${program}' is not on the server's allow-list (${allow.length === 0 ? "none" : allow.join(", ")}); use one of those, or ask the operator to start the server with --allow-server ${program}`
+  return undefined
+}

@@ -8,9 +8,10 @@ import * as path from "node:path"
 import { Clock, Deferred, Effect, Option, Schema } from "effect"
 import { compareSessions, type Gate, judgeGate, parseGate } from "../../domain/Compare.js"
 import { METRIC_KEYS, type MetricKey } from "../../domain/Results.js"
-import { DEFAULT_READY_TIMEOUT_SEC, readiness } from "../../domain/Serving.js"
+import { DEFAULT_READY_TIMEOUT_SEC, RUNNER_DEFAULTS, readiness } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { renderSweep, type SweepDoc } from "../../domain/Sweep.js"
+import { DEFAULT_MAX_FAILED } from "../../domain/Validity.js"
 import { runBaseline } from "../../programs/Baseline.js"
 import { checkSession } from "../../programs/Check.js"
 import { doctor } from "../../programs/Inspect.js"
@@ -24,7 +25,7 @@ import { queueReport } from "../commands/queue.js"
 import { betweenOf, dryRunPlan, experimentOf, SWEEP_READY_TIMEOUT_SEC } from "../commands/sweep.js"
 import { EXIT } from "../Exit.js"
 import { compareJson } from "../RenderCompare.js"
-import { type Budget, commandRefusal, isInside, secondsLeft, sessionPath } from "./Policy.js"
+import { type Budget, checkRefusal, commandRefusal, isInside, secondsLeft, sessionPath } from "./Policy.js"
 import { type RunEntry, type Runs, runState, ToolError } from "./Runs.js"
 import { baselineTrust, sweepTrust } from "./Trust.js"
 
@@ -106,8 +107,31 @@ const Experiment = {
   strategy: Schema.optional(Schema.Literal("grid", "adaptive"))
 }
 
+/** `--check`, `--warmup`, `--max-failed` (docs/trust.md#is-the-number-valid), for a run with an engine. */
+const Validity = {
+  check: Schema.optional(
+    describe(
+      Schema.String,
+      "A program with its arguments run once per engine start, after it is ready and before anything is measured, with HYPERLOOM_BASE_URL and HYPERLOOM_PORT set (known prompts, a small eval): a non-zero exit means the engine answers wrong and nothing is measured on it (check_failed). On the allow-list, no shell syntax."
+    )
+  ),
+  warmup: Schema.optional(
+    describe(
+      Schema.Number.pipe(Schema.int(), Schema.nonNegative()),
+      `Requests sent at once after each engine start, discarded, before anything is measured (default ${RUNNER_DEFAULTS.warmup}; 0: none).`
+    )
+  ),
+  max_failed: Schema.optional(
+    describe(
+      Schema.Number.pipe(Schema.between(0, 100)),
+      `A run whose client reports more than this percentage of its requests failed is invalid, kept but never counted (default ${DEFAULT_MAX_FAILED * 100}).`
+    )
+  )
+}
+
 export const PlanArgs = Schema.Struct({
   ...Experiment,
+  ...Validity,
   estimate_start_sec: Schema.optional(Seconds),
   estimate_run_sec: Schema.optional(Seconds)
 })
@@ -121,6 +145,7 @@ export const StartArgs = Schema.Struct({
   deadline_sec: Schema.optional(describe(Seconds, "Bound this sweep's run (it stops resumable).")),
   lease_wait_sec: Schema.optional(describe(Seconds, "Give up if a lease is not granted within this.")),
   parallel: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())),
+  ...Validity,
   wait: Schema.optional(
     describe(
       Schema.Boolean,
@@ -173,6 +198,7 @@ export const BaselineArgs = Schema.Struct({
   deadline_sec: Schema.optional(Seconds),
   ready_path: Schema.optional(Schema.String),
   ready_timeout_sec: Schema.optional(Seconds),
+  ...Validity,
   wait: Schema.optional(Schema.Boolean)
 })
 
@@ -305,6 +331,24 @@ const allowed = (policy: ServerPolicy, a: ExperimentArgs) => {
     : Effect.fail(new ToolError({ tag: "NotAllowed", message: refusal }))
 }
 
+const checkAllowed = (policy: ServerPolicy, check: string | undefined) => {
+  const refusal = check === undefined ? undefined : checkRefusal(policy.allow, check)
+  return refusal === undefined
+    ? Effect.void
+    : Effect.fail(new ToolError({ tag: "NotAllowed", message: refusal }))
+}
+
+/** The validity options of a run with an engine, as the program takes them (max_failed: a percentage). */
+const validityOf = (a: {
+  readonly check?: string
+  readonly warmup?: number
+  readonly max_failed?: number
+}) => ({
+  check: a.check,
+  warmup: a.warmup,
+  maxFailed: a.max_failed === undefined ? undefined : a.max_failed / 100
+})
+
 // ---------------------------------------------------------------------------------------------
 // The tools
 
@@ -329,12 +373,13 @@ export const planTool = (policy: ServerPolicy, runs: Runs, a: Schema.Schema.Type
         ? { start_sec: a.estimate_start_sec, run_sec: a.estimate_run_sec, source: "options" as const }
         : null
     const plan = yield* dryRunPlan(experiment, a.strategy ?? "grid", dir, given)
-    const refusal = commandRefusal(
-      policy.allow,
-      a.server,
-      [...(a.params ?? []), ...(a.combos ?? []), ...(a.load === undefined ? [] : [a.load])],
-      a.client
-    )
+    const refusal =
+      commandRefusal(
+        policy.allow,
+        a.server,
+        [...(a.params ?? []), ...(a.combos ?? []), ...(a.load === undefined ? [] : [a.load])],
+        a.client
+      ) ?? (a.check === undefined ? undefined : checkRefusal(policy.allow, a.check))
     const starts = plan.session?._tag === "left" ? plan.session.engine_starts : plan.combinations
     const budget = yield* runs.check({ starts, gpus: experiment.gpus }).pipe(
       Effect.as(null),
@@ -441,8 +486,14 @@ const settle = (
   call: CallContext
 ) =>
   Effect.gen(function* () {
-    yield* Effect.race(Effect.sleep("1500 millis"), Deferred.await(entry.done))
-    if (wait) yield* follow(entry, dir, call, undefined).pipe(Effect.onInterrupt(() => runs.cancel(entry)))
+    // the first moments too: a waited-on call cancelled before its first status cancels the run
+    const first = Effect.race(Effect.sleep("1500 millis"), Deferred.await(entry.done))
+    if (wait)
+      yield* first.pipe(
+        Effect.zipRight(follow(entry, dir, call, undefined)),
+        Effect.onInterrupt(() => runs.cancel(entry))
+      )
+    else yield* first
     const status = yield* statusOf(policy, runs, dir, entry)
     if (status.error !== null && entry.exit !== undefined)
       return yield* new ToolError({ tag: status.error.tag, message: status.error.message })
@@ -459,6 +510,7 @@ export const startTool = (
   Effect.gen(function* () {
     const dir = yield* sessionIn(policy, a.session)
     yield* allowed(policy, a)
+    yield* checkAllowed(policy, a.check)
     const experiment = yield* experimentFrom(a)
     const strategy = a.strategy ?? "grid"
     const plan = yield* dryRunPlan(experiment, strategy, dir, null)
@@ -500,7 +552,8 @@ export const startTool = (
         env: settings.env,
         cwd: settings.cwd,
         version: VERSION,
-        strategy
+        strategy,
+        ...validityOf(a)
       })
     )
     return yield* settle(policy, runs, dir, entry, a.wait === true, call)
@@ -580,6 +633,13 @@ export const baselineTool = (
         ? commandRefusal(policy.allow, a.command.join(" "), [], a.command)
         : commandRefusal(policy.allow, server, [], a.command)
     if (refusal !== undefined) return yield* new ToolError({ tag: "NotAllowed", message: refusal })
+    if (server === undefined && (a.check ?? a.warmup ?? a.max_failed) !== undefined)
+      return yield* new ToolError({
+        tag: "UsageError",
+        message:
+          "check, warmup and max_failed go with server: without an engine there is nothing to check or warm"
+      })
+    yield* checkAllowed(policy, a.check)
     const gpus = a.gpus ?? 1
     yield* runs.check({ starts: 1, gpus })
     const settings = yield* Settings
@@ -600,7 +660,8 @@ export const baselineTool = (
             ? undefined
             : {
                 server,
-                readiness: readiness(a.ready_path, a.ready_timeout_sec ?? DEFAULT_READY_TIMEOUT_SEC)
+                readiness: readiness(a.ready_path, a.ready_timeout_sec ?? DEFAULT_READY_TIMEOUT_SEC),
+                ...validityOf(a)
               },
         version: VERSION
       })
