@@ -16,7 +16,7 @@ export interface ResultFacts {
 
 export const resultFacts = (
   files: AttemptFilesShape,
-  parsed: ParsedResult | undefined,
+  parsed: Pick<ParsedResult, "workload" | "notes"> | undefined,
   argv: ReadonlyArray<string>
 ): Effect.Effect<ResultFacts> =>
   Effect.gen(function* () {

@@ -209,3 +209,49 @@ describe("numbers as `vllm bench serve` prints them", () => {
     assert.match(text, /#1 +succeeded +exit 0 +12\.35 s +throughput 2761\.41 tok\/s/)
   })
 })
+
+describe("renderSession: the workload on record", () => {
+  const workload = {
+    client: "guidellm",
+    client_version: "0.3.0",
+    dataset: "/data/prompts.jsonl",
+    dataset_file: { bytes: 27, sha256: "ab12" },
+    input_tokens: null,
+    output_tokens: null,
+    rate: null,
+    concurrency: 4,
+    arrival: "closed",
+    burstiness: null,
+    requests: 100
+  }
+  const ok = (n: number, w: object) =>
+    attempt(n, {
+      error_class: null,
+      exit_code: 0,
+      error: null,
+      signature: null,
+      throughput: 10,
+      workload: w as any
+    })
+
+  it("states what the client sent once, the dataset file's size and SHA-256 with it (docs/clients.md#the-workload-on-record)", () => {
+    const text = renderSession("/s", {
+      ...initialState(),
+      baseline_attempts: [ok(1, workload), ok(2, workload)]
+    })
+    assert.include(
+      text,
+      "\nworkload    client guidellm 0.3.0; dataset /data/prompts.jsonl; dataset file 27 bytes, sha256 ab12; arrival closed; requests 100\n"
+    )
+    assert.strictEqual(text.split("workload").length, 2)
+  })
+
+  it("says which fact differs between attempts, and nothing without a report's workload", () => {
+    const other = { ...workload, dataset_file: { bytes: 30, sha256: "cd34" } }
+    assert.include(
+      renderSession("/s", { ...initialState(), baseline_attempts: [ok(1, workload), ok(2, other)] }),
+      "(differs between attempts: dataset file)"
+    )
+    assert.notInclude(renderSession("/s", { ...initialState(), baseline_attempts: [attempt(1)] }), "workload")
+  })
+})

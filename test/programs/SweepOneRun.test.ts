@@ -3,11 +3,14 @@
  * run, its report's benchmarks the points at the loads the report states; a point the report has
  * no benchmark for fails, naming what it holds — never a point measured at another load.
  */
+
+import { createHash } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { renderSweepText } from "../../src/cli/RenderSweep.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
+import { makeMemoryAttemptFiles } from "../../src/services/AttemptFiles.js"
 import { setup, sweepExperiment, sweepOptions } from "../support/sweep.js"
 
 /** A GuideLLM report (before 0.4) of one concurrent benchmark per stream count. */
@@ -91,4 +94,35 @@ describe("sweep run --one-run", () => {
         assert.isNull(four.runs[1]!.metrics)
       }).pipe(Effect.provide(setup({ run: () => ({ report: guidellm([1, 2, 8]) }) })))
   )
+})
+
+describe("a sweep's dataset file on record (docs/clients.md#the-workload-on-record)", () => {
+  const data = '{"prompt": "one"}\n{"prompt": "two"}\n'
+  const facts = { bytes: data.length, sha256: createHash("sha256").update(data).digest("hex") }
+  const withData = (oneRun: boolean) =>
+    sweepExperiment({
+      ...experiment,
+      client: [...experiment.client, "--data", "/data/prompts.jsonl"],
+      load: { kind: "points", name: "c", values: oneRun ? ["1", "2"] : ["1"] },
+      oneRun
+    })
+  for (const oneRun of [false, true])
+    it.effect(
+      `the local file the client's --data names: its size and SHA-256 on every run, as a baseline's (${oneRun ? "--one-run" : "one run per point"})`,
+      () => {
+        const mem = makeMemoryAttemptFiles()
+        mem.files.set("/data/prompts.jsonl", data)
+        return Effect.gen(function* () {
+          const r = yield* runSweep(sweepOptions(`/s/data-${oneRun}`, withData(oneRun)))
+          const runs = r.doc.combinations[0]!.points.flatMap((p) => p.runs)
+          assert.strictEqual(runs.length, oneRun ? 2 : 1)
+          for (const run of runs) {
+            assert.strictEqual(run.workload?.dataset, "/data/prompts.jsonl")
+            assert.deepStrictEqual(run.workload?.dataset_file, facts)
+          }
+        }).pipe(
+          Effect.provide(setup({ run: () => ({ report: guidellm(oneRun ? [1, 2] : [1]) }) }, undefined, mem))
+        )
+      }
+    )
 })

@@ -9,6 +9,7 @@
  * scenario]` line.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -100,6 +101,10 @@ describe("baseline run --server on a real head", () => {
     // a fake nvidia-smi first on the node's PATH: GPU 0 (the lease's) throttles 0.5 s into the run
     const gpuTool = fakeGpuTool({ gpus: 1, throttleAfter: 0.5 })
     sessions.push(gpuTool.dir)
+    // a local dataset file the client names (vLLM's --dataset-path): its size and SHA-256 on record
+    const data = path.join(gpuTool.dir, "prompts.jsonl")
+    fs.writeFileSync(data, '{"prompt": "count to ten"}\n')
+    const sha256 = createHash("sha256").update(fs.readFileSync(data)).digest("hex")
     // the client's $HYPERLOOM_… arguments are expanded by the runner (no shell, the port is known there)
     const r = await serving(
       session,
@@ -110,7 +115,9 @@ describe("baseline run --server on a real head", () => {
         "$HYPERLOOM_BASE_URL",
         "--result-filename",
         // biome-ignore lint/suspicious/noTemplateCurlyInString: the runner expands ${…} (a shell-style reference), not JavaScript
-        "${HYPERLOOM_RESULT_FILE}"
+        "${HYPERLOOM_RESULT_FILE}",
+        "--dataset-path",
+        data
       ]),
       { PATH: gpuTool.path }
     )
@@ -183,9 +190,12 @@ describe("baseline run --server on a real head", () => {
     assert.match(r.stderr, /server ready after [\d.]+ s/)
     assert.include(r.stderr, "Serving Benchmark Result")
     assert.deepStrictEqual(pidsWithArg(`--tag=${tag}`), [], "the engine is gone")
-    // state show prints the metrics
+    assert.deepStrictEqual(a.workload.dataset_file, { bytes: 27, sha256 })
+    // state show prints the metrics, and the workload once
     const show = await runCli(["state", "show", "--session", session])
     assert.include(show.stdout, "[vllm] · out ")
+    assert.include(show.stdout, `\nworkload    client vllm`)
+    assert.include(show.stdout, `dataset file 27 bytes, sha256 ${sha256}`)
     await assertSlotFree()
   })
 

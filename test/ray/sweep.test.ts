@@ -11,6 +11,7 @@
  * lifecycle (the strategies and a grown session, the port squatter, --wait, SIGKILL and Ctrl-C,
  * --nodes 2) is in sweep-lifecycle.test.ts, on a head of its own, so that the two run at once.
  */
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
@@ -605,6 +606,10 @@ describe("sweep run on a real head", () => {
 
   it("--one-run: GuideLLM's and AIPerf's reports (the stand-in's formats) give one point per benchmark at its stated load, from ONE engine start and one client run (docs/clients.md#in-a-sweep)", async () => {
     const stand = [process.execPath, "examples/fake-bench-client.mjs", "--output-len", "8"]
+    // GuideLLM's --data names a local dataset file: its size and SHA-256 go on every run's record
+    const data = path.join(newSession(), "prompts.jsonl")
+    fs.writeFileSync(data, '{"prompt": "count to ten"}\n')
+    const sha256 = createHash("sha256").update(fs.readFileSync(data)).digest("hex")
     for (const [name, cmd] of [
       [
         "guidellm --one-run",
@@ -618,6 +623,8 @@ describe("sweep run on a real head", () => {
           "{c}",
           "--max-requests",
           "4",
+          "--data",
+          data,
           "--output-path",
           "$HYPERLOOM_RESULT_FILE"
         ]
@@ -664,6 +671,9 @@ describe("sweep run on a real head", () => {
         name
       )
       assert.strictEqual(doc.experiment.one_run, true)
+      if (name.startsWith("guidellm"))
+        for (const p of c0.points)
+          assert.deepInclude(p.runs[0].workload, { dataset: data, dataset_file: { bytes: 27, sha256 } })
     }
   })
 })

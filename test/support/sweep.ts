@@ -65,12 +65,11 @@ export const model = (server: string, argv: ReadonlyArray<string>): SweepEngine.
 /** The sweep program's services: the scripted engine, memory files, the test stores (`files` shared across runs). */
 export const setup = (
   script: Parameters<typeof SweepEngine.layerTest>[0],
-  files = new Map<string, string>()
+  files = new Map<string, string>(),
+  attemptFiles = AttemptFiles.makeMemoryAttemptFiles()
 ) =>
   Layer.mergeAll(
-    SweepEngine.layerTest(script).pipe(
-      Layer.provideMerge(AttemptFiles.layerTest(AttemptFiles.makeMemoryAttemptFiles()))
-    ),
+    SweepEngine.layerTest(script).pipe(Layer.provideMerge(AttemptFiles.layerTest(attemptFiles))),
     StateStore.layerTest(),
     SweepStore.layerTest(files)
   )

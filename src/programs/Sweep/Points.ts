@@ -36,6 +36,7 @@ import {
 } from "../../domain/Sweep.js"
 import { DEFAULT_MAX_FAILED, type RunValidity, renderFinding, rerunHelps } from "../../domain/Validity.js"
 import { readEvidence } from "../Evidence.js"
+import { resultFacts } from "../ResultFacts.js"
 import type { ClientOutcome, EngineHandle } from "./Engine.js"
 import type { SweepState } from "./State.js"
 
@@ -82,7 +83,13 @@ const logLastLine = (state: SweepState, file: string) =>
  * Where a finished client run is judged: its outcome classified (domain/Sweep/ClientRun.ts) on
  * its client.log (the one evidence reader, programs/Evidence.ts) and its result file.
  */
-export const judgeRun = (state: SweepState, outcome: ClientOutcome, runDir: string, resultFile: string) =>
+export const judgeRun = (
+  state: SweepState,
+  outcome: ClientOutcome,
+  runDir: string,
+  resultFile: string,
+  argv: ReadonlyArray<string>
+) =>
   Effect.gen(function* () {
     const read = yield* readEvidence(state.files, [{ file: `${runDir}/${CLIENT_LOG}`, channel: "client" }])
     const result = outcome.betweenExitCode !== null ? undefined : yield* state.files.readResult(resultFile)
@@ -94,8 +101,10 @@ export const judgeRun = (state: SweepState, outcome: ClientOutcome, runDir: stri
       evidence: read.evidence,
       result
     })
-    // what the client sent, from its report (docs/clients.md#the-workload-on-record)
-    return { ...judged, workload: result?.workload, resultNotes: result?.notes, client: result?.client }
+    // what the client sent, from its report and its argv, a local dataset file's size and SHA-256
+    // with it, as a baseline's (docs/clients.md#the-workload-on-record)
+    const facts = yield* resultFacts(state.files, result, argv)
+    return { ...judged, workload: facts.workload, resultNotes: facts.resultNotes, client: result?.client }
   })
 
 /**
@@ -235,7 +244,7 @@ const runRepeat = (state: SweepState, index: number, load: string, handle: Engin
         })
       if (!outcome.engineDied)
         yield* state.count((k) => ({ ...k, runSecs: [...k.runSecs, outcome.runtimeSec] }))
-      const r = yield* judgeRun(state, outcome, runDir, resultFile)
+      const r = yield* judgeRun(state, outcome, runDir, resultFile, argv)
       const endedAt = yield* nowIso
       const validity = validityOf(state, yield* state.doc, index, load, r, outcome)
       yield* state.updateCombination(index, (d) =>
@@ -342,7 +351,8 @@ const runBatch = (
                     : `--one-run: the report (${resultFile}) holds no benchmark at ${loadName}=${load}; it holds ${held.join(", ")}`
               }
             : judged
-        const r: AttemptResult = { ...r0, workload: point?.workload, resultNotes: point?.notes }
+        const facts = yield* resultFacts(state.files, point, argv)
+        const r: AttemptResult = { ...r0, workload: facts.workload, resultNotes: facts.resultNotes }
         yield* state.updateCombination(index, (d) =>
           finishRun(d, index, load, runRecord(r, outcome, endedAt))
         )
