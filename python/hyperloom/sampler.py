@@ -557,6 +557,39 @@ def tree_cpu(pid, proc="/proc"):
     return total_s
 
 
+def _proc_sched(pid, proc="/proc"):
+    """Seconds `pid`'s threads spent on a CPU plus waiting on a run queue for one (the first two
+    fields of each /proc/PID/task/TID/schedstat, ns), or None: the time it wanted a CPU."""
+    try:
+        total_ns = 0
+        for tid in os.listdir("%s/%d/task" % (proc, pid)):
+            with open("%s/%d/task/%s/schedstat" % (proc, pid, tid)) as f:
+                run_ns, wait_ns = f.read().split()[:2]
+            total_ns += int(run_ns) + int(wait_ns)
+        return total_ns / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def tree_sched(pid, proc="/proc"):
+    """`_proc_sched` of `pid` and its live descendants, summed; None when `pid` is gone or the
+    kernel keeps no schedstat."""
+    top = _proc_sched(pid, proc)
+    if top is None:
+        return None
+    seen, todo, total_s = {pid}, _children(pid, proc), top
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        v = _proc_sched(c, proc)
+        if v is not None:
+            total_s += v
+            todo += _children(c, proc)
+    return total_s
+
+
 # ---------------------------------------------------------------------------------------------
 # Around one client run
 
@@ -569,6 +602,9 @@ class RunSampler:
       RUSAGE_CHILDREN over the run: the client and what it reaped, less the sampler's own tool
       runs), so nothing it did between two samples is lost; cores_max from /proc of its process
       tree every interval. Not the lease's cgroup: it holds the engine too (includes_engine).
+      runnable_mean: the cores' worth of time its process tree wanted a CPU (ran, or waited on a
+      run queue for one; /proc/PID/task/TID/schedstat) between the first and the last sample: a
+      client that wants a whole core is the bottleneck even on a host too busy to give it one.
     - engine_load: /metrics at start, every INTERVAL_SEC, and at stop: the gauges' means over
       the scrapes (start and stop included: the client's ramp is part of its run) unless the
       engine's e2e latency histogram is there, whose sum over the run divided by the run's
@@ -622,6 +658,11 @@ class RunSampler:
                     self.cores_max = max(self.cores_max, (cpu - self.last_cpu[1]) / (now - self.last_cpu[0]))
                 self.last_cpu = (now, cpu)
                 self.cpu_samples += 1
+            sched = tree_sched(self.pid) if not final else None
+            if sched is not None:
+                if self.first_sched is None:
+                    self.first_sched = (now, sched)
+                self.last_sched = (now, sched)
         if gpus and self.gpu_tool is not None:
             self._gpus(t)
 
@@ -658,6 +699,7 @@ class RunSampler:
         self.rusage0 = os.times()
         self.scrapes, self.metrics_why = [], []
         self.last_cpu, self.cores_max, self.cpu_samples = None, 0.0, 0
+        self.first_sched, self.last_sched = None, None
         self.gpu_samples, self.gpu_failures = [], 0
         self.gpu_tool = None
         if self.gpu_list:
@@ -690,6 +732,9 @@ class RunSampler:
                 "samples": self.cpu_samples,
                 "includes_engine": False,
             }
+            if self.first_sched is not None and self.last_sched[0] - self.first_sched[0] >= 1.0:
+                client_cpu["runnable_mean"] = round(
+                    (self.last_sched[1] - self.first_sched[1]) / (self.last_sched[0] - self.first_sched[0]), 4)
 
         engine_load = None
         if len(self.scrapes) >= 2:

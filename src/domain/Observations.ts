@@ -67,7 +67,13 @@ export const ClientCpu = Schema.Struct({
   cpu_seconds: Schema.Number,
   source: Schema.Literal("cgroup", "proc"),
   samples: Schema.optional(Schema.Number),
-  includes_engine: Schema.optional(Schema.Boolean)
+  includes_engine: Schema.optional(Schema.Boolean),
+  /**
+   * The cores' worth of time the client's process tree wanted a CPU (ran, or waited on a run
+   * queue for one: /proc/PID/task/TID/schedstat) between the sampler's first and last samples;
+   * absent on a run shorter than a second or a kernel without schedstat.
+   */
+  runnable_mean: Schema.optional(Schema.Number)
 })
 export type ClientCpu = typeof ClientCpu.Type
 

@@ -216,16 +216,30 @@ export const cold = (first: number, others: ReadonlyArray<number>): Finding | un
 // ---------------------------------------------------------------------------------------------
 // Delivered
 
-/** The client's mean CPU ≥ CLIENT_BOUND_CORES of a core: `client_bound` (suspect). */
+/**
+ * The client's mean CPU ≥ CLIENT_BOUND_CORES of a core, or the time it wanted one (ran, or waited
+ * on a run queue) ≥ CLIENT_BOUND_CORES: `client_bound` (suspect). The second catches a client that
+ * is the bottleneck on a host too busy to give it its core: it ran 0.6 of a core and waited the rest.
+ */
 export const clientBound = (obs: Observations | null | undefined): Finding | undefined => {
   const cpu = obs?.client_cpu
   if (cpu == null || cpu.includes_engine === true) return undefined
-  if (!(cpu.cores_mean >= CLIENT_BOUND_CORES)) return undefined
+  const source = cpu.source === "cgroup" ? "the lease's cgroup" : "/proc of the client's process tree"
+  const over = `over ${num(Math.round(obs!.duration_s))} s (≥ ${CLIENT_BOUND_CORES})`
+  if (cpu.cores_mean >= CLIENT_BOUND_CORES)
+    return {
+      check: "client_bound",
+      severity: "suspect",
+      evidence: `client CPU ${cpu.cores_mean.toFixed(2)} core ${over}`,
+      source
+    }
+  const wanted = cpu.runnable_mean
+  if (wanted === undefined || !(wanted >= CLIENT_BOUND_CORES)) return undefined
   return {
     check: "client_bound",
     severity: "suspect",
-    evidence: `client CPU ${cpu.cores_mean.toFixed(2)} core over ${num(Math.round(obs!.duration_s))} s (≥ ${CLIENT_BOUND_CORES})`,
-    source: cpu.source === "cgroup" ? "the lease's cgroup" : "/proc of the client's process tree"
+    evidence: `the client wanted ${wanted.toFixed(2)} core (ran ${cpu.cores_mean.toFixed(2)}, waited for a CPU the rest) ${over}`,
+    source: `${source}; its threads' schedstat`
   }
 }
 

@@ -195,6 +195,33 @@ describe("the engine's effective configuration, read after readiness", () => {
   }, 60_000)
 })
 
+describe("the time a client wanted a CPU (schedstat)", () => {
+  it("a client that never stops computing wants a whole core, on a busy host too; one that sleeps wants none", () => {
+    // two busy loops beside the measured one: on two cores it must wait for its turn, and the time
+    // it ran plus the time it waited is still its whole wall time
+    const out = py(`
+import subprocess, time
+from hyperloom import sampler
+busy = [sys.executable, "-c", "import time\\nt = time.time()\\nwhile time.time() - t < 4: pass"]
+others = [subprocess.Popen(busy) for _ in range(2)]
+def wanted(argv):
+    p = subprocess.Popen(argv)
+    time.sleep(0.3)
+    t0, s0, c0 = time.monotonic(), sampler.tree_sched(p.pid), sampler.tree_cpu(p.pid)
+    time.sleep(1.5)
+    t1, s1, c1 = time.monotonic(), sampler.tree_sched(p.pid), sampler.tree_cpu(p.pid)
+    p.kill(); p.wait()
+    return {"wanted": (s1 - s0) / (t1 - t0), "ran": (c1 - c0) / (t1 - t0)}
+out = {"busy": wanted(busy), "sleeping": wanted(["sleep", "5"])}
+for o in others: o.kill(); o.wait()
+print(json.dumps(out))`)
+    const ctx = JSON.stringify(out)
+    assert.isAtLeast(out.busy.wanted, 0.9, ctx)
+    assert.isAtMost(out.busy.wanted, 1.1, ctx)
+    assert.isBelow(out.sleeping.wanted, 0.05, ctx)
+  })
+})
+
 describe("one client run through the sampler seam", () => {
   it("the engine's counts match the client's, the client's CPU, the lease's GPUs throttling with a foreign process", () => {
     const tools = fakeGpuTool({ gpus: 2, throttleAfter: 1, foreignAfter: 1, foreignPid: 1, foreignGpu: 1 })
@@ -233,6 +260,8 @@ print(json.dumps({"obs": r.observations["validity"], "again": again.observations
     assert.strictEqual(obs.client_cpu.source, "proc", ctx)
     assert.isAbove(obs.client_cpu.cpu_seconds, 0, ctx)
     assert.isBelow(obs.client_cpu.cores_mean, 1.5, ctx)
+    assert.isAtLeast(obs.client_cpu.runnable_mean, 0, ctx)
+    assert.isAtMost(obs.client_cpu.runnable_mean, 1.5, ctx)
     // GPU 1 only; the clock drops and a reason appears at 1 s; pid 1 is outside the lease
     const samples = obs.gpus.samples as Array<any>
     assert.strictEqual(obs.gpus.tool, "nvidia-smi", ctx)
