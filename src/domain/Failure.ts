@@ -164,6 +164,8 @@ export interface AttemptResult {
   readonly metrics?: Metrics | undefined
   /** What the validity checks said and what they read (docs/trust.md#is-the-number-valid), kept in the record. */
   readonly validity?: RunValidity | undefined
+  /** The `--max-failed` share it was judged with (kept for `hyperloom check`). */
+  readonly maxFailed?: number | undefined
   readonly client?: ClientCounts | undefined
   /** What the client sent (docs/clients.md#the-workload-on-record), where its report says. */
   readonly workload?: Workload | undefined

@@ -97,6 +97,8 @@ export const AttemptRecord = Schema.Struct({
    * absent for attempts that measured nothing and in records written before.
    */
   validity: Schema.optional(RunValidity),
+  /** The `--max-failed` share (a fraction) it was judged with; absent: the default (1 %). */
+  max_failed: Schema.optional(Schema.Number),
   /** The client's own counts from its result (completed, failed, output tokens, duration). */
   client: Schema.optional(ClientCountsSchema),
   /** What the client sent, from its report (docs/clients.md#the-workload-on-record). */

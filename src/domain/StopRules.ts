@@ -161,6 +161,9 @@ export const applyAttempt = (state: SessionState, result: AttemptResult, context
     result_format: result.resultFormat ?? null,
     metrics: result.metrics !== undefined && Object.keys(result.metrics).length > 0 ? result.metrics : null,
     ...(result.validity !== undefined ? { validity: result.validity } : {}),
+    ...(result.validity !== undefined && result.maxFailed !== undefined
+      ? { max_failed: result.maxFailed }
+      : {}),
     ...(result.client !== undefined && Object.keys(result.client).length > 0
       ? { client: result.client }
       : {}),

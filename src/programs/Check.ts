@@ -79,7 +79,7 @@ const baselineRun = (a: Sampled, clock: number | null): CheckedRun => {
             params: {},
             asked: {}
           },
-          { maxFailed: DEFAULT_MAX_FAILED, slos: [], sessionClockMedian: clock }
+          { maxFailed: a.max_failed ?? DEFAULT_MAX_FAILED, slos: [], sessionClockMedian: clock }
         )
   const recorded = a.validity?.verdict ?? null
   return {

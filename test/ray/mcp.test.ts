@@ -4,7 +4,8 @@
  * status, show, compare, cancel), `notifications/cancelled` stopping a sweep cleanly, a client
  * that goes away mid-sweep (`--on-disconnect cancel` and `continue`), and a second server, over
  * streamable HTTP, whose sweep shares the host's FIFO queue with the first's (their engines never
- * overlap on the one slot). The stand-in engine and client, tiny loads; the tests share one head.
+ * overlap on the one slot); a baseline against an engine through baseline_run. The stand-in engine
+ * and client, tiny loads; the tests share one head.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -208,6 +209,36 @@ describe("hyperloom mcp on a real head", () => {
       const status = await call(c, "sweep_status", { session: "c" })
       assert.strictEqual(status.run, "cancelled")
       await assertSlotFree()
+      // a baseline against an engine through the same server: leased, measured, shown
+      const baseTag = newTag()
+      const base = await call(c, "baseline_run", {
+        session: "base",
+        server: engine(baseTag, "--max-num-seqs 4"),
+        command: [
+          process.execPath,
+          "examples/fake-bench-client.mjs",
+          "--num-prompts",
+          "4",
+          "--max-concurrency",
+          "2",
+          "--output-len",
+          "16"
+        ],
+        gpus: 1,
+        warmup: 2,
+        max_failed: 5,
+        wait: true
+      })
+      assert.strictEqual(base.run, "finished", JSON.stringify(base))
+      const shown = await call(c, "show", { session: "base" })
+      assert.strictEqual(shown.kind, "baseline")
+      assert.strictEqual(shown.document.status, "succeeded")
+      const attempt = shown.document.baseline_attempts[0]
+      assert.isAbove(attempt.throughput, 0)
+      assert.deepInclude(attempt.warmup, { requests: 2, ok: 2 })
+      // judged with the --max-failed asked, kept for `check` to judge again with
+      assert.strictEqual(attempt.max_failed, 0.05)
+      assert.deepStrictEqual(pidsWithArg(`--tag=${baseTag}`), [], "the engine is gone")
     } finally {
       await c.close()
     }

@@ -172,10 +172,11 @@ const judged = (
     },
     { maxFailed, slos: [], sessionClockMedian: sessionClockMedian([status.observations]) }
   )
-  if (validity.verdict !== "invalid") return { ...kept, validity }
+  if (validity.verdict !== "invalid") return { ...kept, validity, maxFailed }
   return {
     ...kept,
     validity,
+    maxFailed,
     errorClass: "invalid_measurement",
     error: `invalid_measurement: ${validity.findings
       .filter((f) => f.severity === "invalid")
