@@ -8,6 +8,7 @@ import { createHash } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { renderSweepText } from "../../src/cli/RenderSweep.js"
+import { pointAtLoad } from "../../src/programs/Sweep/Points.js"
 import { runSweep } from "../../src/programs/Sweep.js"
 import * as SweepEngine from "../../src/programs/SweepEngine.js"
 import { makeMemoryAttemptFiles } from "../../src/services/AttemptFiles.js"
@@ -90,7 +91,10 @@ describe("sweep run --one-run", () => {
         )
         const four = c.points[2]!
         assert.strictEqual(four.runs.length, 2, "retried once")
-        assert.include(four.runs[1]!.error, "holds no benchmark at c=4; it holds 1, 2, 8")
+        assert.include(
+          four.runs[1]!.error,
+          "holds no benchmark at c=4; it holds concurrency 1, concurrency 2, concurrency 8"
+        )
         assert.isNull(four.runs[1]!.metrics)
       }).pipe(Effect.provide(setup({ run: () => ({ report: guidellm([1, 2, 8]) }) })))
   )
@@ -125,4 +129,64 @@ describe("a sweep's dataset file on record (docs/clients.md#the-workload-on-reco
         )
       }
     )
+})
+
+describe("--one-run: a benchmark is a point at its load's kind too", () => {
+  const rate = (value: number) => ({ load: { kind: "rate" as const, value }, label: `constant@${value}` })
+  const conc = (value: number) => ({
+    load: { kind: "concurrency" as const, value },
+    label: `concurrent@${value}`
+  })
+
+  it("a load named for in-flight requests never takes a rate of the same value, nor one for rates a concurrency", () => {
+    assert.isUndefined(pointAtLoad([rate(2), rate(4)], "concurrency", "2"))
+    assert.isUndefined(pointAtLoad([rate(2)], "max_concurrency", "2"))
+    assert.isUndefined(pointAtLoad([conc(2)], "request_rate", "2"))
+    assert.deepStrictEqual(pointAtLoad([rate(2), conc(2)], "concurrency", "2"), conc(2))
+    assert.deepStrictEqual(pointAtLoad([rate(2), conc(2)], "rate", "2"), rate(2))
+  })
+
+  it("a name that says neither takes the one benchmark at that value, and none when a rate and a concurrency share it", () => {
+    assert.deepStrictEqual(pointAtLoad([conc(1), conc(2)], "c", "2"), conc(2))
+    assert.deepStrictEqual(pointAtLoad([rate(0.5), rate(2)], "c", "2.0"), rate(2))
+    assert.isUndefined(pointAtLoad([rate(2), conc(2)], "c", "2"))
+  })
+
+  it.effect(
+    "end to end: a GuideLLM report of rates for a sweep over concurrency fails its points, naming what it holds",
+    () =>
+      Effect.gen(function* () {
+        const r = yield* runSweep(
+          sweepOptions(
+            "/s/kinds",
+            sweepExperiment({
+              ...experiment,
+              load: { kind: "points", name: "concurrency", values: ["1", "2"] }
+            })
+          )
+        )
+        const c = r.doc.combinations[0]!
+        assert.deepStrictEqual(
+          c.points.map((p) => p.status),
+          ["failed", "failed"]
+        )
+        assert.include(
+          c.points[0]!.runs[0]!.error ?? "",
+          "holds no benchmark at concurrency=1; it holds rate 1, rate 2"
+        )
+      }).pipe(
+        Effect.provide(
+          setup({
+            run: () => ({
+              report: {
+                benchmarks: guidellm([1, 2]).benchmarks.map((b, i) => ({
+                  ...b,
+                  args: { strategy: { type_: "constant", rate: i + 1 } }
+                }))
+              }
+            })
+          })
+        )
+      )
+  )
 })

@@ -10,7 +10,7 @@
 import { Clock, Data, Effect } from "effect"
 import type { AttemptResult, FailureClass } from "../../domain/Failure.js"
 import { redactArgv } from "../../domain/Redact.js"
-import type { ClientCounts } from "../../domain/Results.js"
+import type { ClientCounts, StatedLoad } from "../../domain/Results.js"
 import { CLIENT_LOG } from "../../domain/Serving.js"
 import { classifyClientRun } from "../../domain/Sweep/ClientRun.js"
 import { isNotInstalled, type Setback } from "../../domain/Sweep/Requeue.js"
@@ -34,7 +34,13 @@ import {
   type PointRecord,
   type SweepDoc
 } from "../../domain/Sweep.js"
-import { DEFAULT_MAX_FAILED, type RunValidity, renderFinding, rerunHelps } from "../../domain/Validity.js"
+import {
+  askedLoadOf,
+  DEFAULT_MAX_FAILED,
+  type RunValidity,
+  renderFinding,
+  rerunHelps
+} from "../../domain/Validity.js"
 import { readEvidence } from "../Evidence.js"
 import { resultFacts } from "../ResultFacts.js"
 import type { ClientOutcome, EngineHandle } from "./Engine.js"
@@ -106,6 +112,29 @@ export const judgeRun = (
     const facts = yield* resultFacts(state.files, result, argv)
     return { ...judged, workload: facts.workload, resultNotes: facts.resultNotes, client: result?.client }
   })
+
+/**
+ * `--one-run`: the report's benchmark at the load a point asks (docs/clients.md#in-a-sweep): its
+ * stated value, and its kind where the load's name says one (`concurrency`, `max_concurrency`: in
+ * flight; `rate`, `request_rate`: per second), so that a rate of 2 is never the point at a
+ * concurrency of 2. A name that says neither (`c`) takes the one benchmark at that value, and none
+ * when the report holds a rate and a concurrency of that value.
+ */
+export const pointAtLoad = <P extends { readonly load: StatedLoad | null }>(
+  points: ReadonlyArray<P>,
+  loadName: string,
+  load: string
+): P | undefined => {
+  const asked = askedLoadOf(loadName, load)
+  const kind = asked.concurrency !== undefined ? "concurrency" : asked.rate !== undefined ? "rate" : undefined
+  const at = points.filter(
+    (p) =>
+      p.load !== null &&
+      (String(p.load.value) === load || Number(p.load.value) === Number(load)) &&
+      (kind === undefined || p.load.kind === kind)
+  )
+  return new Set(at.map((p) => p.load!.kind)).size === 1 ? at[0] : undefined
+}
 
 /**
  * A measured run judged (docs/trust.md#is-the-number-valid): every per-run check against the
@@ -320,10 +349,10 @@ const runBatch = (
       const loadName = doc.experiment.load.name
       const failed: Array<string> = []
       for (const load of pending) {
-        const point = result?.points?.find(
-          (p) => p.load !== null && (String(p.load.value) === load || Number(p.load.value) === Number(load))
+        const point = pointAtLoad(result?.points ?? [], loadName, load)
+        const held = (result?.points ?? []).map((p) =>
+          p.load === null ? p.label : `${p.load.kind} ${String(p.load.value)}`
         )
-        const held = (result?.points ?? []).map((p) => (p.load === null ? p.label : String(p.load.value)))
         const judged = classifyClientRun({
           ...outcome,
           timeoutSec: state.options.pointTimeoutSec,
