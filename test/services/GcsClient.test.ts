@@ -244,14 +244,16 @@ describe("GcsClient.snapshot against a fake GCS serving recorded replies", () =>
   it.live("a GCS that never answers fails at the deadline", () =>
     withFakeGcs({ replies: busy, behaviours: { GetAllActorInfo: "hang" } }, (address) =>
       Effect.gen(function* () {
+        // 1.5 s: the calls before the hanging one are answered within it on a loaded CI host
+        // (at 0.3 s a clean-clone run once saw GetClusterId itself time out)
         const { result, ms } = yield* timed(
-          snapshotOf(address).pipe(Effect.provide(liveLayer({}, { deadlineMs: 300 })))
+          snapshotOf(address).pipe(Effect.provide(liveLayer({}, { deadlineMs: 1500 })))
         )
         assert.isTrue(Either.isLeft(result))
         if (Either.isRight(result)) return
-        assert.match(result.left.detail, /^no answer to GetAllActorInfo within 0\.3 s/)
-        assert.isAbove(ms, 250)
-        assert.isBelow(ms, 2000)
+        assert.match(result.left.detail, /^no answer to GetAllActorInfo within 1\.5 s/)
+        assert.isAbove(ms, 1400)
+        assert.isBelow(ms, 4000)
       })
     )
   )
