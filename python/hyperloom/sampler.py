@@ -558,36 +558,38 @@ def tree_cpu(pid, proc="/proc"):
 
 
 def _proc_sched(pid, proc="/proc"):
-    """Seconds `pid`'s threads spent on a CPU plus waiting on a run queue for one (the first two
-    fields of each /proc/PID/task/TID/schedstat, ns), or None: the time it wanted a CPU."""
+    """{tid: seconds} of `pid`'s threads on a CPU plus waiting on a run queue for one (the first
+    two fields of /proc/PID/task/TID/schedstat, ns): the time each wanted a CPU; {} when gone."""
+    out = {}
     try:
-        total_ns = 0
-        for tid in os.listdir("%s/%d/task" % (proc, pid)):
+        tids = os.listdir("%s/%d/task" % (proc, pid))
+    except OSError:
+        return out
+    for tid in tids:
+        try:
             with open("%s/%d/task/%s/schedstat" % (proc, pid, tid)) as f:
                 run_ns, wait_ns = f.read().split()[:2]
-            total_ns += int(run_ns) + int(wait_ns)
-        return total_ns / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
+            out[int(tid)] = (int(run_ns) + int(wait_ns)) / 1e9
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
 
 
 def tree_sched(pid, proc="/proc"):
-    """`_proc_sched` of `pid` and its live descendants, summed; None when `pid` is gone or the
-    kernel keeps no schedstat."""
-    top = _proc_sched(pid, proc)
-    if top is None:
-        return None
-    seen, todo, total_s = {pid}, _children(pid, proc), top
+    """`_proc_sched` of `pid` and its live descendants, {(pid, tid): seconds}; {} when `pid` is
+    gone or the kernel keeps no schedstat."""
+    out, seen, todo = {}, set(), [pid]
     while todo:
-        c = todo.pop()
-        if c in seen:
+        p = todo.pop()
+        if p in seen:
             continue
-        seen.add(c)
-        v = _proc_sched(c, proc)
-        if v is not None:
-            total_s += v
-            todo += _children(c, proc)
-    return total_s
+        seen.add(p)
+        threads = _proc_sched(p, proc)
+        if not threads and p == pid:
+            return {}
+        out.update({(p, t): v for t, v in threads.items()})
+        todo += _children(p, proc)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -602,9 +604,11 @@ class RunSampler:
       RUSAGE_CHILDREN over the run: the client and what it reaped, less the sampler's own tool
       runs), so nothing it did between two samples is lost; cores_max from /proc of its process
       tree every interval. Not the lease's cgroup: it holds the engine too (includes_engine).
-      runnable_mean: the cores' worth of time its process tree wanted a CPU (ran, or waited on a
-      run queue for one; /proc/PID/task/TID/schedstat) between the first and the last sample: a
-      client that wants a whole core is the bottleneck even on a host too busy to give it one.
+      busiest_thread_runnable: the share of the time its busiest thread wanted a CPU (ran, or
+      waited on a run queue for one; /proc/PID/task/TID/schedstat) between its first and last
+      sample: a client whose event loop always wants the CPU is the bottleneck, even on a host too
+      busy to give it one (one thread: the threads of a runtime each wait on a busy host, and their
+      sum says more of the host than of the client).
     - engine_load: /metrics at start, every INTERVAL_SEC, and at stop: the gauges' means over
       the scrapes (start and stop included: the client's ramp is part of its run) unless the
       engine's e2e latency histogram is there, whose sum over the run divided by the run's
@@ -658,11 +662,9 @@ class RunSampler:
                     self.cores_max = max(self.cores_max, (cpu - self.last_cpu[1]) / (now - self.last_cpu[0]))
                 self.last_cpu = (now, cpu)
                 self.cpu_samples += 1
-            sched = tree_sched(self.pid) if not final else None
-            if sched is not None:
-                if self.first_sched is None:
-                    self.first_sched = (now, sched)
-                self.last_sched = (now, sched)
+            for key, v in (tree_sched(self.pid) if not final else {}).items():
+                self.first_sched.setdefault(key, (now, v))
+                self.last_sched[key] = (now, v)
         if gpus and self.gpu_tool is not None:
             self._gpus(t)
 
@@ -699,7 +701,7 @@ class RunSampler:
         self.rusage0 = os.times()
         self.scrapes, self.metrics_why = [], []
         self.last_cpu, self.cores_max, self.cpu_samples = None, 0.0, 0
-        self.first_sched, self.last_sched = None, None
+        self.first_sched, self.last_sched = {}, {}
         self.gpu_samples, self.gpu_failures = [], 0
         self.gpu_tool = None
         if self.gpu_list:
@@ -732,9 +734,10 @@ class RunSampler:
                 "samples": self.cpu_samples,
                 "includes_engine": False,
             }
-            if self.first_sched is not None and self.last_sched[0] - self.first_sched[0] >= 1.0:
-                client_cpu["runnable_mean"] = round(
-                    (self.last_sched[1] - self.first_sched[1]) / (self.last_sched[0] - self.first_sched[0]), 4)
+            shares = [(v1 - v0) / (t1 - t0) for key, (t0, v0) in self.first_sched.items()
+                      for t1, v1 in [self.last_sched[key]] if t1 - t0 >= 1.0]
+            if shares:
+                client_cpu["busiest_thread_runnable"] = round(max(shares), 4)
 
         engine_load = None
         if len(self.scrapes) >= 2:

@@ -69,11 +69,11 @@ export const ClientCpu = Schema.Struct({
   samples: Schema.optional(Schema.Number),
   includes_engine: Schema.optional(Schema.Boolean),
   /**
-   * The cores' worth of time the client's process tree wanted a CPU (ran, or waited on a run
-   * queue for one: /proc/PID/task/TID/schedstat) between the sampler's first and last samples;
-   * absent on a run shorter than a second or a kernel without schedstat.
+   * The share of the time the client's busiest thread wanted a CPU (ran, or waited on a run queue
+   * for one: /proc/PID/task/TID/schedstat) between its first and last samples; absent on a run
+   * shorter than a second or a kernel without schedstat.
    */
-  runnable_mean: Schema.optional(Schema.Number)
+  busiest_thread_runnable: Schema.optional(Schema.Number)
 })
 export type ClientCpu = typeof ClientCpu.Type
 

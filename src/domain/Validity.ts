@@ -217,9 +217,10 @@ export const cold = (first: number, others: ReadonlyArray<number>): Finding | un
 // Delivered
 
 /**
- * The client's mean CPU ≥ CLIENT_BOUND_CORES of a core, or the time it wanted one (ran, or waited
- * on a run queue) ≥ CLIENT_BOUND_CORES: `client_bound` (suspect). The second catches a client that
- * is the bottleneck on a host too busy to give it its core: it ran 0.6 of a core and waited the rest.
+ * The client's mean CPU ≥ CLIENT_BOUND_CORES of a core, or its busiest thread (the event loop)
+ * wanting a CPU (running, or waiting on a run queue) ≥ CLIENT_BOUND_CORES of the time:
+ * `client_bound` (suspect). The second catches a client that is the bottleneck on a host too busy
+ * to give it its core: it ran 0.6 of a core and waited the rest.
  */
 export const clientBound = (obs: Observations | null | undefined): Finding | undefined => {
   const cpu = obs?.client_cpu
@@ -233,12 +234,12 @@ export const clientBound = (obs: Observations | null | undefined): Finding | und
       evidence: `client CPU ${cpu.cores_mean.toFixed(2)} core ${over}`,
       source
     }
-  const wanted = cpu.runnable_mean
+  const wanted = cpu.busiest_thread_runnable
   if (wanted === undefined || !(wanted >= CLIENT_BOUND_CORES)) return undefined
   return {
     check: "client_bound",
     severity: "suspect",
-    evidence: `the client wanted ${wanted.toFixed(2)} core (ran ${cpu.cores_mean.toFixed(2)}, waited for a CPU the rest) ${over}`,
+    evidence: `the client's busiest thread wanted a CPU ${pct(wanted)} of the time (ran or waited for one; the client ran ${cpu.cores_mean.toFixed(2)} core in all) ${over}`,
     source: `${source}; its threads' schedstat`
   }
 }

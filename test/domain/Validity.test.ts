@@ -142,14 +142,14 @@ describe("client_bound", () => {
   })
   it("a client that wanted a whole core but waited for it on a busy host is suspect too, its wait said", () => {
     const starved = { cores_mean: 0.56, cores_max: 0.7, cpu_seconds: 6.7, source: "proc" as const }
-    const f = clientBound(obs({ client_cpu: { ...starved, runnable_mean: 0.97 } }))
+    const f = clientBound(obs({ client_cpu: { ...starved, busiest_thread_runnable: 0.97 } }))
     assert.strictEqual(
       f?.evidence,
-      "the client wanted 0.97 core (ran 0.56, waited for a CPU the rest) over 41 s (≥ 0.9)"
+      "the client's busiest thread wanted a CPU 97 % of the time (ran or waited for one; the client ran 0.56 core in all) over 41 s (≥ 0.9)"
     )
     assert.strictEqual(f?.source, "/proc of the client's process tree; its threads' schedstat")
     // one that ran little and waited little is not the bottleneck
-    assert.isUndefined(clientBound(obs({ client_cpu: { ...starved, runnable_mean: 0.6 } })))
+    assert.isUndefined(clientBound(obs({ client_cpu: { ...starved, busiest_thread_runnable: 0.6 } })))
     assert.isUndefined(clientBound(obs({ client_cpu: starved })))
   })
   it("a CPU figure that includes the engine's proves nothing", () => {
