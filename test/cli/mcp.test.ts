@@ -8,6 +8,7 @@
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -362,10 +363,27 @@ describe("hyperloom mcp --http, with the SDK's streamable HTTP client", () => {
       stdio: ["ignore", "ignore", "pipe"]
     })
     let stderr = ""
-    server.stderr.on("data", (d) => (stderr += d))
+    // the moment the server says it serves, a connection must be taken (it once said so before
+    // Node's server listened: a client quick to believe it was refused)
+    const announced = new Promise<boolean>((resolve) => {
+      let tried = false
+      server.stderr.on("data", (d) => {
+        stderr += d
+        if (!tried && stderr.includes("serving on http")) {
+          tried = true
+          net
+            .connect(port, "127.0.0.1")
+            .once("connect", function (this: net.Socket) {
+              this.destroy()
+              resolve(true)
+            })
+            .once("error", () => resolve(false))
+        }
+      })
+      setTimeout(() => resolve(false), 10_000)
+    })
     try {
-      for (let i = 0; i < 100 && !stderr.includes("serving on http"); i++)
-        await new Promise((r) => setTimeout(r, 100))
+      assert.isTrue(await announced, `connected at once when announced: ${stderr}`)
       assert.include(stderr, `serving on http://127.0.0.1:${port}/mcp`)
       const client = new Client({ name: "http-test", version: "0" })
       await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)))

@@ -493,6 +493,11 @@ export const serveWith = (options: McpOptions, transport: Layer.Layer<RpcServer.
     const running = Layer.scopedDiscard(
       Effect.gen(function* () {
         yield* register(policy, runs, table, logs)
+        // said once the transport is built: over HTTP, Node's server listens by then (a client that
+        // waits for this line must never find the port closed)
+        yield* Effect.logInfo(
+          `mcp: serving ${options.http === undefined ? "on stdio" : `on http://${options.host}:${options.http}${MCP_PATH}`}; sessions under ${root}; allowed programs: ${options.allow.length === 0 ? "none" : options.allow.join(", ")}; ${renderLeft(yield* runs.left)}; repair ${options.allowRepair ? "allowed through the guards" : "refused"}; on disconnect: ${options.onDisconnect}`
+        )
         const mcp = yield* McpServer.McpServer
         // the runs' status lines and warnings, as logging notifications
         yield* Queue.take(logs).pipe(
@@ -506,9 +511,6 @@ export const serveWith = (options: McpOptions, transport: Layer.Layer<RpcServer.
         return yield* McpServer.run(info)
       })
     ).pipe(Layer.provide(server), Layer.provide(transport))
-    yield* Effect.logInfo(
-      `mcp: serving ${options.http === undefined ? "on stdio" : `on http://${options.host}:${options.http}${MCP_PATH}`}; sessions under ${root}; allowed programs: ${options.allow.length === 0 ? "none" : options.allow.join(", ")}; ${renderLeft(yield* runs.left)}; repair ${options.allowRepair ? "allowed through the guards" : "refused"}; on disconnect: ${options.onDisconnect}`
-    )
     const fiber = yield* Effect.fork(Layer.launch(running))
     const exit = yield* Fiber.await(fiber)
     if (Exit.isFailure(exit) && !Exit.isInterrupted(exit))
