@@ -19,7 +19,9 @@
 // Then adaptive (issue 33 item 2): `--strategy adaptive --parallel 3` against `--parallel 1` on the
 // three-axis model (examples/engine-model.mjs THREE_AXES: 64 combinations, one load), beside the
 // grid's --parallel 3: the wall-time ratio (goal <= 0.55x), the engine starts (goal <= 1.5x the
-// serial search's) and whether both find the same best.
+// serial search's) and whether both find the same best; two runs per point (one run's noise
+// between the model's exact ties sent the two searches down different paths), in rounds of the
+// pair, alternating (`--rounds N`, default 2; `--adaptive-only` skips the grid).
 // Needs root (namespaces) and `npm run build`; makes its own hosts and ends them.
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -46,7 +48,7 @@ const node = (gpus) => [
   '--resources={"serving_slot": 1}'
 ]
 
-export const benchHosts = () => {
+export const benchHosts = ({ adaptiveOnly = false, rounds = 2 } = {}) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-bench-hosts-"))
   must("hosts up", time(["bash", script, "up", dir, "--hosts", "3", "--no-shared"]))
   const headPid = fs.readFileSync(path.join(dir, "head.pid"), "utf8").trim()
@@ -102,10 +104,12 @@ export const benchHosts = () => {
         )
       )
     const results = {}
-    for (const [name, parallel] of [
-      ["parallel 1", 1],
-      ["parallel 3", 3]
-    ]) {
+    for (const [name, parallel] of adaptiveOnly
+      ? []
+      : [
+          ["parallel 1", 1],
+          ["parallel 3", 3]
+        ]) {
       const session = `/tmp/hl-bench-sweep-${parallel}`
       const r = must(`sweep --parallel ${parallel}`, sweep(session, parallel))
       const doc = JSON.parse(fs.readFileSync(`/proc/${headPid}/root${session}/sweep.json`, "utf8"))
@@ -145,7 +149,11 @@ export const benchHosts = () => {
             `fake-engine --load-sec 0.2 ${THREE_AXES.engineArgs.join(" ")} ${THREE_AXES.params.map((p) => `--${p.name} {${p.name}}`).join(" ")}`,
             ...THREE_AXES.params.flatMap((p) => ["--param", `${p.name}=${p.values.join(",")}`]),
             "--load",
-            `c=${concurrency}`
+            `c=${concurrency}`,
+            // two runs per point: the search moves on a difference beyond their noise (Welch's
+            // test), never on one run's noise between the model's exact ties
+            "--repeats",
+            "2"
           ],
           [
             "fake-bench-client",
@@ -160,18 +168,43 @@ export const benchHosts = () => {
           ]
         )
       )
-    const adaptiveResults = {}
-    for (const parallel of [1, 3]) {
-      const session = `/tmp/hl-bench-adaptive-${parallel}`
-      const r = must(`adaptive --parallel ${parallel}`, adaptive(session, parallel))
-      const doc = JSON.parse(fs.readFileSync(`/proc/${headPid}/root${session}/sweep.json`, "utf8"))
-      adaptiveResults[parallel] = {
-        sec: r.ms / 1000,
-        starts: doc.combinations.reduce((n, c) => n + c.engine_starts.length, 0),
-        best: doc.summary.best
-          ? `${doc.summary.best.label} at c=${doc.summary.best.load}`
-          : doc.summary.verdict
+    // rounds of the pair, alternating which goes first; each round's ratio and the medians
+    const adaptiveRuns = { 1: [], 3: [] }
+    for (let round = 0; round < rounds; round++)
+      for (const parallel of round % 2 === 0 ? [1, 3] : [3, 1]) {
+        const session = `/tmp/hl-bench-adaptive-${parallel}-${round}`
+        const r = must(`adaptive --parallel ${parallel}`, adaptive(session, parallel))
+        const doc = JSON.parse(fs.readFileSync(`/proc/${headPid}/root${session}/sweep.json`, "utf8"))
+        const x = {
+          sec: r.ms / 1000,
+          starts: doc.combinations.reduce((n, c) => n + c.engine_starts.length, 0),
+          best: doc.summary.best
+            ? `${doc.summary.best.label} at c=${doc.summary.best.load}`
+            : doc.summary.verdict
+        }
+        adaptiveRuns[parallel].push(x)
+        console.log(
+          `  round ${round + 1}: adaptive --parallel ${parallel}: ${x.sec.toFixed(1)} s, ${x.starts} engine starts, best ${x.best}`
+        )
       }
+    const median = (xs) => {
+      const s = [...xs].sort((a, b) => a - b)
+      return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+    }
+    const summary = (runs) => ({
+      sec: median(runs.map((x) => x.sec)),
+      starts: median(runs.map((x) => x.starts)),
+      best: [...new Set(runs.map((x) => x.best))].join(" / ")
+    })
+    const adaptiveResults = { 1: summary(adaptiveRuns[1]), 3: summary(adaptiveRuns[3]) }
+    if (adaptiveOnly) {
+      const a1 = adaptiveResults[1]
+      const a3 = adaptiveResults[3]
+      const aRatio = a3.sec / a1.sec
+      console.log(
+        `adaptive on three hosts (the three-axis model, 64 combinations, one load, --repeats 2), medians of ${rounds} round(s):\n  --parallel 1: ${a1.sec.toFixed(1)} s, ${a1.starts} engine starts, best ${a1.best}\n  --parallel 3: ${a3.sec.toFixed(1)} s, ${a3.starts} engine starts, best ${a3.best}\n  wall-time ratio: ${aRatio.toFixed(2)}x; goal <= 0.55x: ${aRatio <= 0.55 ? "met" : "MISSED"}; engine starts ${a3.starts} against ${a1.starts} (goal <= 1.5x: ${a3.starts <= 1.5 * a1.starts ? "met" : "MISSED"}); same best: ${a1.best === a3.best ? "yes" : "NO"}`
+      )
+      return
     }
     const one = results["parallel 1"]
     const three = results["parallel 3"]

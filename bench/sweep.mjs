@@ -16,7 +16,9 @@
 // the grid's best with at most 30 % of the grid's engine starts.
 //
 //   node bench/sweep.mjs [--adaptive]
-//   node bench/sweep.mjs --hosts 3     (bench/sweep-hosts.mjs: --parallel 3 against 1 on three hosts, grid and adaptive)
+//   node bench/sweep.mjs --hosts 3 [--adaptive-only] [--rounds N]
+//                                      (bench/sweep-hosts.mjs: --parallel 3 against 1 on three hosts, grid and adaptive;
+//                                      adaptive in N rounds of the pair, alternating, default 2)
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -101,7 +103,11 @@ const adaptiveVsGrid = () => {
 if (process.argv[2] === "--hosts") {
   if (process.argv[3] !== "3") throw new Error("bench/sweep.mjs --hosts takes 3")
   const { benchHosts } = await import("./sweep-hosts.mjs")
-  benchHosts()
+  const rounds = process.argv.indexOf("--rounds")
+  benchHosts({
+    adaptiveOnly: process.argv.includes("--adaptive-only"),
+    rounds: rounds > 0 ? Number(process.argv[rounds + 1]) : 2
+  })
   process.exit(0)
 }
 
