@@ -221,12 +221,12 @@ export const benchHosts = ({ adaptiveOnly = false, rounds = 2 } = {}) => {
     const a1 = adaptiveResults[1]
     const a3 = adaptiveResults[3]
     console.log("adaptive on three hosts (the three-axis model, 64 combinations, one load):")
-    for (const [n, x] of [
-      [1, a1],
-      [3, a3]
+    for (const x of [
+      { n: 1, ...a1 },
+      { n: 3, ...a3 }
     ])
       console.log(
-        `  --strategy adaptive --parallel ${n}: ${x.sec.toFixed(1)} s, ${x.starts} engine starts, best ${x.best}`
+        `  --strategy adaptive --parallel ${x.n}: ${x.sec.toFixed(1)} s, ${x.starts} engine starts, best ${x.best}`
       )
     const aRatio = a3.sec / a1.sec
     console.log(
