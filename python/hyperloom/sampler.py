@@ -538,23 +538,27 @@ def _children(pid, proc="/proc"):
     return out
 
 
+def _tree(pid, proc="/proc"):
+    """`pid` and its live descendants, `pid` first (a process gone meanwhile has no children)."""
+    seen, order, todo = set(), [], [pid]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        order.append(p)
+        todo += _children(p, proc)
+    return order
+
+
 def tree_cpu(pid, proc="/proc"):
     """CPU seconds of `pid` and its live descendants (utime + stime, and each one's reaped
     children), from /proc; None when `pid` is gone."""
     top = _proc_cpu(pid, proc)
     if top is None:
         return None
-    seen, todo, total_s = {pid}, _children(pid, proc), top
-    while todo:
-        c = todo.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        v = _proc_cpu(c, proc)
-        if v is not None:
-            total_s += v
-            todo += _children(c, proc)
-    return total_s
+    rest = (_proc_cpu(c, proc) for c in _tree(pid, proc)[1:])
+    return top + sum(v for v in rest if v is not None)
 
 
 def _proc_sched(pid, proc="/proc"):
@@ -578,17 +582,12 @@ def _proc_sched(pid, proc="/proc"):
 def tree_sched(pid, proc="/proc"):
     """`_proc_sched` of `pid` and its live descendants, {(pid, tid): seconds}; {} when `pid` is
     gone or the kernel keeps no schedstat."""
-    out, seen, todo = {}, set(), [pid]
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+    out = {}
+    for p in _tree(pid, proc):
         threads = _proc_sched(p, proc)
         if not threads and p == pid:
             return {}
         out.update({(p, t): v for t, v in threads.items()})
-        todo += _children(p, proc)
     return out
 
 

@@ -33,6 +33,7 @@ import {
 } from "../support/hosts.js"
 import { pidsWithArg } from "../support/lease.js"
 import { sleep, waitFor } from "../support/ray.js"
+import { sweepArgs } from "../support/sweepOnHead.js"
 
 /** Ray declares a node dead after 5 health checks that each fail: ~5 × (1 s + 1 s). */
 const HEALTH_CHECK = { health_check_period_ms: 1000, health_check_timeout_ms: 1000 }
@@ -43,37 +44,14 @@ let n = 0
 const newTag = () => `hl-faults-${process.pid}-${n}`
 const newSession = () => `/tmp/hl-sweep-faults-${n++}`
 
-/** `sweep run` for the file's sweep: 3 combinations × 2 loads, all at once; runs of a few seconds (4 prompts: at c <= B one wave, past it up to 4 that each pay the queue cost). */
-const sweepArgs = (session: string, tag: string) => [
-  "sweep",
-  "run",
-  "--session",
-  session,
-  "--gpus",
-  "1",
-  "--parallel",
-  "3",
-  "--server",
-  `fake-engine --load-sec 0.2 --queue-ms 1500 --tag=${tag} --max-num-seqs {seqs}`,
-  "--param",
-  "seqs=1,2,4",
-  "--load",
-  "c=2,4",
-  "--slo",
-  "p99_ttft_ms<=1000",
-  // no warm-up: the stand-in has no cold start, and at --max-num-seqs 1 its 1500 ms queue cost
-  // makes 8 warm-up requests ~10 s of every engine start
-  "--warmup",
-  "0",
-  "--",
-  "fake-bench-client",
-  "--num-prompts",
-  "4",
-  "--max-concurrency",
-  "{c}",
-  "--output-len",
-  "96"
-]
+/** `sweep run` for the file's sweep: 3 combinations × 2 loads, all at once; runs of a few seconds (4 prompts: at c <= B one wave, past it up to 4 that each pay the queue cost); no warm-up (sweepArgs). */
+const sweepRunArgs = (session: string, tag: string) =>
+  sweepArgs(
+    session,
+    `fake-engine --load-sec 0.2 --queue-ms 1500 --tag=${tag} --max-num-seqs {seqs}`,
+    ["--parallel", "3", "--param", "seqs=1,2,4", "--load", "c=2,4", "--slo", "p99_ttft_ms<=1000"],
+    ["fake-bench-client", "--num-prompts", "4", "--max-concurrency", "{c}", "--output-len", "96"]
+  )
 
 const why = whyNoHosts()
 if (why !== undefined)
@@ -169,7 +147,7 @@ describe.skipIf(why !== undefined)("a cluster sweep survives its faults (three h
     try {
       const session = newSession()
       const tag = newTag()
-      const r = await hosts.cli(sweepArgs(session, tag), { env: withStandIns, timeoutMs: 180_000 })
+      const r = await hosts.cli(sweepRunArgs(session, tag), { env: withStandIns, timeoutMs: 180_000 })
       assert.strictEqual(r.code, 0, r.stderr.slice(-3000))
       const doc = docOf(session)
       assertComplete(doc)
@@ -195,7 +173,7 @@ describe.skipIf(why !== undefined)("a cluster sweep survives its faults (three h
   it("SIGKILL of `sweep run` with three combinations in flight: the same command resumes them all, no point twice", async () => {
     const session = newSession()
     const tag = newTag()
-    const args = sweepArgs(session, tag)
+    const args = sweepRunArgs(session, tag)
     const first = hosts.startCli(args, withStandIns)
     const pid = await first.pid()
     await waitFor(
@@ -231,7 +209,7 @@ describe.skipIf(why !== undefined)("a cluster sweep survives its faults (three h
   it("a worker's raylet SIGKILLed mid-combination: its run is interrupted, the combination runs again elsewhere; right best, no point twice", async () => {
     const session = newSession()
     const tag = newTag()
-    const cli = hosts.startCli(sweepArgs(session, tag), withStandIns)
+    const cli = hosts.startCli(sweepRunArgs(session, tag), withStandIns)
     const hit = await waitFor("a combination mid-way on a worker", () => midCombination(session), 120_000, 50)
     killRaylet(hosts, hit.host)
     const r = await endedRequeued(cli, session, hit.index)
@@ -250,7 +228,7 @@ describe.skipIf(why !== undefined)("a cluster sweep survives its faults (three h
   it("a worker cut off past Ray's node-death time: its run is interrupted, the combination runs again elsewhere; right best, no point twice", async () => {
     const session = newSession()
     const tag = newTag()
-    const cli = hosts.startCli(sweepArgs(session, tag), withStandIns)
+    const cli = hosts.startCli(sweepRunArgs(session, tag), withStandIns)
     const hit = await waitFor("a combination mid-way on a worker", () => midCombination(session), 120_000, 50)
     const engineThere = () => pidsWithArg(`--tag=${tag}`).filter((pid) => onHost(hosts, hit.host, pid))
     assert.isNotEmpty(engineThere(), "an engine runs on the worker to be cut off")

@@ -30,6 +30,7 @@ import {
 } from "../support/hosts.js"
 import { pidsWithArg, waitGone } from "../support/lease.js"
 import { projectRoot, waitFor } from "../support/ray.js"
+import { sweepArgs } from "../support/sweepOnHead.js"
 
 /** Ray declares a node dead after 5 health checks that each fail: ~5 × (1 s + 1 s). */
 export const HEALTH_CHECK = { health_check_period_ms: 1000, health_check_timeout_ms: 1000 }
@@ -53,28 +54,14 @@ const args = (
   seqs: string,
   loads: string,
   extra: ReadonlyArray<string>
-): Array<string> => [
-  "sweep",
-  "run",
-  "--session",
-  session,
-  "--gpus",
-  "1",
-  "--server",
-  engine(tag),
-  "--param",
-  `seqs=${seqs}`,
-  "--load",
-  `c=${loads}`,
-  "--slo",
-  SLO,
-  // no warm-up: the stand-in has no cold start (test/support/sweepOnHead.ts)
-  "--warmup",
-  "0",
-  ...extra,
-  "--",
-  ...client
-]
+): Array<string> =>
+  // no warm-up (sweepArgs): the stand-in has no cold start
+  sweepArgs(
+    session,
+    engine(tag),
+    ["--param", `seqs=${seqs}`, "--load", `c=${loads}`, "--slo", SLO, ...extra],
+    client
+  )
 
 const why = whyNoHosts()
 if (why !== undefined)
