@@ -284,9 +284,9 @@ describe("sweep run on a real head", () => {
       "mode=--tag=plain,cmode=--fail=drop,cx=--drop-every=4",
       "mode=--tag=plain,cmode=--fail=,cx=--max-concurrency=1",
       "mode=--fail=cold-start,cmode=--fail=,cx=--output-len=8",
-      // 60 ms of CPU per token event read: the client is the bottleneck (~4 s a run, so the
-      // sampler's 2 s ticks see it at least twice)
-      "mode=--tag=plain,cmode=--fail=cpu-bound,cx=--burn-ms=60"
+      // 35 ms of CPU per token event read (64 events): the client is the bottleneck for ~2.3 s a
+      // run, so the sampler's 2 s ticks see it twice (and a burnt core costs the CI host no more)
+      "mode=--tag=plain,cmode=--fail=cpu-bound,cx=--burn-ms=35"
     ].flatMap((c) => ["--combo", c])
     const cmd = [
       process.execPath,
