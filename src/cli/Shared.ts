@@ -7,7 +7,7 @@ import type { LeaseRequest } from "../domain/Feasibility.js"
 import { DEFAULT_GPU_CLEAN_TIMEOUT_SEC } from "../domain/GpuHolders.js"
 import { DEFAULT_RANK_CWD, isEnvName } from "../domain/Group.js"
 import { parseDecimal, parseWholeNumber } from "../domain/Numbers.js"
-import { RUNNER_DEFAULTS } from "../domain/Serving.js"
+import { MAX_WARMUP, RUNNER_DEFAULTS } from "../domain/Serving.js"
 import { editDistance } from "../domain/Text.js"
 import { DEFAULT_MAX_FAILED } from "../domain/Validity.js"
 import { EXIT, UsageError } from "./Exit.js"
@@ -216,8 +216,13 @@ export const checkCmd = Options.text("check").pipe(
 
 /** `--warmup N`: requests after each engine start, discarded (default `RUNNER_DEFAULTS.warmup`). */
 export const warmup = wholeNumber("warmup", 0).pipe(
+  Options.mapEffect((n) =>
+    n <= MAX_WARMUP
+      ? Effect.succeed(n)
+      : invalid(`--warmup must be at most ${MAX_WARMUP} (requests sent at once, a thread each on the node), got ${n}`)
+  ),
   Options.withDescription(
-    `With --server: requests sent at once after each engine start, before anything is measured; their answers are discarded and their time is warm-up time (default ${RUNNER_DEFAULTS.warmup}: the engines compile and capture their CUDA graphs before they answer ready, but the first prefill of several sequences, the sampler above batch size one and the first JIT'd kernels are still cold; 0: none).`
+    `With --server: requests sent at once after each engine start, before anything is measured; their answers are discarded and their time is warm-up time (at most ${MAX_WARMUP}; default ${RUNNER_DEFAULTS.warmup}: the engines compile and capture their CUDA graphs before they answer ready, but the first prefill of several sequences, the sampler above batch size one and the first JIT'd kernels are still cold; 0: none).`
   ),
   Options.optional
 )

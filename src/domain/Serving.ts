@@ -36,6 +36,12 @@ export const RUNNER_DEFAULTS = {
   warmup: 8
 } as const
 
+/**
+ * The most warm-up requests one engine start takes: they are sent at once, a thread each on the
+ * node (python/hyperloom/ready.py), and no engine batches more than a few thousand sequences.
+ */
+export const MAX_WARMUP = 1024
+
 export const DEFAULT_READY_PATH = RUNNER_DEFAULTS.readyPath
 export const DEFAULT_READY_TIMEOUT_SEC = RUNNER_DEFAULTS.readyTimeoutSec
 

@@ -274,6 +274,15 @@ describe("hyperloom mcp over stdio, with the SDK's client", () => {
     assert.include(
       await refusal(
         client,
+        "start_sweep",
+        { session: "s1", ...EXPERIMENT, warmup: 100000 },
+        "InvalidArguments"
+      ),
+      "warmup"
+    )
+    assert.include(
+      await refusal(
+        client,
         "baseline_run",
         { session: "b1", command: ["node", "b.mjs"], warmup: 4 },
         "UsageError"

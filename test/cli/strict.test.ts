@@ -139,6 +139,18 @@ describe("--json: a usage error is a JSON document too", () => {
     assert.isFalse(fs.existsSync(rayLog))
   })
 
+  it("--warmup is bounded: requests sent at once, a thread each on the node", () => {
+    for (const cmd of [
+      ["sweep", "run", "--session", path.join(work, "w"), "--param", "s=1", "--load", "c=1"],
+      ["baseline", "run", "--session", path.join(work, "w")]
+    ])
+      usageError(
+        run([...cmd, "--gpus", "1", "--server", "engine", "--warmup", "100000", "--", "client"]),
+        "--warmup must be at most 1024",
+        "got 100000"
+      )
+  })
+
   it("--json after the unknown option still makes the usage error JSON (it is before `--`)", () => {
     for (const args of [
       ["lease", "run", "--gpus", "1", "--bogus", "--json", "--", ...touch],

@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { Clock, Deferred, Effect, Option, Schema } from "effect"
 import { compareSessions, type Gate, judgeGate, parseGate } from "../../domain/Compare.js"
 import { METRIC_KEYS, type MetricKey } from "../../domain/Results.js"
-import { DEFAULT_READY_TIMEOUT_SEC, RUNNER_DEFAULTS, readiness } from "../../domain/Serving.js"
+import { DEFAULT_READY_TIMEOUT_SEC, MAX_WARMUP, RUNNER_DEFAULTS, readiness } from "../../domain/Serving.js"
 import { renderState } from "../../domain/State.js"
 import { renderSweep, type SweepDoc } from "../../domain/Sweep.js"
 import { DEFAULT_MAX_FAILED } from "../../domain/Validity.js"
@@ -117,7 +117,7 @@ const Validity = {
   ),
   warmup: Schema.optional(
     describe(
-      Schema.Number.pipe(Schema.int(), Schema.nonNegative()),
+      Schema.Number.pipe(Schema.int(), Schema.between(0, MAX_WARMUP)),
       `Requests sent at once after each engine start, discarded, before anything is measured (default ${RUNNER_DEFAULTS.warmup}; 0: none).`
     )
   ),
