@@ -312,8 +312,10 @@ describe("sweep run on a real head", () => {
     assert.strictEqual(r.code, 0, r.stderr)
     const runs = (c: any) => c.points[0].runs
     const findings = (run: any) => run.validity.findings
+    // the one finding the failure makes, beside at most what the host makes (a `cold` between
+    // two ~1 s runs 5.2 % apart was seen on a capped client's runs in a clean-clone CI)
     const only = (run: any, check: string) => {
-      const fs_ = findings(run)
+      const fs_ = findings(run).filter((f: any) => f.check === check || !hostMade(f))
       assert.deepStrictEqual(
         fs_.map((f: any) => f.check),
         [check],
