@@ -219,7 +219,9 @@ export const warmup = wholeNumber("warmup", 0).pipe(
   Options.mapEffect((n) =>
     n <= MAX_WARMUP
       ? Effect.succeed(n)
-      : invalid(`--warmup must be at most ${MAX_WARMUP} (requests sent at once, a thread each on the node), got ${n}`)
+      : invalid(
+          `--warmup must be at most ${MAX_WARMUP} (requests sent at once, a thread each on the node), got ${n}`
+        )
   ),
   Options.withDescription(
     `With --server: requests sent at once after each engine start, before anything is measured; their answers are discarded and their time is warm-up time (at most ${MAX_WARMUP}; default ${RUNNER_DEFAULTS.warmup}: the engines compile and capture their CUDA graphs before they answer ready, but the first prefill of several sequences, the sampler above batch size one and the first JIT'd kernels are still cold; 0: none).`
