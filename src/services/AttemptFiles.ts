@@ -198,9 +198,19 @@ const makeLive = Effect.gen(function* () {
 
   const exists = (file: string) => fs.exists(file).pipe(Effect.orElseSucceed(() => true))
 
+  // A dataset file is hashed once per content seen, not once per run: a sweep's runs name the same
+  // file again and again, and a dataset can be gigabytes. Keyed by path, size and modification time,
+  // so a file changed between runs is read again.
+  const facts = new Map<string, { readonly bytes: number; readonly sha256: string }>()
   const fileFacts = Effect.fn("AttemptFiles.fileFacts")(function* (file: string) {
     const info = yield* fs.stat(file).pipe(Effect.option)
     if (Option.isNone(info) || info.value.type !== "File") return undefined
+    const key = Option.match(info.value.mtime, {
+      onNone: () => undefined,
+      onSome: (t) => `${file}\0${info.value.size}\0${t.getTime()}`
+    })
+    const known = key === undefined ? undefined : facts.get(key)
+    if (known !== undefined) return known
     const hash = createHash("sha256")
     let bytes = 0
     const ok = yield* fs.stream(file).pipe(
@@ -213,7 +223,10 @@ const makeLive = Effect.gen(function* () {
       Effect.as(true),
       Effect.orElseSucceed(() => false)
     )
-    return ok ? { bytes, sha256: hash.digest("hex") } : undefined
+    if (!ok) return undefined
+    const got = { bytes, sha256: hash.digest("hex") }
+    if (key !== undefined) facts.set(key, got)
+    return got
   })
 
   return AttemptFiles.of({

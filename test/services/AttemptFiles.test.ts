@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -58,6 +59,34 @@ describe("AttemptFiles (live, on disk)", () => {
         const failedText = yield* Effect.either(files.writeText(path.join(dir, "taken"), "x"))
         assert.strictEqual(failedText._tag, "Left")
         assert.deepStrictEqual(fs.readdirSync(dir).sort(), ["environment.json", "report.html", "taken"])
+      }).pipe(
+        Effect.provide(layer),
+        Effect.provide(NodeFileSystem.layer),
+        Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      )
+    }
+  )
+
+  it.live(
+    "fileFacts: a file's size and SHA-256, read once per content (path, size, mtime); a changed file is read again",
+    () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hl-facts-"))
+      const file = path.join(dir, "prompts.jsonl")
+      const sha = (text: string) => createHash("sha256").update(text).digest("hex")
+      const when = new Date("2026-12-01T00:00:00Z")
+      fs.writeFileSync(file, "aaaa\n")
+      fs.utimesSync(file, when, when)
+      return Effect.gen(function* () {
+        const files = yield* AttemptFiles
+        assert.deepStrictEqual(yield* files.fileFacts(file), { bytes: 5, sha256: sha("aaaa\n") })
+        // the same size and time: taken as the same content, not read again
+        fs.writeFileSync(file, "bbbb\n")
+        fs.utimesSync(file, when, when)
+        assert.deepStrictEqual(yield* files.fileFacts(file), { bytes: 5, sha256: sha("aaaa\n") })
+        // changed (another time, another size): read again
+        fs.writeFileSync(file, "cccccc\n")
+        assert.deepStrictEqual(yield* files.fileFacts(file), { bytes: 7, sha256: sha("cccccc\n") })
+        assert.isUndefined(yield* files.fileFacts(dir))
       }).pipe(
         Effect.provide(layer),
         Effect.provide(NodeFileSystem.layer),
