@@ -155,6 +155,32 @@ export const programOf = (command: string): string | undefined => {
   return word === undefined ? undefined : path.basename(word.replace(/^['"]|['"]$/g, ""))
 }
 
+/** What an allow-list refusal says when the list is empty. */
+const knownOf = (allow: ReadonlyArray<string>) =>
+  allow.length === 0 ? "none (the server was started without --allow-server)" : allow.join(", ")
+
+/**
+ * Why a command line run with `sh -c` (the engine's, a check's) may not run under `allow`: shell
+ * syntax, no program, or a program not on the list; undefined when it may. `what` names it in
+ * the sentence ("engine", "check").
+ */
+const programRefusal = (
+  allow: ReadonlyArray<string>,
+  what: string,
+  line: string,
+  shell: string
+): string | undefined => {
+  if (SHELL_CONTROL.test(line) || FOREIGN_VARIABLE.test(line)) return shell
+  const program = programOf(line)
+  if (program === undefined) return `the ${what}'s command line is empty`
+  if (!allow.includes(program))
+    return `the ${what} program '${program}' is not on the server's allow-list (${knownOf(allow)}); use one of those, or ask the operator to start the server with --allow-server ${program}`
+  return undefined
+}
+
+const SHELL_SYNTAX =
+  "shell syntax (;, &, |, <, >, backquotes, $(...), a variable other than $HYPERLOOM_*, or a backslash)"
+
 /**
  * Why an engine command line (`sh -c`, with its parameter values filled in) and a client argv may
  * not run under `allow`, or undefined when they may. A value with shell syntax is refused like the
@@ -166,19 +192,16 @@ export const commandRefusal = (
   values: ReadonlyArray<string>,
   client: ReadonlyArray<string>
 ): string | undefined => {
-  const known = allow.length === 0 ? "none (the server was started without --allow-server)" : allow.join(", ")
-  for (const text of [server, ...values]) {
-    if (SHELL_CONTROL.test(text) || FOREIGN_VARIABLE.test(text))
-      return `'${text}' holds shell syntax (;, &, |, <, >, backquotes, $(...), a variable other than $HYPERLOOM_*, or a backslash): an agent's engine command is one program with its arguments; write it without them`
-  }
-  const program = programOf(server)
-  if (program === undefined) return "the engine's command line is empty"
-  if (!allow.includes(program))
-    return `the engine program '${program}' is not on the server's allow-list (${known}); use one of those, or ask the operator to start the server with --allow-server ${program}`
+  const shell = (text: string) =>
+    `'${text}' holds ${SHELL_SYNTAX}: an agent's engine command is one program with its arguments; write it without them`
+  for (const text of [server, ...values])
+    if (SHELL_CONTROL.test(text) || FOREIGN_VARIABLE.test(text)) return shell(text)
+  const engine = programRefusal(allow, "engine", server, shell(server))
+  if (engine !== undefined) return engine
   const clientProgram = client[0] === undefined ? undefined : path.basename(client[0])
   if (clientProgram === undefined) return "the client's command is empty: give its program and arguments"
   if (!allow.includes(clientProgram))
-    return `the client program '${clientProgram}' is not on the server's allow-list (${known}); use one of those, or ask the operator to start the server with --allow-server ${clientProgram}`
+    return `the client program '${clientProgram}' is not on the server's allow-list (${knownOf(allow)}); use one of those, or ask the operator to start the server with --allow-server ${clientProgram}`
   return undefined
 }
 
@@ -187,12 +210,10 @@ export const commandRefusal = (
  * run under `allow`, or undefined when it may: one allowed program with its arguments, as the
  * engine's command line is.
  */
-export const checkRefusal = (allow: ReadonlyArray<string>, check: string): string | undefined => {
-  if (SHELL_CONTROL.test(check) || FOREIGN_VARIABLE.test(check))
-    return `the check '${check}' holds shell syntax (;, &, |, <, >, backquotes, $(...), a variable other than $HYPERLOOM_*, or a backslash): an agent's check is one program with its arguments`
-  const program = programOf(check)
-  if (program === undefined) return "the check's command line is empty"
-  if (!allow.includes(program))
-    return `the check program '${program}' is not on the server's allow-list (${allow.length === 0 ? "none" : allow.join(", ")}); use one of those, or ask the operator to start the server with --allow-server ${program}`
-  return undefined
-}
+export const checkRefusal = (allow: ReadonlyArray<string>, check: string): string | undefined =>
+  programRefusal(
+    allow,
+    "check",
+    check,
+    `the check '${check}' holds ${SHELL_SYNTAX}: an agent's check is one program with its arguments`
+  )

@@ -319,13 +319,17 @@ const experimentFrom = (a: ExperimentArgs) =>
     }).pipe(Effect.mapError((e) => usage(e.message)))
   })
 
-const allowed = (policy: ServerPolicy, a: ExperimentArgs) => {
-  const refusal = commandRefusal(
+/** Why the allow-list refuses an experiment's engine, values, client or check; undefined: it does not. */
+const refusalOf = (policy: ServerPolicy, a: ExperimentArgs) =>
+  commandRefusal(
     policy.allow,
     a.server,
     [...(a.params ?? []), ...(a.combos ?? []), ...(a.load === undefined ? [] : [a.load])],
     a.client
-  )
+  ) ?? (a.check === undefined ? undefined : checkRefusal(policy.allow, a.check))
+
+const allowed = (policy: ServerPolicy, a: ExperimentArgs) => {
+  const refusal = refusalOf(policy, a)
   return refusal === undefined
     ? Effect.void
     : Effect.fail(new ToolError({ tag: "NotAllowed", message: refusal }))
@@ -373,13 +377,7 @@ export const planTool = (policy: ServerPolicy, runs: Runs, a: Schema.Schema.Type
         ? { start_sec: a.estimate_start_sec, run_sec: a.estimate_run_sec, source: "options" as const }
         : null
     const plan = yield* dryRunPlan(experiment, a.strategy ?? "grid", dir, given)
-    const refusal =
-      commandRefusal(
-        policy.allow,
-        a.server,
-        [...(a.params ?? []), ...(a.combos ?? []), ...(a.load === undefined ? [] : [a.load])],
-        a.client
-      ) ?? (a.check === undefined ? undefined : checkRefusal(policy.allow, a.check))
+    const refusal = refusalOf(policy, a)
     const starts = plan.session?._tag === "left" ? plan.session.engine_starts : plan.combinations
     const budget = yield* runs.check({ starts, gpus: experiment.gpus }).pipe(
       Effect.as(null),
@@ -510,7 +508,6 @@ export const startTool = (
   Effect.gen(function* () {
     const dir = yield* sessionIn(policy, a.session)
     yield* allowed(policy, a)
-    yield* checkAllowed(policy, a.check)
     const experiment = yield* experimentFrom(a)
     const strategy = a.strategy ?? "grid"
     const plan = yield* dryRunPlan(experiment, strategy, dir, null)
