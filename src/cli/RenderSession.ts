@@ -1,5 +1,5 @@
 import { errorHead } from "../domain/Attempt.js"
-import { isMeasurement, sweepWorkload, type Workload, workloadLine } from "../domain/Results.js"
+import { isMeasurement, type Workload, workloadSummary } from "../domain/Results.js"
 import type { AttemptRecord, SessionState } from "../domain/State.js"
 import { FAILURE_LIMIT, STALL_LIMIT } from "../domain/StopRules.js"
 import { fixed2, formatSeconds, formatThroughput } from "../domain/Text.js"
@@ -139,15 +139,13 @@ export const renderSession = (sessionDir: string, s: SessionState): string => {
       for (const f of a.validity.findings) lines.push(`       ${a.validity.verdict}: ${renderFinding(f)}`)
   }
   // the workload once (docs/clients.md#the-workload-on-record), from the attempts' reports
-  const work = sweepWorkload(
+  const work = workloadSummary(
     s.baseline_attempts.flatMap((a) =>
       a.error_class === null && a.workload !== undefined ? [a.workload as Workload] : []
-    )
+    ),
+    "attempts"
   )
-  if (work !== undefined)
-    lines.push(
-      `workload    ${workloadLine(work.facts)}${work.differs.length === 0 ? "" : ` (differs between attempts: ${work.differs.join(", ")})`}`
-    )
+  if (work !== undefined) lines.push(`workload    ${work}`)
   const judged = s.baseline_attempts.flatMap((a) => (a.validity === undefined ? [] : [a.validity]))
   if (judged.length > 0) {
     lines.push(`validity    ${renderTally(tally(judged))}`)

@@ -4,7 +4,7 @@
  * and client command lines, ready to paste. Pure.
  */
 
-import { sweepWorkload, type Workload, workloadLine } from "../domain/Results.js"
+import { type Workload, workloadSummary } from "../domain/Results.js"
 import { differing, labelDifferingFirst } from "../domain/Sweep/Best.js"
 import { hasNodes, nodesOf } from "../domain/Sweep/Parallel.js"
 import { renderTimeToBest, shownTenths } from "../domain/Sweep/Time.js"
@@ -95,17 +95,15 @@ export const renderSweepText = (sessionDir: string, doc: SweepDoc): string => {
   if (doc.stop_error !== null) out.push(`  ${doc.stop_error.split("\n")[0]}`)
   if (doc.hardware_class !== undefined) out.push(`  hardware class: ${renderClass(doc.hardware_class)}`)
   // the workload once (docs/clients.md#the-workload-on-record), from the runs' reports
-  const work = sweepWorkload(
+  const work = workloadSummary(
     doc.combinations.flatMap((c) =>
       c.points.flatMap((p) =>
         p.runs.flatMap((r) => (r.status === "ok" && r.workload !== undefined ? [r.workload as Workload] : []))
       )
-    )
+    ),
+    "runs"
   )
-  if (work !== undefined)
-    out.push(
-      `  workload: ${workloadLine(work.facts)}${work.differs.length === 0 ? "" : ` (differs between runs: ${work.differs.join(", ")})`}`
-    )
+  if (work !== undefined) out.push(`  workload: ${work}`)
   if ((doc.left_alone ?? []).length > 0)
     out.push(
       `  left alone (another hardware class): ${doc.left_alone!.map((n) => `${nodeName(n)} (${n.gpu_count} GPU${n.gpu_model !== null ? ` ${n.gpu_model}` : ""})`).join(", ")}`

@@ -218,6 +218,17 @@ export const sweepWorkload = (
 }
 
 /** A workload's asked facts on one line (`sweep show`). */
+/**
+ * The workload stated once for a session (`sweep show`, `state show`), from its runs' or attempts'
+ * records, with which fact differed between `them` ("runs", "attempts"); undefined: none recorded.
+ */
+export const workloadSummary = (workloads: ReadonlyArray<Workload>, them: string): string | undefined => {
+  const work = sweepWorkload(workloads)
+  return work === undefined
+    ? undefined
+    : `${workloadLine(work.facts)}${work.differs.length === 0 ? "" : ` (differs between ${them}: ${work.differs.join(", ")})`}`
+}
+
 export const workloadLine = (facts: ReturnType<typeof workloadFacts>): string =>
   facts
     .filter((f) => f.value !== null)
